@@ -1,0 +1,929 @@
+"""The controller: owns the worker processes, the ramp plan, steps and warm-up, the SLO watch and the record.
+
+One engine, three faces: the Textual console, the headless CLI and Python code all drive it through the
+same thread-safe commands and receive the same immutable ``Snapshot`` objects. Nothing here knows which
+face is attached.
+
+    engine = Engine(config, on_snapshot=print)
+    engine.start()
+    engine.set_level(8)
+    outcome = engine.wait()
+
+The controller runs in a thread of its own with its own asyncio loop (so a UI's event loop is never
+blocked by it); the streams run in worker processes (``loadgen.worker``). Windows are cut exactly: at a
+boundary (warm-up end, step end) the controller asks every worker to flush, and each worker's deltas before
+its flush reply belong to the old window, the ones after to the new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import multiprocessing as mp
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from loadgen.snapshot import (
+    SLO,
+    ClientHealth,
+    SeriesPoint,
+    ServerTelemetry,
+    Snapshot,
+    SLOVerdict,
+    StepSummary,
+    WindowStats,
+)
+from loadgen.types import Target
+
+CLIENT_BOUND_CPU_PCT = 90.0
+CLIENT_BOUND_LAG_MS = 5.0
+UNREACHABLE_AFTER_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RampPlan:
+    """Levels are concurrencies in closed loop and arrival rates (req/s) in open loop."""
+
+    levels: tuple[float, ...]
+    step_s: float = 30.0
+    warmup_s: float = 5.0
+    early_stop: bool = False  # stop the plan at the first step that breaks the SLO
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    target: Target
+    profile: Any  # loadgen.profile.Profile
+    plan: RampPlan | None = None  # None: manual steering (console), one open-ended step at a time
+    mode: str = "closed"  # "closed" | "open"
+    level: int = 1  # initial concurrency (closed) / concurrency cap (open, 0 = none)
+    rate_rps: float = 1.0  # initial arrival rate (open)
+    arrival: str = "poisson"  # "constant" | "poisson" | "gamma"
+    burstiness: float = 1.0  # gamma shape k (< 1 burstier, > 1 smoother)
+    workers: int = 1
+    out: str | None = None  # JSONL record path
+    tags: tuple[tuple[str, str], ...] = ()
+    cancel_on_lower: bool = False
+    rolling_s: float = 10.0
+    snapshot_hz: float = 4.0
+    seed: int = 0
+    transport: str = "aiohttp"  # hot streaming path: "aiohttp" | "httpx"
+    warmup_s: float = 0.0  # warm-up of manually started steps (a plan carries its own)
+    auto_step_s: float = 30.0  # auto-ramp without a plan: double the level this often
+    telemetry: bool = True  # poll the target's /metrics
+    gpu_cmd: str | None = None
+    nvml: bool = False
+    dcgm_url: str | None = None
+    slo: SLO | None = None  # overrides the profile's SLO
+    max_connections: int = 0  # 0 = sized to the load
+    cold: bool = False  # the server was just started: the first step is a cold step
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    state: str  # "finished" | "stopped" | "failed"
+    steps: tuple[StepSummary, ...]
+    best_step: int | None
+    record_path: str | None
+    message: str = ""
+    unreachable: bool = False
+
+
+class SetupError(Exception):
+    """The run could not start (target unreachable, no model...). The message is for the operator."""
+
+
+@dataclass
+class _Segment:
+    """A window that deltas are folded into: one step's warm-up or its measurement."""
+
+    seg_id: int
+    step: int
+    phase: str  # "warmup" | "measure"
+    t0_ns: int
+    acc: Any
+    t1_ns: int | None = None
+    client_bound: bool = False
+    bound_reason: str = ""
+    pending: set[int] = field(default_factory=set)  # workers whose flush reply has not come yet
+
+
+class Engine:
+    def __init__(self, config: RunConfig, on_snapshot: Callable[[Snapshot], None] | None = None) -> None:
+        self.config = config
+        self.on_snapshot = on_snapshot
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ctl: _Controller | None = None
+        self._thread: threading.Thread | None = None
+        self._early: list[tuple[str, tuple[Any, ...]]] = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._outcome: RunOutcome | None = None
+        self._latest: Snapshot | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._thread_main, name="ramp-controller", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> RunOutcome | None:
+        self._done.wait(timeout)
+        return self._outcome
+
+    def stop(self, cancel: bool = True) -> None:
+        self._command("stop", cancel)
+
+    def latest(self) -> Snapshot | None:
+        return self._latest
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    # ---- commands (thread-safe, return at once) -------------------------------------------------
+    def set_level(self, level: int) -> None:
+        self._command("set_level", int(level))
+
+    def change_level(self, delta: int) -> None:
+        self._command("change_level", int(delta))
+
+    def set_rate(self, rate_rps: float) -> None:
+        self._command("set_rate", float(rate_rps))
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in ("closed", "open"):
+            raise ValueError(f"mode must be 'closed' or 'open', not {mode!r}")
+        self._command("set_mode", mode)
+
+    def pause(self) -> None:
+        self._command("pause")
+
+    def resume(self) -> None:
+        self._command("resume")
+
+    def next_step(self) -> None:
+        self._command("next_step")
+
+    def set_auto(self, on: bool) -> None:
+        self._command("set_auto", bool(on))
+
+    def mark(self, note: str) -> None:
+        self._command("mark", str(note))
+
+    def _command(self, name: str, *args: Any) -> None:
+        with self._lock:
+            if self._loop is None or self._ctl is None:
+                self._early.append((name, args))
+                return
+            loop, ctl = self._loop, self._ctl
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(ctl.command, name, args)
+
+    # ---- the controller thread ------------------------------------------------------------------
+    def _publish(self, snap: Snapshot) -> None:
+        self._latest = snap
+        if self.on_snapshot is not None:
+            try:
+                self.on_snapshot(snap)
+            except Exception:  # a face's bug must not kill the measurement
+                pass
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        ctl = _Controller(self.config, self._publish)
+        with self._lock:
+            self._loop, self._ctl = loop, ctl
+            early, self._early = self._early, []
+        for name, args in early:
+            loop.call_soon(ctl.command, name, args)
+        try:
+            self._outcome = loop.run_until_complete(ctl.run())
+        except BaseException as exc:  # pragma: no cover - last resort, keeps the face informed
+            self._outcome = RunOutcome("failed", tuple(ctl.steps), None, ctl.record_path, repr(exc))
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+            self._done.set()
+
+
+class _Controller:
+    def __init__(self, config: RunConfig, publish: Callable[[Snapshot], None]) -> None:
+        from loadgen.metrics import Accumulator, RollingWindow
+
+        self.config = config
+        self.publish = publish
+        self._Accumulator = Accumulator
+        self.profile = config.profile
+        self.slo: SLO = config.slo or getattr(config.profile, "slo", None) or SLO()
+        self.plan = config.plan
+        self.mode = config.mode
+        self.level = int(config.level)
+        self.rate = float(config.rate_rps)
+        self.paused = False
+        self.auto = config.plan is not None
+        self.state = "starting"
+        self.message = ""
+        self.unreachable = False
+        self.model = config.target.model
+        self.runtime: str | None = None
+        self.runtime_version: str | None = None
+        self.t0_ns = time.monotonic_ns()
+        self.seq = 0
+        self.stop_requested: bool | None = None  # None, or the cancel flag of the stop asked for
+        self.wake = asyncio.Event()
+        self.procs: list[Any] = []
+        self.cmd_queues: list[Any] = []
+        self.delta_q: Any = None
+        self.alive: set[int] = set()
+        self.fatal: list[str] = []
+        # windows
+        self.segments: dict[int, _Segment] = {}
+        self.worker_seg: dict[int, int] = {}
+        self.next_seg = 0
+        self.current: _Segment | None = None
+        self.run_acc = Accumulator()
+        self.run_measured_s = 0.0
+        self.rolling = RollingWindow(config.rolling_s)
+        self.step_index = -1
+        self.plan_index = 0
+        self.step_t0_ns = 0
+        self.step_warm_end_ns = 0
+        self.step_end_ns: int | None = None
+        self.step_level = 0
+        self.step_rate: float | None = None
+        self.step_marks: list[str] = []
+        self.steps: list[StepSummary] = []
+        self.step_starts_s: list[float] = []
+        self.best: int | None = None
+        self.marks: list[tuple[float, str]] = []
+        self.recent_errors: collections.deque[str] = collections.deque(maxlen=8)
+        self.gauges: dict[int, tuple[int, int]] = {}  # worker -> (in_flight, queued)
+        self.health: dict[int, dict[str, float]] = {}
+        self.timeline: collections.deque[tuple[int, int, int, int, int]] = collections.deque()
+        self.series: collections.deque[SeriesPoint] = collections.deque(maxlen=900)
+        self.last_series_ns = 0
+        self.last_ok_ns = time.monotonic_ns()
+        self.record: Any = None
+        self.record_path: str | None = config.out
+        self.hub: Any = None
+        self.server: ServerTelemetry | None = None
+        self.conditions: dict[str, Any] = {}
+
+    # ---- commands -------------------------------------------------------------------------------
+    def command(self, name: str, args: tuple[Any, ...]) -> None:
+        if name == "stop":
+            if self.stop_requested is None:
+                self.stop_requested = bool(args[0])
+            self.wake.set()
+            return
+        if self.state not in ("running", "paused", "starting"):
+            return
+        if name == "mark":
+            t = (time.monotonic_ns() - self.t0_ns) / 1e9
+            self.marks.append((t, args[0]))
+            self.step_marks.append(args[0])
+            if self.record is not None:
+                self.record.write_event("mark", {"elapsed_s": round(t, 3), "note": args[0], "step": self.step_index})
+        elif name == "set_auto":
+            self.auto = bool(args[0])
+            if self.state == "running":
+                self.step_end_ns = self._auto_end(self.step_t0_ns)
+        elif name == "pause":
+            if self.state == "running":
+                self._send_all(("pause",))
+                self.paused = True
+                self.state = "paused"
+                self._end_step("pause")
+        elif name == "resume":
+            if self.state == "paused":
+                self.paused = False
+                self.state = "running"
+                self._send_all(("resume",))
+                self._begin_step()
+        elif name == "set_level":
+            self._change(level=max(0, int(args[0])))
+        elif name == "change_level":
+            base = self.level if self.mode == "closed" else self.level
+            self._change(level=max(0, base + int(args[0])))
+        elif name == "set_rate":
+            self._change(rate=max(0.0, float(args[0])))
+        elif name == "set_mode":
+            if args[0] != self.mode:
+                if args[0] == "open" and self.rate <= 0:
+                    self.rate = 1.0
+                self.mode = args[0]
+                self._change(mode_switch=True)
+        elif name == "next_step":
+            self._advance(ended_by="next")
+        self.wake.set()
+
+    def _change(self, level: int | None = None, rate: float | None = None, mode_switch: bool = False) -> None:
+        if level is not None:
+            self.level = level
+        if rate is not None:
+            self.rate = rate
+        if self.state == "starting":
+            return
+        # A manual change ends the current step and starts a new one at the new level; a plan is left.
+        self.plan = None if (level is not None or rate is not None) else self.plan
+        if self.state == "paused":
+            return
+        self._end_step("level" if not mode_switch else "mode")
+        self._begin_step()
+
+    # ---- setup ----------------------------------------------------------------------------------
+    async def _setup(self) -> None:
+        from loadgen.probe import probe
+        from loadgen.workload import calibrate_sizer
+
+        target = self.config.target
+        info = await probe(target)
+        if not info.reachable:
+            self.unreachable = True
+            raise SetupError(info.error)
+        if not self.model or self.model == "auto":
+            profile_model = getattr(self.profile, "model", "") or ""
+            self.model = profile_model if profile_model not in ("", "auto") else (info.model or "")
+        if not self.model:
+            raise SetupError(f"{target.base_url}/v1/models lists no model: pass --model NAME")
+        self.runtime, self.runtime_version = info.runtime, info.runtime_version
+        api = getattr(self.profile, "api", None) or target.api
+        sizer = await calibrate_sizer(target, self.model, api)
+        if self.config.telemetry or self.config.gpu_cmd or self.config.nvml or self.config.dcgm_url:
+            await self._start_telemetry()
+        self._open_record(info)
+        self._spawn_workers(sizer)
+        await self._wait_ready()
+
+    async def _start_telemetry(self) -> None:
+        try:
+            from loadgen.telemetry import TelemetryHub, build_sources
+        except ImportError:
+            return
+        sources = build_sources(
+            self.config.target.base_url if self.config.telemetry else None,
+            metrics=self.config.telemetry,
+            gpu_cmd=self.config.gpu_cmd,
+            nvml=self.config.nvml,
+            dcgm_url=self.config.dcgm_url,
+        )
+        if not sources:
+            return
+        self.hub = TelemetryHub(sources)
+        await self.hub.start()
+
+    def _open_record(self, info: Any) -> None:
+        if not self.config.out:
+            return
+        import platform
+
+        from loadgen.record import RecordWriter
+
+        tags = dict(self.config.tags)
+        conditions: dict[str, Any] = {}
+        if self.hub is not None:
+            try:
+                conditions = dict(self.hub.conditions())
+            except Exception:
+                conditions = {}
+        profile = self.profile
+        plan = self.plan
+        header = {
+            "model": self.model,
+            "model_revision": tags.get("revision") or tags.get("model_revision"),
+            "runtime": self.runtime,
+            "runtime_version": self.runtime_version,
+            "max_model_len": getattr(info, "max_model_len", None),
+            "tags": tags,
+            "server_conditions": conditions,
+            "profile": getattr(profile, "name", None),
+            "profile_hash": getattr(profile, "content_hash", None),
+            "profile_content": profile.to_dict() if hasattr(profile, "to_dict") else None,
+            "target_url": self.config.target.base_url,
+            "api": getattr(profile, "api", None) or self.config.target.api,
+            "mode": self.mode,
+            "arrival": self._arrival_label(),
+            "workers": self.config.workers,
+            "transport": self.config.transport,
+            "plan": None
+            if plan is None
+            else {
+                "levels": list(plan.levels),
+                "step_s": plan.step_s,
+                "warmup_s": plan.warmup_s,
+                "early_stop": plan.early_stop,
+            },
+            "slo": {k: getattr(self.slo, k) for k in self.slo.__slots__},  # type: ignore[attr-defined]
+            "cold_start": self.config.cold,
+            "host": platform.node(),
+        }
+        self.conditions = header
+        os.makedirs(os.path.dirname(os.path.abspath(self.config.out)), exist_ok=True)
+        self.record = RecordWriter(self.config.out)
+        self.record.write_header(header)
+
+    def _spawn_workers(self, sizer: Any) -> None:
+        from loadgen.worker import WorkerSpec, worker_main
+
+        ctx = mp.get_context("spawn")
+        self.delta_q = ctx.Queue()
+        n = max(1, int(self.config.workers))
+        max_conn = self.config.max_connections or 4096
+        for wid in range(n):
+            spec = WorkerSpec(
+                worker_id=wid,
+                target=replace(self.config.target, model=self.model),
+                profile=self.profile,
+                sizer=sizer,
+                model=self.model,
+                seed=self.config.seed,
+                transport=self.config.transport,
+                max_connections=max_conn,
+            )
+            cq = ctx.Queue()
+            proc = ctx.Process(target=worker_main, args=(spec, cq, self.delta_q), name=f"ramp-worker-{wid}", daemon=True)
+            proc.start()
+            self.procs.append(proc)
+            self.cmd_queues.append(cq)
+
+    async def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 60.0
+        want = set(range(len(self.procs)))
+        while self.alive != want:
+            for item in await asyncio.to_thread(self._drain_blocking, 0.2):
+                self._on_item(item)
+            if self.fatal:
+                raise SetupError("load worker failed: " + self.fatal[0])
+            if time.monotonic() > deadline:
+                raise SetupError("load workers did not start within 60 s")
+            if self.stop_requested is not None:
+                raise SetupError("stopped before the load started")
+            for proc in self.procs:
+                if not proc.is_alive() and proc.exitcode not in (None, 0):
+                    raise SetupError(f"load worker exited with code {proc.exitcode}")
+
+    def _drain_blocking(self, timeout: float) -> list[Any]:
+        import queue
+
+        items = []
+        try:
+            items.append(self.delta_q.get(timeout=timeout))
+        except queue.Empty:
+            return items
+        from loadgen.worker import drain
+
+        items.extend(drain(self.delta_q))
+        return items
+
+    # ---- main loop ------------------------------------------------------------------------------
+    async def run(self) -> RunOutcome:
+        self._publish_snapshot()
+        try:
+            await self._setup()
+        except SetupError as exc:
+            self.state, self.message = "failed", str(exc)
+            await self._shutdown(cancel=True)
+            return self._outcome()
+        except Exception as exc:
+            self.state, self.message = "failed", f"{type(exc).__name__}: {exc}"
+            await self._shutdown(cancel=True)
+            return self._outcome()
+        self.state = "running"
+        self.plan_index = 0
+        if self.plan is not None and self.plan.levels:
+            self._apply_plan_level(0)
+        self._begin_step()
+        period_ns = int(1e9 / max(0.5, self.config.snapshot_hz))
+        deadline = time.monotonic_ns() + period_ns
+        while self.stop_requested is None and self.state in ("running", "paused"):
+            timeout = max(0.0, (deadline - time.monotonic_ns()) / 1e9)
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
+            self._pump()
+            now = time.monotonic_ns()
+            if now >= deadline:
+                deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
+                self._check_timers(now)
+                self._check_health(now)
+                self._publish_snapshot()
+        cancel = True if self.stop_requested is None else self.stop_requested
+        if self.state in ("running", "paused"):
+            self.state = "stopped" if self.stop_requested is not None else self.state
+        await self._shutdown(cancel=cancel)
+        return self._outcome()
+
+    def _outcome(self) -> RunOutcome:
+        return RunOutcome(
+            state=self.state if self.state in ("finished", "stopped", "failed") else "stopped",
+            steps=tuple(self.steps),
+            best_step=self.best,
+            record_path=self.record_path if self.record is not None else None,
+            message=self.message,
+            unreachable=self.unreachable,
+        )
+
+    def _pump(self) -> None:
+        from loadgen.worker import drain
+
+        if self.delta_q is None:
+            return
+        for item in drain(self.delta_q):
+            self._on_item(item)
+        self._try_finalize()
+
+    def _on_item(self, item: tuple[Any, ...]) -> None:
+        kind = item[0]
+        if kind == "ready":
+            self.alive.add(item[1])
+            self.worker_seg.setdefault(item[1], self.current.seg_id if self.current else -1)
+        elif kind == "fatal":
+            self.fatal.append(str(item[2]))
+            self.recent_errors.append(f"worker {item[1]} died: {item[2]}")
+        elif kind == "delta":
+            self._on_delta(int(item[1]), item[2], item[3])
+
+    def _on_delta(self, wid: int, tag: Any, delta: Any) -> None:
+        seg = self.segments.get(self.worker_seg.get(wid, -1))
+        if seg is not None:
+            seg.acc.add(delta)
+            if seg.phase == "measure":
+                self.run_acc.add(delta)
+            h = delta.health or {}
+            if h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS:
+                seg.client_bound = True
+                seg.bound_reason = self._bound_reason(h)
+        self.rolling.add(delta)
+        if isinstance(tag, int):
+            if seg is not None:
+                seg.pending.discard(wid)
+            self.worker_seg[wid] = tag
+        self.gauges[wid] = (int(delta.in_flight), int(delta.queued))
+        self.health[wid] = dict(delta.health or {})
+        ok = int(delta.ok)
+        if ok:
+            self.last_ok_ns = delta.t1_ns
+        self.timeline.append((delta.t1_ns, int(delta.live_tokens), int(delta.input_tokens), ok, int(delta.sent)))
+        for err in delta.recent_errors:
+            self.recent_errors.append(str(err))
+
+    @staticmethod
+    def _bound_reason(h: dict[str, float]) -> str:
+        if h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT:
+            return f"load worker at {h['cpu_pct']:.0f}% CPU: add --workers"
+        return f"worker event loop lag p99 {h.get('loop_lag_ms_p99', 0.0):.1f} ms: timings may read high"
+
+    # ---- steps ----------------------------------------------------------------------------------
+    def _arrival_label(self) -> str:
+        if self.mode == "closed":
+            return "closed"
+        if self.config.arrival == "gamma":
+            return f"gamma({self.config.burstiness:g})"
+        return self.config.arrival
+
+    def _warmup_s(self) -> float:
+        return self.plan.warmup_s if self.plan is not None else self.config.warmup_s
+
+    def _auto_end(self, t0_ns: int) -> int | None:
+        if not self.auto:
+            return None
+        step_s = self.plan.step_s if self.plan is not None else self.config.auto_step_s
+        return t0_ns + int(step_s * 1e9)
+
+    def _apply_plan_level(self, index: int) -> None:
+        assert self.plan is not None
+        value = self.plan.levels[index]
+        if self.mode == "closed":
+            self.level = int(value)
+        else:
+            self.rate = float(value)
+
+    def _new_segment(self, phase: str, now: int) -> _Segment:
+        seg = _Segment(self.next_seg, self.step_index, phase, now, self._Accumulator(), pending=set(self.alive))
+        self.next_seg += 1
+        self.segments[seg.seg_id] = seg
+        self._send_all(("flush", seg.seg_id))
+        return seg
+
+    def _send_all(self, cmd: tuple[Any, ...]) -> None:
+        for q in self.cmd_queues:
+            try:
+                q.put(cmd)
+            except (OSError, ValueError):
+                pass
+
+    def _apply_load(self) -> None:
+        n = max(1, len(self.cmd_queues))
+        for wid, q in enumerate(self.cmd_queues):
+            if self.mode == "closed":
+                share = self.level // n + (1 if wid < self.level % n else 0)
+                q.put(("closed", share, self.config.cancel_on_lower))
+            else:
+                cap = self.level // n + (1 if wid < self.level % n else 0) if self.level else 0
+                q.put(("open", self.rate / n, self.config.arrival, self.config.burstiness, cap))
+
+    def _begin_step(self) -> None:
+        now = time.monotonic_ns()
+        self.step_index += 1
+        self.step_t0_ns = now
+        self.step_level = self.level
+        self.step_rate = self.rate if self.mode == "open" else None
+        self.step_marks = []
+        self.step_starts_s.append((now - self.t0_ns) / 1e9)
+        self._apply_load()
+        warm = self._warmup_s()
+        self.step_warm_end_ns = now + int(warm * 1e9)
+        self.current = self._new_segment("warmup" if warm > 0 else "measure", now)
+        self.step_end_ns = self._auto_end(now)
+
+    def _end_step(self, ended_by: str) -> None:
+        seg = self.current
+        if seg is None:
+            return
+        now = time.monotonic_ns()
+        seg.t1_ns = now
+        # The flush that opens the next window closes this one; a placeholder segment receives deltas
+        # until the next step begins (pause) and is never reported.
+        self.current = None
+        idle = _Segment(self.next_seg, self.step_index, "idle", now, self._Accumulator(), pending=set(self.alive))
+        self.next_seg += 1
+        self.segments[idle.seg_id] = idle
+        self._send_all(("flush", idle.seg_id))
+        seg.ended_by = ended_by  # type: ignore[attr-defined]
+        seg.level, seg.rate, seg.mode = self.step_level, self.step_rate, self.mode  # type: ignore[attr-defined]
+        seg.marks = tuple(self.step_marks)  # type: ignore[attr-defined]
+        seg.warmup_s = (self.step_warm_end_ns - self.step_t0_ns) / 1e9  # type: ignore[attr-defined]
+        seg.duration_s = (now - self.step_t0_ns) / 1e9  # type: ignore[attr-defined]
+        seg.arrival = self._arrival_label()  # type: ignore[attr-defined]
+        if seg.phase == "measure":
+            self.run_measured_s += (now - seg.t0_ns) / 1e9
+            seg.closing = True  # type: ignore[attr-defined]
+            seg.close_deadline = now + int(2e9)  # type: ignore[attr-defined]
+        else:
+            self.segments.pop(seg.seg_id, None)
+
+    def _try_finalize(self, force: bool = False) -> None:
+        now = time.monotonic_ns()
+        for seg_id in sorted(self.segments):
+            seg = self.segments[seg_id]
+            if not getattr(seg, "closing", False):
+                continue
+            pending = seg.pending & self.alive
+            if pending and not force and now < seg.close_deadline:  # type: ignore[attr-defined]
+                continue
+            del self.segments[seg_id]
+            self._finalize(seg)
+        # Drop idle/warm-up segments nobody points at any more.
+        live = set(self.worker_seg.values()) | ({self.current.seg_id} if self.current else set())
+        for seg_id in [s for s, seg in self.segments.items() if seg.phase != "measure" and s not in live]:
+            del self.segments[seg_id]
+
+    def _finalize(self, seg: _Segment) -> None:
+        from loadgen.slo import best_step, evaluate
+
+        window_s = max(1e-9, ((seg.t1_ns or time.monotonic_ns()) - seg.t0_ns) / 1e9)
+        stats = seg.acc.stats("step", window_s)
+        done = stats.ok + stats.error_count + stats.cancelled
+        if seg.ended_by in ("level", "mode", "pause", "stop") and (window_s < 1.0 or done == 0):  # type: ignore[attr-defined]
+            return  # a moment between two key presses is not a step
+        verdict = evaluate(self.slo, stats) if not self.slo.is_empty() else SLOVerdict(None)
+        server: dict[str, float | None] = {}
+        if self.hub is not None:
+            try:
+                server = dict(self.hub.window_summary(seg.t0_ns, seg.t1_ns or time.monotonic_ns()))
+            except Exception:
+                server = {}
+        summary = StepSummary(
+            index=len(self.steps),
+            mode=seg.mode,  # type: ignore[attr-defined]
+            level=int(seg.level),  # type: ignore[attr-defined]
+            rate_rps=seg.rate,  # type: ignore[attr-defined]
+            arrival=seg.arrival,  # type: ignore[attr-defined]
+            warmup_s=round(seg.warmup_s, 3),  # type: ignore[attr-defined]
+            window_s=round(window_s, 3),
+            duration_s=round(seg.duration_s, 3),  # type: ignore[attr-defined]
+            stats=stats,
+            verdict=verdict,
+            client_bound=seg.client_bound,
+            ended_by=seg.ended_by,  # type: ignore[attr-defined]
+            server=server,
+            marks=seg.marks,  # type: ignore[attr-defined]
+        )
+        self.steps.append(summary)
+        self.best = best_step(self.steps)
+        if self.record is not None:
+            extra = {"client_bound_reason": seg.bound_reason} if seg.client_bound else {}
+            self.record.write_step(summary, seg.acc.encoded(), **extra) if extra else self.record.write_step(
+                summary, seg.acc.encoded()
+            )
+        if (
+            self.plan is not None
+            and self.plan.early_stop
+            and verdict.met is False
+            and seg.ended_by == "plan"  # type: ignore[attr-defined]
+            and self.state == "running"
+        ):
+            self.message = f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
+            self.state = "finished"
+
+    def _advance(self, ended_by: str) -> None:
+        if self.state != "running":
+            return
+        if self.plan is not None:
+            if self.plan_index + 1 >= len(self.plan.levels):
+                self._end_step(ended_by)
+                self.state = "finished"
+                return
+            self.plan_index += 1
+            self._apply_plan_level(self.plan_index)
+        elif self.mode == "closed":
+            self.level = max(1, self.level * 2)
+        else:
+            self.rate = max(0.1, self.rate * 2)
+        self._end_step(ended_by)
+        self._begin_step()
+
+    def _check_timers(self, now: int) -> None:
+        if self.state != "running":
+            return
+        cur = self.current
+        if cur is not None and cur.phase == "warmup" and now >= self.step_warm_end_ns:
+            self.current = self._new_segment("measure", now)
+            self.segments.pop(cur.seg_id, None) if not (cur.pending & self.alive) else None
+        if self.step_end_ns is not None and now >= self.step_end_ns:
+            self._advance("plan")
+
+    def _check_health(self, now: int) -> None:
+        if self.fatal and not any(p.is_alive() for p in self.procs):
+            self.state, self.message = "failed", "all load workers died: " + self.fatal[0]
+            return
+        if self.state != "running":
+            return
+        in_flight = sum(g[0] for g in self.gauges.values())
+        recent = self.rolling_errors_connect()
+        if recent and now - self.last_ok_ns > UNREACHABLE_AFTER_S * 1e9 and (in_flight or recent):
+            self.state = "failed"
+            self.unreachable = True
+            self.message = (
+                f"target {self.config.target.base_url} stopped answering: no successful request for "
+                f"{UNREACHABLE_AFTER_S:.0f} s ({recent} connection errors); finished steps are in the record"
+            )
+
+    def rolling_errors_connect(self) -> int:
+        stats = self._rolling_stats
+        return int(stats.errors.get("connect", 0)) if stats is not None else 0
+
+    _rolling_stats: WindowStats | None = None
+
+    # ---- snapshot -------------------------------------------------------------------------------
+    def _rates(self, now: int) -> tuple[float, float, float, float]:
+        horizon = now - int(2e9)
+        while self.timeline and self.timeline[0][0] < now - int(self.config.rolling_s * 1e9):
+            self.timeline.popleft()
+        out = inp = ok = sent = 0
+        for t1, lt, it, o, s in self.timeline:
+            if t1 >= horizon:
+                out += lt
+                inp += it
+                ok += o
+                sent += s
+        span = min(2.0, max(1e-3, (now - self.t0_ns) / 1e9))
+        return out / span, inp / span, ok / span, sent / span
+
+    def _publish_snapshot(self) -> None:
+        now = time.monotonic_ns()
+        elapsed = (now - self.t0_ns) / 1e9
+        windows: dict[str, WindowStats] = {}
+        if self.current is not None:
+            windows["step"] = self.current.acc.stats("step", max(1e-3, (now - self.current.t0_ns) / 1e9))
+        else:
+            windows["step"] = WindowStats(window="step")
+        roll_s = min(self.config.rolling_s, max(1e-3, elapsed))
+        windows["rolling"] = self.rolling.stats(now, roll_s) if self.state != "starting" else WindowStats("rolling")
+        self._rolling_stats = windows["rolling"]
+        run_s = self.run_measured_s + (
+            (now - self.current.t0_ns) / 1e9 if self.current is not None and self.current.phase == "measure" else 0.0
+        )
+        run_acc = self.run_acc
+        if self.current is not None and self.current.phase == "measure":
+            windows["run"] = run_acc.stats("run", max(1e-3, run_s))
+        else:
+            windows["run"] = run_acc.stats("run", max(1e-3, run_s))
+        out_s, in_s, ok_s, sent_s = self._rates(now)
+        in_flight = sum(g[0] for g in self.gauges.values())
+        queued = sum(g[1] for g in self.gauges.values())
+        if now - self.last_series_ns >= int(1e9) and self.state in ("running", "paused"):
+            self.last_series_ns = now
+            self.series.append(SeriesPoint(elapsed, out_s, in_s, ok_s, in_flight, self.level))
+        if self.hub is not None:
+            try:
+                self.server = self.hub.latest()
+            except Exception:
+                self.server = None
+        step_count = len(self.plan.levels) if self.plan is not None else None
+        remaining = None if self.step_end_ns is None or self.state != "running" else max(0.0, (self.step_end_ns - now) / 1e9)
+        self.seq += 1
+        snap = Snapshot(
+            seq=self.seq,
+            elapsed_s=elapsed,
+            state=self.state,
+            url=self.config.target.base_url,
+            model=self.model,
+            runtime=self.runtime,
+            runtime_version=self.runtime_version,
+            profile=getattr(self.profile, "name", "?"),
+            mode=self.mode,
+            level=self.level,
+            rate_rps=self.rate if self.mode == "open" else None,
+            achieved_rps=sent_s if self.mode == "open" else None,
+            arrival=self._arrival_label(),
+            paused=self.paused,
+            auto_ramp=self.auto,
+            step_index=max(0, self.step_index),
+            step_count=step_count,
+            step_elapsed_s=(now - self.step_t0_ns) / 1e9 if self.step_index >= 0 else 0.0,
+            step_remaining_s=remaining,
+            warming_up=self.current is not None and self.current.phase == "warmup",
+            in_flight=in_flight,
+            queued=queued,
+            windows=windows,
+            rolling_s=self.config.rolling_s,
+            series=tuple(self.series),
+            step_starts_s=tuple(self.step_starts_s),
+            steps=tuple(self.steps),
+            best_step=self.best,
+            slo=self.slo,
+            health=self._client_health(),
+            recent_errors=tuple(self.recent_errors),
+            server=self.server,
+            record_path=self.record_path if self.record is not None else None,
+            marks=tuple(self.marks),
+            message=self.message,
+        )
+        self.publish(snap)
+
+    def _client_health(self) -> ClientHealth:
+        if not self.health:
+            return ClientHealth()
+        cpus = tuple(round(self.health[w].get("cpu_pct", 0.0), 1) for w in sorted(self.health))
+        lag99 = max(h.get("loop_lag_ms_p99", 0.0) for h in self.health.values())
+        lagmax = max(h.get("loop_lag_ms_max", 0.0) for h in self.health.values())
+        bound, reason = False, ""
+        for h in self.health.values():
+            if h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS:
+                bound, reason = True, self._bound_reason(h)
+        return ClientHealth(lag99, lagmax, cpus, bound, reason)
+
+    # ---- shutdown -------------------------------------------------------------------------------
+    async def _shutdown(self, cancel: bool) -> None:
+        if self.current is not None:
+            self._end_step("stop")
+        self._send_all(("stop", cancel))
+        deadline = time.monotonic() + (2.0 if cancel else 30.0)
+        while self.procs and time.monotonic() < deadline:
+            if self.delta_q is not None:
+                for item in self._drain_blocking(0.05):
+                    self._on_item(item)
+            if not any(p.is_alive() for p in self.procs):
+                break
+        if self.delta_q is not None:
+            from loadgen.worker import drain
+
+            for item in drain(self.delta_q):
+                self._on_item(item)
+        self._try_finalize(force=True)
+        for proc in self.procs:
+            proc.join(timeout=0.2)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=1.0)
+        if self.hub is not None:
+            try:
+                await self.hub.stop()
+            except Exception:
+                pass
+        if self.record is not None:
+            self.record.write_event(
+                "end",
+                {
+                    "state": self.state if self.state != "running" else "stopped",
+                    "message": self.message,
+                    "steps": len(self.steps),
+                    "best_step": self.best,
+                    "elapsed_s": round((time.monotonic_ns() - self.t0_ns) / 1e9, 3),
+                },
+            )
+            self.record.close()
+        if self.state in ("running", "paused", "starting"):
+            self.state = "stopped"
+        self._publish_snapshot()

@@ -1,0 +1,208 @@
+"""The immutable picture of a run that the engine publishes a few times a second.
+
+Every face (the Textual console, the headless reporter, Python callers) renders only these objects; none
+of them ever sees a single request or token. Units are in the field names (``_ms``, ``_s``, ``_tok_s``).
+Missing values are ``None`` (shown as "n/a"), never a fake zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+EMPTY: Mapping = MappingProxyType({})
+
+# Histogram metric names, with the unit their values are displayed in.
+METRICS: dict[str, str] = {
+    "ttft_ms": "ms",  # time to first token, from the intended start
+    "itl_ms": "ms",  # inter-token latency, per token
+    "decode_tok_s": "tok/s",  # per-request decode speed
+    "e2e_ms": "ms",  # end-to-end latency, from the intended start
+    "lag_ms": "ms",  # schedule lag: actual send - intended send
+}
+
+WINDOWS = ("step", "rolling", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+    min: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramView:
+    """A histogram ready to draw: log-spaced bins with counts, plus its percentiles (display units)."""
+
+    metric: str
+    unit: str
+    pct: Percentiles
+    bins: tuple[tuple[float, float, int], ...] = ()  # (low, high, count), ascending, log-spaced
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """Figures over one window: the current step's measurement window, the last N seconds, or the run."""
+
+    window: str  # "step" | "rolling" | "run"
+    duration_s: float = 0.0
+    ok: int = 0
+    errors: Mapping[str, int] = EMPTY  # ErrorKind value -> count
+    cancelled: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0  # successful output tokens, from usage
+    cached_tokens: int = 0
+    out_tok_s: float | None = None  # aggregate output tokens/s (capacity)
+    prefill_tok_s: float | None = None  # input tokens/s
+    req_s: float | None = None
+    approx_tokens: int = 0  # requests whose token count was not from usage
+    hist: Mapping[str, HistogramView] = EMPTY  # metric name -> view (see METRICS)
+    by_class: Mapping[str, Mapping[str, Percentiles]] = EMPTY  # "cache:hit" -> {"ttft_ms": ...}
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def success_rate(self) -> float | None:
+        done = self.ok + self.error_count
+        return None if done == 0 else self.ok / done
+
+    def pct(self, metric: str) -> Percentiles:
+        view = self.hist.get(metric)
+        return view.pct if view is not None else Percentiles()
+
+
+@dataclass(frozen=True, slots=True)
+class ClientHealth:
+    loop_lag_ms_p99: float | None = None
+    loop_lag_ms_max: float | None = None
+    cpu_pct: tuple[float, ...] = ()  # per worker process, 100 = one core
+    client_bound: bool = False
+    reason: str = ""  # why the client is (or may be) the bottleneck
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    ttft_p95_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    decode_p50_tok_s: float | None = None  # at least
+    itl_p99_ms: float | None = None
+    e2e_p95_s: float | None = None
+    max_error_rate: float | None = None  # 0.01 = 1 %
+
+    def is_empty(self) -> bool:
+        return all(getattr(self, f) is None for f in self.__slots__)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class SLOVerdict:
+    met: bool | None  # None = no SLO or not enough data
+    failures: tuple[str, ...] = ()  # e.g. "ttft p95 812 ms > 500 ms"
+
+
+@dataclass(frozen=True, slots=True)
+class StepSummary:
+    """One finished step: exactly what goes into a record line (plus the serialized histograms there)."""
+
+    index: int
+    mode: str  # "closed" | "open"
+    level: int  # target concurrency (closed) or max concurrency cap (open, 0 = none)
+    rate_rps: float | None  # open loop arrival rate
+    arrival: str  # "closed" | "constant" | "poisson" | "gamma(k)"
+    warmup_s: float
+    window_s: float
+    duration_s: float
+    stats: WindowStats
+    verdict: SLOVerdict
+    client_bound: bool
+    ended_by: str = "plan"  # "plan" | "next" | "stop" | "slo" | "error"
+    server: Mapping[str, float | None] = EMPTY  # telemetry summary for the step (kv max, waiting max...)
+    marks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSample:
+    index: int
+    name: str = ""
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    util_pct: float | None = None
+    power_w: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTelemetry:
+    """Server and GPU state beside the client's numbers. ``None`` fields are n/a; ``sources`` says why."""
+
+    runtime: str | None = None
+    kv_cache_usage: float | None = None  # 0..1
+    running: float | None = None
+    waiting: float | None = None
+    preemptions_per_s: float | None = None
+    preemptions_total: float | None = None
+    prefix_cache_hit_rate: float | None = None  # 0..1 over the window
+    spec_acceptance: float | None = None  # 0..1
+    server_ttft_ms_p50: float | None = None
+    server_ttft_ms_p95: float | None = None
+    gen_tok_s: float | None = None
+    prompt_tok_s: float | None = None
+    gpus: tuple[GPUSample, ...] = ()
+    sources: Mapping[str, str] = EMPTY  # source name -> "ok" or the reason it is n/a
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPoint:
+    t_s: float  # seconds since run start
+    out_tok_s: float
+    prefill_tok_s: float
+    req_s: float
+    in_flight: int
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    seq: int
+    elapsed_s: float
+    state: str  # "starting" | "running" | "paused" | "finished" | "stopped" | "failed"
+    url: str
+    model: str
+    runtime: str | None
+    runtime_version: str | None
+    profile: str
+    mode: str  # "closed" | "open"
+    level: int  # target concurrency (closed) / concurrency cap (open, 0 = none)
+    rate_rps: float | None  # asked arrival rate (open)
+    achieved_rps: float | None  # achieved send rate over the rolling window (open)
+    arrival: str
+    paused: bool
+    auto_ramp: bool
+    step_index: int  # 0-based index of the current step
+    step_count: int | None  # steps in the plan (None = no plan, manual)
+    step_elapsed_s: float
+    step_remaining_s: float | None
+    warming_up: bool
+    in_flight: int
+    queued: int  # open loop: arrivals waiting for a free slot under the cap
+    windows: Mapping[str, WindowStats]  # "step" | "rolling" | "run"
+    rolling_s: float
+    series: tuple[SeriesPoint, ...] = ()
+    step_starts_s: tuple[float, ...] = ()  # elapsed seconds at which each step began
+    steps: tuple[StepSummary, ...] = ()  # finished steps
+    best_step: int | None = None  # index into steps of the best step under the SLO
+    slo: SLO = field(default_factory=SLO)
+    health: ClientHealth = field(default_factory=ClientHealth)
+    recent_errors: tuple[str, ...] = ()
+    server: ServerTelemetry | None = None
+    record_path: str | None = None
+    marks: tuple[tuple[float, str], ...] = ()
+    message: str = ""  # e.g. why the run failed

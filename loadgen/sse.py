@@ -1,0 +1,251 @@
+"""Incremental Server-Sent Events parsing and per-event classification for OpenAI-style token streams.
+
+Owns two things the streaming client runs for every socket read:
+
+* ``SSEParser`` turns arbitrary byte pieces into the ``data`` payloads of complete events. It works on
+  bytes, so an event may be split anywhere (inside a multi-byte UTF-8 character, between ``\\r`` and
+  ``\\n``); payloads are only decoded once whole.
+* ``classify`` reads one payload and says what it carries: output text or not, ``token_ids`` count,
+  ``finish_reason``, ``usage``, a server ``error`` object, ``[DONE]``. Compact JSON chunks that merely carry
+  one piece of text (nearly every chunk of a vLLM/SGLang stream) are recognised by byte tests without
+  ``json.loads``; anything else goes through ``json.loads``. Both paths give the same answer.
+
+A chunk counts as output when its text is non-empty: the role-only first chat chunk (``"content":""``)
+is not the first token. Reasoning text (``reasoning_content`` / ``reasoning``) counts as output.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+__all__ = ["DONE", "TEXT_CHUNK", "Event", "SSEParser", "classify"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """What one SSE ``data`` payload carries. ``tokens`` is ``len(token_ids)`` when the server sent them."""
+
+    has_text: bool = False  # non-empty content / reasoning / completions text in some choice
+    tokens: int | None = None
+    finish_reason: str | None = None
+    has_usage: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    error: str | None = None  # message of an ``{"error": ...}`` (or ``"object": "error"``) payload
+    error_code: int | None = None  # the error's numeric code when it has one (e.g. 429, 500)
+    done: bool = False  # the ``[DONE]`` sentinel
+    malformed: str | None = None  # why the payload could not be read
+    text: str | None = None  # the output text, only when asked for (``want_text``)
+
+
+# Shared immutable answers for the common cases, so the hot path allocates nothing for them.
+TEXT_CHUNK = Event(has_text=True)
+DONE = Event(done=True)
+_NOTHING = Event()
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class SSEParser:
+    """Feed byte pieces, get the ``data`` payloads of every event completed so far.
+
+    Follows the SSE rules that matter for token streams: lines end in ``\\r\\n``, ``\\n`` or ``\\r``; a blank
+    line ends an event; ``data:`` with or without one following space; several ``data`` lines are joined
+    with ``\\n``; comment lines (``:``) and other fields (``event``, ``id``, ``retry``) are skipped; an event
+    without data is not dispatched.
+    """
+
+    __slots__ = ("_buf", "_cr", "_started")
+
+    def __init__(self) -> None:
+        self._buf = b""  # bytes after the last complete event, line endings already normalised to \n
+        self._cr = False  # the previous piece ended in \r: its meaning depends on the next byte
+        self._started = False
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        if not self._started:
+            if not piece:
+                return []
+            self._started = True
+            if piece.startswith(_BOM):
+                piece = piece[3:]
+        if self._cr:
+            piece = b"\r" + piece
+            self._cr = False
+        if b"\r" in piece:
+            if piece.endswith(b"\r"):
+                # Hold it back: a \n in the next piece makes \r\n one line end, not two.
+                piece = piece[:-1]
+                self._cr = True
+            piece = piece.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = self._buf + piece if self._buf else piece
+        if b"\n\n" not in buf:
+            self._buf = buf
+            return []
+        blocks = buf.split(b"\n\n")
+        self._buf = blocks.pop()
+        out: list[bytes] = []
+        for block in blocks:
+            # The hot case: one ``data: {...}`` line making the whole event.
+            if block.startswith(b"data: ") and b"\n" not in block:
+                out.append(block[6:])
+            elif block:
+                payload = _parse_block(block)
+                if payload is not None:
+                    out.append(payload)
+        return out
+
+    def close(self) -> list[bytes]:
+        """The stream ended: return a last event that lacked its closing blank line, if any.
+
+        Strict SSE would drop it; a server that ends with ``data: [DONE]\\n`` (one newline) is common enough
+        that the lenient reading is the useful one. A final line without any line end is still dropped.
+        """
+        buf = self._buf
+        if self._cr:
+            buf += b"\n"
+            self._cr = False
+        self._buf = b""
+        if not buf.endswith(b"\n"):
+            cut = buf.rfind(b"\n")
+            buf = buf[: cut + 1] if cut >= 0 else b""
+        payload = _parse_block(buf.rstrip(b"\n")) if buf else None
+        return [] if payload is None else [payload]
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes received after the last complete event (for error messages)."""
+        return self._buf
+
+
+def _parse_block(block: bytes) -> bytes | None:
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        name, colon, value = line.partition(b":")
+        if name != b"data":
+            continue
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        data.append(value)
+    if not data:
+        return None
+    return b"\n".join(data)
+
+
+# --- classification -------------------------------------------------------------------------------------
+
+# Byte patterns of compact JSON as vLLM, SGLang and OpenAI write it. A quote inside a JSON string is always
+# escaped, so ``"finish_reason":null`` and friends cannot be produced by the text of a token.
+_FINISH_NULL = b'"finish_reason":null'
+_FINISH_SET = b'"finish_reason":"'
+_USAGE = b'"usage"'
+_USAGE_NULL = b'"usage":null'
+_ERROR = b'"error"'
+_TOKEN_IDS_LIST = b'"token_ids":['
+_TEXT_KEYS = (b'"content":"', b'"text":"', b'"reasoning_content":"', b'"reasoning":"')
+_QUOTE = 0x22
+
+
+def classify(payload: bytes, want_text: bool = False) -> Event:
+    """Classify one ``data`` payload (bytes, as ``SSEParser`` gives them)."""
+    if not want_text and _FINISH_NULL in payload and _FINISH_SET not in payload and _ERROR not in payload:
+        if (_USAGE not in payload or _USAGE_NULL in payload) and _TOKEN_IDS_LIST not in payload:
+            for key in _TEXT_KEYS:
+                at = payload.find(key)
+                if at >= 0:
+                    after = at + len(key)
+                    if after < len(payload) and payload[after] != _QUOTE:
+                        return TEXT_CHUNK
+                    break  # an empty string: let the full parse decide (role chunk, reasoning elsewhere)
+    return classify_slow(payload, want_text)
+
+
+def classify_slow(payload: bytes, want_text: bool = False) -> Event:
+    """The ``json.loads`` path: exact for any payload shape. ``classify`` falls back to it."""
+    if payload.strip() == b"[DONE]":
+        return DONE
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Event(malformed=f"invalid JSON in SSE event ({exc}): {_preview(payload)}")
+    if not isinstance(obj, dict):
+        return Event(malformed=f"SSE event is not a JSON object: {_preview(payload)}")
+
+    error, error_code = _error_of(obj)
+    if error is not None:
+        return Event(error=error, error_code=error_code)
+
+    has_text = False
+    tokens: int | None = None
+    finish: str | None = None
+    pieces: list[str] | None = [] if want_text else None
+    choices = obj.get("choices")
+    if isinstance(choices, list):
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            source = delta if isinstance(delta, dict) else choice
+            for key in ("reasoning_content", "reasoning", "content", "text"):
+                value = source.get(key)
+                if isinstance(value, str) and value:
+                    has_text = True
+                    if pieces is not None:
+                        pieces.append(value)
+            ids = choice.get("token_ids")
+            if ids is None and isinstance(delta, dict):
+                ids = delta.get("token_ids")
+            if isinstance(ids, list):
+                tokens = len(ids) if tokens is None else tokens + len(ids)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                finish = reason
+
+    usage = obj.get("usage")
+    has_usage = isinstance(usage, dict)
+    prompt = completion = cached = None
+    if has_usage:
+        assert isinstance(usage, dict)
+        prompt = _int_or_none(usage.get("prompt_tokens"))
+        completion = _int_or_none(usage.get("completion_tokens"))
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            cached = _int_or_none(details.get("cached_tokens"))
+
+    if not (has_text or tokens is not None or finish or has_usage or want_text):
+        return _NOTHING
+    return Event(
+        has_text=has_text,
+        tokens=tokens,
+        finish_reason=finish,
+        has_usage=has_usage,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=cached,
+        text="".join(pieces) if pieces else None,
+    )
+
+
+def _error_of(obj: dict[str, object]) -> tuple[str | None, int | None]:
+    err = obj.get("error")
+    if err is None and obj.get("object") == "error":
+        err = obj  # vLLM's older ErrorResponse shape: {"object": "error", "message": ..., "code": ...}
+    if err is None:
+        return None, None
+    if isinstance(err, dict):
+        message = err.get("message") or err.get("msg") or json.dumps(err)[:200]
+        code = err.get("code")
+        return str(message), code if isinstance(code, int) else _int_or_none(err.get("status"))
+    return str(err), None
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _preview(payload: bytes, limit: int = 200) -> str:
+    return payload[:limit].decode("utf-8", "replace")

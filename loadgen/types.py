@@ -1,0 +1,131 @@
+"""Hot-path value types shared by every part of the engine: one request to send and what came back.
+
+These are the contract between the workload (which builds ``RequestSpec``), the client (which turns one
+spec into one ``RequestResult``) and the metrics (which fold results into histograms). All timestamps are
+``time.monotonic_ns()`` values (CLOCK_MONOTONIC is shared by every process on the host, so a worker's and
+the controller's clocks agree), never wall-clock time.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class ErrorKind(str, enum.Enum):
+    """Why a request failed. A cancelled request is not an error (see ``Outcome.CANCELLED``)."""
+
+    CONNECT = "connect"  # could not connect / connection refused / DNS
+    TTFT_TIMEOUT = "ttft_timeout"  # no first token within the TTFT timeout
+    IDLE_TIMEOUT = "idle_timeout"  # a gap between two chunks longer than the idle timeout
+    TOTAL_TIMEOUT = "total_timeout"  # the whole request took longer than the total timeout
+    HTTP_429 = "http_429"  # rate limited: reported apart from other HTTP statuses
+    HTTP_STATUS = "http_status"  # any other non-2xx status
+    STREAM_CUT = "stream_cut"  # the connection closed before a finish_reason / [DONE]
+    MALFORMED = "malformed"  # an SSE event or JSON body that cannot be parsed
+    EMPTY_OUTPUT = "empty_output"  # the stream finished without any output token
+
+
+class Outcome(str, enum.Enum):
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request to send. Built by the workload, never mutated.
+
+    ``messages`` is used for ``api == "chat"`` and ``prompt`` for ``api == "completions"``.
+    ``extra_body`` carries sampling parameters (temperature, ignore_eos, stop, ...) merged into the JSON body.
+    """
+
+    api: str  # "chat" | "completions"
+    model: str
+    max_tokens: int
+    messages: tuple[tuple[str, str], ...] = ()  # (role, content) pairs
+    prompt: str = ""
+    input_tokens_target: int = 0  # what the profile asked for; the record keeps usage's real count
+    bucket: str = "default"
+    prefix_group: str | None = None
+    cache_class: str | None = None  # "hit" | "miss" | None: reported apart, never averaged together
+    session_id: int = 0
+    turn: int = 0
+    keep_text: bool = False  # multi-turn sessions need the reply text to grow the history
+    extra_body: tuple[tuple[str, object], ...] = ()  # sampling params, as pairs so the spec stays hashable
+
+
+@dataclass(frozen=True, slots=True)
+class RequestResult:
+    """What one request produced, with every timestamp the metrics need.
+
+    Latencies are measured from ``intended_ns`` (the schedule's start time in open loop, the moment the
+    virtual user decided to send in closed loop) so that client-side queueing is never hidden
+    (no coordinated omission). ``sent_ns - intended_ns`` is the schedule lag.
+    """
+
+    outcome: Outcome
+    intended_ns: int
+    sent_ns: int
+    end_ns: int
+    first_token_ns: int | None = None  # first chunk with non-empty content or reasoning text
+    last_token_ns: int | None = None
+    chunk_times_ns: tuple[int, ...] = ()  # arrival of every chunk that carried output text
+    chunk_tokens: tuple[int, ...] | None = None  # tokens per chunk when the server said (token_ids)
+    output_tokens: int = 0  # from usage when tokens_exact, else tokenizer / chunk count
+    input_tokens: int | None = None  # usage.prompt_tokens
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
+    tokens_exact: bool = False  # True when output_tokens came from the server's usage
+    error_kind: ErrorKind | None = None
+    error_message: str = ""
+    http_status: int | None = None
+    finish_reason: str | None = None
+    bucket: str = "default"
+    cache_class: str | None = None
+    session_id: int = 0
+    turn: int = 0
+    input_tokens_target: int = 0
+    max_tokens: int = 0
+    output_text: str | None = None  # only when the spec asked for it (keep_text)
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return None if self.first_token_ns is None else self.first_token_ns - self.intended_ns
+
+    @property
+    def e2e_ns(self) -> int:
+        return self.end_ns - self.intended_ns
+
+    @property
+    def schedule_lag_ns(self) -> int:
+        return self.sent_ns - self.intended_ns
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """Per-request decode speed: (output_tokens - 1) / (last token time - first token time)."""
+        if self.first_token_ns is None or self.last_token_ns is None or self.output_tokens < 2:
+            return None
+        span = self.last_token_ns - self.first_token_ns
+        if span <= 0:
+            return None
+        return (self.output_tokens - 1) * 1e9 / span
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the load goes. The API key is never stored here: only the name of the environment variable."""
+
+    url: str  # base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted and stripped)
+    api: str = "chat"
+    model: str = ""  # "" = discover from /v1/models
+    api_key_env: str = "OPENAI_API_KEY"
+    connect_timeout_s: float = 10.0
+    ttft_timeout_s: float = 300.0
+    idle_timeout_s: float = 120.0
+    total_timeout_s: float = 1800.0
+    headers: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def base_url(self) -> str:
+        url = self.url.rstrip("/")
+        return url[:-3] if url.endswith("/v1") else url

@@ -1,0 +1,362 @@
+"""A load worker: one process, one asyncio loop, a share of the virtual users, interval deltas out.
+
+The streams never share an interpreter with a UI: the controller (``loadgen.engine``) starts one or more of
+these processes, sends them commands over a queue (set level, set rate, pause, flush, stop) and receives an
+``IntervalDelta`` (encoded HDR histograms + counters) from each about four times a second, plus one at once
+whenever it asks for a flush (step and warm-up boundaries).
+
+Closed loop: ``level`` virtual users, each sending its next request as soon as the last one finished
+(after the session's think time). Lowering the level lets the surplus finish their current request and stop,
+or cancels them (counted as cancelled, never as errors or successes).
+
+Open loop: sessions arrive on a schedule (constant, Poisson or gamma inter-arrival times) computed as
+absolute target times from a seeded generator; each request's latency is measured from that intended time,
+and the gap to the real send is the schedule lag. With a concurrency cap, arrivals beyond it wait in a
+client-side queue, and their wait counts in their latency (no coordinated omission).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import queue
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from loadgen.types import Outcome, RequestResult, Target
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    worker_id: int
+    target: Target
+    profile: Any  # loadgen.profile.Profile (picklable)
+    sizer: Any  # loadgen.workload.PromptSizer (picklable)
+    model: str
+    seed: int
+    transport: str = "aiohttp"
+    max_connections: int = 1024
+    tick_s: float = 0.25
+
+
+# Commands sent to a worker (plain tuples: cheap to pickle):
+#   ("closed", level, cancel)              closed loop with `level` users (this worker's share)
+#   ("open", rate_rps, arrival, k, cap)    open loop at rate_rps (share), concurrency cap (share, 0 = none)
+#   ("pause",) / ("resume",)
+#   ("flush", tag)                         ship a delta now, tagged, so the controller can cut a window
+#   ("stop", cancel)                       stop everything, ship a final delta, exit
+
+
+def worker_main(spec: WorkerSpec, commands: Any, deltas: Any) -> None:
+    """Process entry point. SIGINT is ignored: the controller decides when workers stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        asyncio.run(_Worker(spec, commands, deltas).run())
+    except Exception as exc:  # never a silent death: the controller shows this
+        deltas.put(("fatal", spec.worker_id, f"{type(exc).__name__}: {exc}"))
+
+
+class _Health:
+    """Event-loop lag and process CPU, sampled on the worker's own loop."""
+
+    def __init__(self) -> None:
+        self.lags_ms: list[float] = []
+        self._cpu0 = time.process_time()
+        self._wall0 = time.monotonic()
+
+    async def watch(self, period_s: float = 0.05) -> None:
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(period_s)
+            self.lags_ms.append(max(0.0, (time.perf_counter() - t0 - period_s) * 1000.0))
+
+    def take(self) -> dict[str, float]:
+        cpu, wall = time.process_time(), time.monotonic()
+        cpu_pct = 100.0 * (cpu - self._cpu0) / max(1e-6, wall - self._wall0)
+        self._cpu0, self._wall0 = cpu, wall
+        lags = sorted(self.lags_ms)
+        self.lags_ms = []
+        if not lags:
+            return {"cpu_pct": cpu_pct, "loop_lag_ms_p99": 0.0, "loop_lag_ms_max": 0.0}
+        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+        return {"cpu_pct": cpu_pct, "loop_lag_ms_p99": p99, "loop_lag_ms_max": lags[-1]}
+
+
+class _Worker:
+    def __init__(self, spec: WorkerSpec, commands: Any, deltas: Any) -> None:
+        from loadgen.client import Client, LiveCounter
+        from loadgen.metrics import Recorder
+        from loadgen.workload import Workload
+
+        self.spec = spec
+        self.commands = commands
+        self.deltas = deltas
+        self.client = Client(spec.target, max_connections=spec.max_connections, transport=spec.transport)
+        self.workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed * 1000 + spec.worker_id)
+        self.recorder = Recorder(worker_id=spec.worker_id)
+        self.live = LiveCounter()
+        self.health = _Health()
+        self.mode = "closed"
+        self.level = 0
+        self.paused = False
+        self.resumed = asyncio.Event()
+        self.resumed.set()
+        self.stopping = False
+        self.users: dict[int, asyncio.Task[None]] = {}
+        self.retiring: set[int] = set()  # users that stop after their current request
+        self.next_uid = 0
+        self.in_flight = 0
+        self.sent = 0
+        self.open_tasks: set[asyncio.Task[None]] = set()
+        self.backlog: collections.deque[float] = collections.deque()  # intended start (ns) waiting for a slot
+        self.arrivals: asyncio.Task[None] | None = None
+        self.rate_rps = 0.0
+        self.arrival = "poisson"
+        self.burstiness = 1.0
+        self.cap = 0
+        self.t_last_ns = time.monotonic_ns()
+        self.done = asyncio.Event()
+        self.rng = random.Random(spec.seed * 7919 + spec.worker_id)
+
+    # ---- plumbing -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._read_commands, args=(loop,), daemon=True).start()
+        watch = asyncio.create_task(self.health.watch())
+        ticker = asyncio.create_task(self._tick())
+        self.deltas.put(("ready", self.spec.worker_id, os.getpid()))
+        await self.done.wait()
+        ticker.cancel()
+        watch.cancel()
+        await self.client.aclose()
+
+    def _read_commands(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            try:
+                cmd = self.commands.get()
+            except (EOFError, OSError):
+                cmd = ("stop", True)
+            loop.call_soon_threadsafe(self._handle, cmd)
+            if cmd[0] == "stop":
+                return
+
+    def _handle(self, cmd: tuple[Any, ...]) -> None:
+        kind = cmd[0]
+        if kind == "closed":
+            self._set_closed(int(cmd[1]), bool(cmd[2]))
+        elif kind == "open":
+            self._set_open(float(cmd[1]), str(cmd[2]), float(cmd[3]), int(cmd[4]))
+        elif kind == "pause":
+            self.paused = True
+            self.resumed.clear()
+        elif kind == "resume":
+            self.paused = False
+            self.resumed.set()
+            if self.mode == "open":
+                self._restart_arrivals()
+        elif kind == "flush":
+            self._ship(tag=cmd[1])
+        elif kind == "stop":
+            asyncio.get_running_loop().create_task(self._stop(bool(cmd[1])))
+
+    async def _tick(self) -> None:
+        # Deadlines, not sleeps in a row: ticks do not drift with the work done in them.
+        period = int(self.spec.tick_s * 1e9)
+        deadline = time.monotonic_ns() + period
+        while True:
+            await asyncio.sleep(max(0.0, (deadline - time.monotonic_ns()) / 1e9))
+            deadline += period
+            self._ship()
+
+    def _ship(self, tag: Any = None) -> None:
+        now = time.monotonic_ns()
+        delta = self.recorder.take(
+            self.t_last_ns,
+            now,
+            live_tokens=self.live.tokens,
+            in_flight=self.in_flight,
+            queued=len(self.backlog),
+            sent=self.sent,
+            health=self.health.take(),
+        )
+        self.live.tokens = 0
+        self.sent = 0
+        self.t_last_ns = now
+        self.deltas.put(("delta", self.spec.worker_id, tag, delta))
+
+    async def _stop(self, cancel: bool) -> None:
+        self.stopping = True
+        if self.arrivals is not None:
+            self.arrivals.cancel()
+        self.backlog.clear()
+        tasks = list(self.users.values()) + list(self.open_tasks)
+        if cancel:
+            for task in tasks:
+                task.cancel()
+        self.resumed.set()
+        if tasks:
+            await asyncio.wait(tasks, timeout=None if not cancel else 5.0)
+        self._ship(tag="final")
+        self.done.set()
+
+    # ---- one request ----------------------------------------------------------------------------
+    async def _send(self, spec: Any, intended_ns: int) -> RequestResult:
+        self.in_flight += 1
+        self.sent += 1
+        try:
+            result = await self.client.send(spec, intended_ns, self.live)
+        finally:
+            self.in_flight -= 1
+        self.recorder.record(result)
+        self.live.tokens += self.recorder.live_correction(result)
+        return result
+
+    async def _think(self, seconds: float) -> bool:
+        """Wait out a session's think time; False when the user should stop instead."""
+        if seconds > 0:
+            await asyncio.sleep(seconds)
+        return not self.stopping
+
+    # ---- closed loop ----------------------------------------------------------------------------
+    def _set_closed(self, level: int, cancel: bool) -> None:
+        if self.mode == "open":
+            self._stop_open(cancel)
+        self.mode = "closed"
+        self.level = max(0, level)
+        active = [uid for uid in self.users if uid not in self.retiring]
+        # Raise: start new users at once; reuse retiring ones first (they have not left yet).
+        while len(active) < self.level and self.retiring:
+            uid = max(self.retiring)
+            self.retiring.discard(uid)
+            active.append(uid)
+        while len(active) < self.level:
+            uid = self.next_uid
+            self.next_uid += 1
+            self.users[uid] = asyncio.get_running_loop().create_task(self._user(uid))
+            active.append(uid)
+        # Lower: the newest users leave first.
+        for uid in sorted(active, reverse=True)[: max(0, len(active) - self.level)]:
+            self.retiring.add(uid)
+            if cancel:
+                self.users[uid].cancel()
+
+    async def _user(self, uid: int) -> None:
+        rng = random.Random(self.spec.seed * 1_000_003 + self.spec.worker_id * 10_007 + uid)
+        session = self.workload.new_session(rng)
+        try:
+            while not self.stopping and uid not in self.retiring:
+                if self.paused:
+                    await self.resumed.wait()
+                    continue
+                spec = session.next_request()
+                if spec is None:
+                    session = self.workload.new_session(rng)
+                    continue
+                result = await self._send(spec, time.monotonic_ns())
+                if result.outcome is Outcome.CANCELLED:
+                    break
+                session.on_result(result)
+                think = session.think_time_s
+                if think > 0 and not await self._think(think):
+                    break
+        except asyncio.CancelledError:
+            pass  # cancelled while thinking or paused: nothing was in flight
+        finally:
+            self.users.pop(uid, None)
+            self.retiring.discard(uid)
+
+    # ---- open loop ------------------------------------------------------------------------------
+    def _set_open(self, rate_rps: float, arrival: str, burstiness: float, cap: int) -> None:
+        if self.mode == "closed":
+            self._set_closed(0, cancel=False)
+        self.mode = "open"
+        self.rate_rps, self.arrival, self.burstiness, self.cap = rate_rps, arrival, burstiness, cap
+        self._restart_arrivals()
+        self._drain_backlog()
+
+    def _stop_open(self, cancel: bool) -> None:
+        if self.arrivals is not None:
+            self.arrivals.cancel()
+            self.arrivals = None
+        self.backlog.clear()
+        if cancel:
+            for task in list(self.open_tasks):
+                task.cancel()
+
+    def _restart_arrivals(self) -> None:
+        if self.arrivals is not None:
+            self.arrivals.cancel()
+        self.arrivals = None
+        if self.rate_rps > 0 and not self.paused and not self.stopping:
+            self.arrivals = asyncio.get_running_loop().create_task(self._arrive())
+
+    def _gap_s(self) -> float:
+        mean = 1.0 / self.rate_rps
+        if self.arrival == "constant":
+            return mean
+        if self.arrival == "gamma":
+            k = max(1e-3, self.burstiness)
+            return self.rng.gammavariate(k, mean / k)
+        return self.rng.expovariate(self.rate_rps)
+
+    async def _arrive(self) -> None:
+        # Absolute target times from a seeded generator: a late wake-up sends the overdue arrivals at once
+        # and their lateness shows as schedule lag, instead of silently stretching the schedule.
+        next_ns = time.monotonic_ns() + int(self._gap_s() * 1e9)
+        while True:
+            now = time.monotonic_ns()
+            if next_ns > now:
+                await asyncio.sleep((next_ns - now) / 1e9)
+            if self.paused or self.stopping:
+                return
+            self._admit(next_ns)
+            next_ns += int(self._gap_s() * 1e9)
+
+    def _admit(self, intended_ns: int) -> None:
+        if self.cap and len(self.open_tasks) >= self.cap:
+            self.backlog.append(intended_ns)
+            return
+        task = asyncio.get_running_loop().create_task(self._session(intended_ns))
+        self.open_tasks.add(task)
+        task.add_done_callback(self._open_done)
+
+    def _open_done(self, task: asyncio.Task[None]) -> None:
+        self.open_tasks.discard(task)
+        self._drain_backlog()
+
+    def _drain_backlog(self) -> None:
+        while self.backlog and not self.stopping and (not self.cap or len(self.open_tasks) < self.cap):
+            self._admit(int(self.backlog.popleft()))
+
+    async def _session(self, intended_ns: int) -> None:
+        session = self.workload.new_session(random.Random(self.rng.getrandbits(64)))
+        with contextlib.suppress(asyncio.CancelledError):
+            while not self.stopping:
+                spec = session.next_request()
+                if spec is None:
+                    return
+                result = await self._send(spec, intended_ns)
+                if result.outcome is Outcome.CANCELLED:
+                    return
+                session.on_result(result)
+                think = session.think_time_s
+                if not await self._think(think):
+                    return
+                intended_ns = time.monotonic_ns()
+
+
+def drain(q: Any, limit: int = 10_000) -> list[Any]:
+    """Everything waiting on a multiprocessing queue, without blocking."""
+    items = []
+    for _ in range(limit):
+        try:
+            items.append(q.get_nowait())
+        except queue.Empty:
+            break
+    return items
