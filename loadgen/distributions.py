@@ -138,7 +138,7 @@ class Empirical:
         return self.values[bisect.bisect_right(self.cum_weights, x)]
 
     def mean(self) -> float:
-        return sum(v * w for v, w in zip(self.values, self.weights)) / self.cum_weights[-1]
+        return sum(v * w for v, w in zip(self.values, self.weights, strict=True)) / self.cum_weights[-1]
 
     def to_dict(self) -> dict[str, object]:
         return {"dist": "empirical", "values": list(self.values), "weights": list(self.weights)}
@@ -223,7 +223,9 @@ def parse_distribution(value: object, *, integer: bool = True) -> Distribution:
         if sigma < 0:
             raise DistributionError(f"'sigma' must be >= 0, got {_fmt(sigma)}")
         if ("mean" in value) == ("median" in value):
-            raise DistributionError("a lognormal distribution needs exactly one of 'median' or 'mean' (with 'sigma')")
+            raise DistributionError(
+                "a lognormal distribution needs exactly one of 'median' or 'mean' (with 'sigma')"
+            )
         centre_key = "median" if "median" in value else "mean"
         centre = _req_number(value, centre_key, kind)
         if centre <= 0:
@@ -233,7 +235,9 @@ def parse_distribution(value: object, *, integer: bool = True) -> Distribution:
     # empirical
     values = value.get("values")
     if not isinstance(values, list) or not values:
-        raise DistributionError("an empirical distribution needs 'values = [...]' (a non-empty list of numbers)")
+        raise DistributionError(
+            "an empirical distribution needs 'values = [...]' (a non-empty list of numbers)"
+        )
     for v in values:
         if not _is_number(v):
             raise DistributionError(f"'values' must hold numbers, got {_show(v)}")
@@ -281,10 +285,14 @@ def _fmt(x: float) -> str:
 
 def _need_min(v: float, floor: float, what: str, key: str) -> None:
     if v < floor:
-        raise DistributionError(f"'{key}' must be {what}, got {_fmt(v)}" if key != "value" else f"expected {what}, got {_fmt(v)}")
+        raise DistributionError(
+            f"'{key}' must be {what}, got {_fmt(v)}" if key != "value" else f"expected {what}, got {_fmt(v)}"
+        )
 
 
-def _opt_number(value: Mapping[str, object], key: str, floor: float, what: str, integer: bool) -> float | None:
+def _opt_number(
+    value: Mapping[str, object], key: str, floor: float, what: str, integer: bool
+) -> float | None:
     if key not in value:
         return None
     v = value[key]
@@ -297,9 +305,15 @@ def _opt_number(value: Mapping[str, object], key: str, floor: float, what: str, 
     return float(v)
 
 
+_EXAMPLES = {
+    "normal": "{ mean = 500, std = 100, min = 1, max = 2000 }",
+    "lognormal": "{ median = 500, sigma = 0.8, min = 16, max = 8192 }",
+}
+
+
 def _req_number(value: Mapping[str, object], key: str, kind: str) -> float:
     if key not in value:
-        raise DistributionError(f"a {kind} distribution needs '{key}'")
+        raise DistributionError(f"a {kind} distribution needs '{key}', e.g. {_EXAMPLES[kind]}")
     v = value[key]
     if not _is_number(v):
         raise DistributionError(f"'{key}' must be a number, got {_show(v)}")

@@ -142,6 +142,10 @@ class Engine:
     def latest(self) -> Snapshot | None:
         return self._latest
 
+    def worker_pids(self) -> list[int]:
+        ctl = self._ctl
+        return [p.pid for p in ctl.procs if p.pid is not None] if ctl is not None else []
+
     @property
     def done(self) -> bool:
         return self._done.is_set()

@@ -9,9 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
-EMPTY: Mapping = MappingProxyType({})
+
+class _EmptyMapping(Mapping):
+    """An immutable, hashable empty mapping: Python >= 3.11 dataclasses refuse unhashable defaults
+    (a ``MappingProxyType`` default raises "mutable default ... is not allowed")."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: object) -> object:
+        raise KeyError(key)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+EMPTY: Mapping = _EmptyMapping()
 
 # Histogram metric names, with the unit their values are displayed in.
 METRICS: dict[str, str] = {
@@ -153,6 +175,7 @@ class ServerTelemetry:
     spec_acceptance: float | None = None  # 0..1
     server_ttft_ms_p50: float | None = None
     server_ttft_ms_p95: float | None = None
+    server_itl_ms_p50: float | None = None
     gen_tok_s: float | None = None
     prompt_tok_s: float | None = None
     gpus: tuple[GPUSample, ...] = ()

@@ -56,6 +56,11 @@ class WorkerSpec:
 def worker_main(spec: WorkerSpec, commands: Any, deltas: Any) -> None:
     """Process entry point. SIGINT is ignored: the controller decides when workers stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    cpus = os.environ.get("RAMP_WORKER_CPUS")  # e.g. "0" or "0,1": pin workers (the selftest does)
+    if cpus and hasattr(os, "sched_setaffinity"):
+        allowed = [int(c) for c in cpus.split(",") if c.strip()]
+        if allowed:
+            os.sched_setaffinity(0, {allowed[spec.worker_id % len(allowed)]})
     try:
         asyncio.run(_Worker(spec, commands, deltas).run())
     except Exception as exc:  # never a silent death: the controller shows this
@@ -98,7 +103,8 @@ class _Worker:
         self.commands = commands
         self.deltas = deltas
         self.client = Client(spec.target, max_connections=spec.max_connections, transport=spec.transport)
-        self.workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed * 1000 + spec.worker_id)
+        # The same seed in every worker: shared prefixes must be identical across processes (cache hits).
+        self.workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api)
         self.recorder = Recorder(worker_id=spec.worker_id)
         self.live = LiveCounter()
         self.health = _Health()
@@ -111,6 +117,7 @@ class _Worker:
         self.users: dict[int, asyncio.Task[None]] = {}
         self.retiring: set[int] = set()  # users that stop after their current request
         self.next_uid = 0
+        self.sessions = 0
         self.in_flight = 0
         self.sent = 0
         self.open_tasks: set[asyncio.Task[None]] = set()
@@ -123,6 +130,11 @@ class _Worker:
         self.t_last_ns = time.monotonic_ns()
         self.done = asyncio.Event()
         self.rng = random.Random(spec.seed * 7919 + spec.worker_id)
+
+    def _session_id(self) -> int:
+        # Unique across workers: the worker id in the high digits.
+        self.sessions += 1
+        return self.spec.worker_id * 1_000_000_000 + self.sessions
 
     # ---- plumbing -------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -248,7 +260,7 @@ class _Worker:
 
     async def _user(self, uid: int) -> None:
         rng = random.Random(self.spec.seed * 1_000_003 + self.spec.worker_id * 10_007 + uid)
-        session = self.workload.new_session(rng)
+        session = self.workload.new_session(rng, session_id=self._session_id())
         try:
             while not self.stopping and uid not in self.retiring:
                 if self.paused:
@@ -256,7 +268,7 @@ class _Worker:
                     continue
                 spec = session.next_request()
                 if spec is None:
-                    session = self.workload.new_session(rng)
+                    session = self.workload.new_session(rng, session_id=self._session_id())
                     continue
                 result = await self._send(spec, time.monotonic_ns())
                 if result.outcome is Outcome.CANCELLED:
@@ -335,7 +347,7 @@ class _Worker:
             self._admit(int(self.backlog.popleft()))
 
     async def _session(self, intended_ns: int) -> None:
-        session = self.workload.new_session(random.Random(self.rng.getrandbits(64)))
+        session = self.workload.new_session(random.Random(self.rng.getrandbits(64)), session_id=self._session_id())
         with contextlib.suppress(asyncio.CancelledError):
             while not self.stopping:
                 spec = session.next_request()

@@ -42,17 +42,17 @@ def na(reason: str | None = None) -> str:
     return f"{NA} ({reason})" if reason else NA
 
 
+def _round_sig(value: float, digits: int) -> float:
+    return float(f"{value:.{digits}g}")
+
+
 def _sig(value: float, digits: int = 3) -> str:
-    """``value`` with about ``digits`` significant figures and no trailing exponent."""
-    if value == 0:
+    """``value`` with ``digits`` significant figures, in plain (not exponent) notation."""
+    rounded = _round_sig(value, digits)  # first, so that 999.96 carries into 1000 before we count decimals
+    if rounded == 0:
         return "0"
-    magnitude = int(math.floor(math.log10(abs(value))))
-    decimals = max(0, digits - 1 - magnitude)
-    text = f"{value:.{decimals}f}"
-    # Rounding can carry into a new digit (99.96 -> "100.0"); drop the now-spurious decimal.
-    if decimals and len(text.replace("-", "").split(".")[0]) > magnitude + 1:
-        text = f"{value:.{decimals - 1}f}"
-    return text
+    magnitude = int(math.floor(math.log10(abs(rounded))))
+    return f"{rounded:.{max(0, digits - 1 - magnitude)}f}"
 
 
 def fmt_count(count: int | None) -> str:
@@ -63,6 +63,7 @@ def fmt_si(value: float | None, digits: int = 3) -> str:
     """1234.5 -> '1.23k', 12.345 -> '12.3', 0.01234 -> '0.0123'."""
     if value is None or math.isnan(value):
         return NA
+    value = _round_sig(value, digits)
     for scale, suffix in _SI_SUFFIXES:
         if abs(value) >= scale:
             return _sig(value / scale, digits) + suffix
@@ -73,16 +74,22 @@ def fmt_ms(ms: float | None) -> str:
     """A latency given in milliseconds: '0.42 ms', '81.2 ms', '812 ms', '1.24 s', '62.5 s'."""
     if ms is None or math.isnan(ms):
         return NA
+    ms = _round_sig(ms, 3)
     if abs(ms) >= 1000:
         return f"{_sig(ms / 1000)} s"
-    return f"{_sig(ms)} ms"
+    # Below a millisecond a third digit is noise and only widens the line.
+    return f"{_sig(ms, 2 if abs(ms) < 1 else 3)} ms"
+
+
+def _trim(text: str) -> str:
+    return text[:-2] if text.endswith(".0") else text
 
 
 def fmt_ms_short(ms: float) -> str:
-    """An axis label: '10ms', '250ms', '1.5s'."""
+    """An axis label: '10ms', '250ms', '1s', '1.5s'."""
     if abs(ms) >= 1000:
-        return f"{_sig(ms / 1000, 2)}s"
-    return f"{_sig(ms, 2)}ms"
+        return f"{_trim(_sig(ms / 1000, 2))}s"
+    return f"{_trim(_sig(ms, 2))}ms"
 
 
 def fmt_value(value: float | None, unit: str) -> str:
@@ -96,7 +103,11 @@ def fmt_value(value: float | None, unit: str) -> str:
 
 def fmt_value_short(value: float, unit: str) -> str:
     """A compact axis label for a histogram value."""
-    return fmt_ms_short(value) if unit == "ms" else fmt_si(value, 2)
+    if unit == "ms":
+        return fmt_ms_short(value)
+    text = fmt_si(value, 2)
+    suffix = text[-1] if text[-1].isalpha() else ""
+    return _trim(text.removesuffix(suffix)) + suffix
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -110,10 +121,22 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def fmt_pct(fraction: float | None, digits: int = 1) -> str:
-    """A 0..1 fraction as a percentage: 0.1234 -> '12.3%'."""
+    """A 0..1 fraction as a percentage: 0.1234 -> '12.3%'; small non-zero shares keep two decimals
+    (0.0005 -> '0.05%') so an error rate never reads as a flat 0."""
     if fraction is None or math.isnan(fraction):
         return NA
+    if 0 < abs(fraction) < 0.01 and digits < 2:
+        digits = 2
     return f"{fraction * 100:.{digits}f}%"
+
+
+def fmt_gauge(value: float | None) -> str:
+    """A gauge that is usually a whole number (running requests): 61.0 -> '61', 2.5 -> '2.5'."""
+    if value is None or math.isnan(value):
+        return NA
+    if value == int(value) and abs(value) < 1000:
+        return str(int(value))
+    return fmt_si(value)
 
 
 def fmt_rate(rps: float | None) -> str:

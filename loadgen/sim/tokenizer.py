@@ -1,6 +1,6 @@
 """The simulator's deterministic fake tokenizer, its ChatML-like chat template and its output vocabulary.
 
-One token is a run of up to 8 letters, a group of up to 3 digits, or one punctuation character; whitespace
+One token is a run of up to 12 letters, a group of up to 3 digits, or one punctuation character; whitespace
 is free. Token ids come from CRC-32, so they are the same in every process and every run (``hash()`` of a
 ``str`` is salted per process). The same tokenizer counts ``/tokenize``, ``usage.prompt_tokens`` and the
 prefix-cache blocks, and the output vocabulary is built so that ``n`` generated tokens tokenize back to
@@ -21,7 +21,7 @@ IM_START = 1
 IM_END = 2
 NEWLINE = 3
 
-_PIECE = re.compile(r"[^\W\d_]{1,8}|\d{1,3}|[^\w\s]|_")
+_PIECE = re.compile(r"[^\W\d_]{1,12}|\d{1,3}|[^\w\s]|_")
 
 # Plain lowercase words (no JSON escaping needed, each one token) and a little punctuation.
 _WORDS = (

@@ -12,11 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
-from loadgen.snapshot import GPUSample
-
-EMPTY: Mapping = MappingProxyType({})
+from loadgen.snapshot import EMPTY, GPUSample
 
 # Runtime-neutral names a Reading may carry. Sources fill what their server exposes; the rest is absent.
 GAUGES = (
@@ -89,11 +86,11 @@ def histogram_delta(prev: CumulativeHistogram, cur: CumulativeHistogram) -> Cumu
     """Observations made between two scrapes; ``None`` when the buckets changed shape (can't subtract)."""
     if prev.bounds != cur.bounds:
         return None
-    if cur.count < prev.count or any(c < p for p, c in zip(prev.counts, cur.counts)):
+    if cur.count < prev.count or any(c < p for p, c in zip(prev.counts, cur.counts, strict=True)):
         return cur  # reset: everything now in the histogram arrived after the restart
     return CumulativeHistogram(
         cur.bounds,
-        tuple(c - p for p, c in zip(prev.counts, cur.counts)),
+        tuple(c - p for p, c in zip(prev.counts, cur.counts, strict=True)),
         cur.sum - prev.sum,
     )
 
@@ -101,7 +98,9 @@ def histogram_delta(prev: CumulativeHistogram, cur: CumulativeHistogram) -> Cumu
 def add_histograms(a: CumulativeHistogram, b: CumulativeHistogram) -> CumulativeHistogram | None:
     if a.bounds != b.bounds:
         return None
-    return CumulativeHistogram(a.bounds, tuple(x + y for x, y in zip(a.counts, b.counts)), a.sum + b.sum)
+    return CumulativeHistogram(
+        a.bounds, tuple(x + y for x, y in zip(a.counts, b.counts, strict=True)), a.sum + b.sum
+    )
 
 
 def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float]) -> float | None:
@@ -116,7 +115,7 @@ def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float
     if total <= 0 or not 0.0 <= q <= 1.0:
         return None
     rank = q * total
-    for i, (upper, cum) in enumerate(zip(bounds, counts)):
+    for i, (upper, cum) in enumerate(zip(bounds, counts, strict=True)):
         if cum >= rank and cum > 0:
             if math.isinf(upper):
                 finite = [b for b in bounds if not math.isinf(b)]

@@ -1,0 +1,256 @@
+"""Plain-text reporting: the step table (headless runs, ``ramp report FILE``) and number formatting.
+
+Pure functions of StepSummary objects and numbers; no rich, no textual. The formatting helpers are the
+ones every face uses so that a figure reads the same everywhere: ``n/a`` for a missing value, thousands
+separators, three significant figures.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loadgen.snapshot import StepSummary
+
+__all__ = [
+    "fmt_count",
+    "fmt_ms",
+    "fmt_num",
+    "fmt_pct",
+    "fmt_rate",
+    "format_step_table",
+    "report_main",
+]
+
+NA = "n/a"
+
+
+def fmt_num(value: float | None) -> str:
+    """Three significant figures, never an exponent: 0.85, 12.3, 812, 12,345."""
+    if value is None:
+        return NA
+    # choose the format on the rounded value, so that 99.96 reads "100", not "100.0"
+    if abs(round(value, 1)) >= 100 or value == 0:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(round(value, 2)) >= 10 else f"{value:.2f}"
+
+
+def fmt_count(value: int | None) -> str:
+    return NA if value is None else f"{value:,}"
+
+
+def fmt_rate(value: float | None) -> str:
+    """A rate without its unit (the column or the sentence names it): 12,345 / 45.6 / 3.21."""
+    return fmt_num(value)
+
+
+def fmt_ms(value: float | None, unit: bool = True) -> str:
+    """Milliseconds: "0.85 ms", "812 ms", "1,234 ms", "12.3 s" (with ``unit``); numbers in ms without it."""
+    if value is None:
+        return NA
+    if not unit:
+        return fmt_num(value)
+    if abs(value) >= 10_000:
+        return f"{fmt_num(value / 1000)} s"
+    return f"{fmt_num(value)} ms"
+
+
+def fmt_pct(fraction: float | None) -> str:
+    """A 0..1 fraction as a percentage: 0.9876 -> "98.8 %"."""
+    if fraction is None:
+        return NA
+    return f"{fraction * 100:.1f} %"
+
+
+def _load(step: StepSummary) -> str:
+    if step.mode == "open":
+        rate = f"{step.rate_rps:g}/s" if step.rate_rps is not None else NA
+        return f"{rate} ≤{step.level}" if step.level else rate
+    return str(step.level)
+
+
+def _load_words(step: StepSummary) -> str:
+    if step.mode == "open" and step.rate_rps is not None:
+        return f"{step.rate_rps:g} req/s"
+    return f"{step.level} stream{'s' if step.level != 1 else ''}"
+
+
+def _slo_mark(step: StepSummary) -> str:
+    met = step.verdict.met
+    return "✓" if met is True else "✗" if met is False else "–"
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    name: str
+    unit: str
+    keep: int  # columns with the lowest value go first when the table is too wide
+    cell: Callable[[StepSummary], str]
+    left: bool = False
+
+
+def _e2e_s(step: StepSummary) -> str:
+    ms = step.stats.pct("e2e_ms").p95
+    return NA if ms is None else fmt_num(ms / 1000)
+
+
+_COLUMNS: tuple[_Column, ...] = (
+    _Column("step", "", 100, lambda s: str(s.index + 1)),
+    _Column("level", "", 99, _load),
+    _Column("ok", "", 90, lambda s: fmt_count(s.stats.ok)),
+    _Column("err", "", 88, lambda s: fmt_count(s.stats.error_count)),
+    _Column("out", "tok/s", 98, lambda s: fmt_rate(s.stats.out_tok_s)),
+    _Column("prefill", "tok/s", 40, lambda s: fmt_rate(s.stats.prefill_tok_s)),
+    _Column("decode p50", "tok/s", 70, lambda s: fmt_rate(s.stats.pct("decode_tok_s").p50)),
+    _Column("TTFT p50", "ms", 50, lambda s: fmt_ms(s.stats.pct("ttft_ms").p50, unit=False)),
+    _Column("TTFT p95", "ms", 95, lambda s: fmt_ms(s.stats.pct("ttft_ms").p95, unit=False)),
+    _Column("TTFT p99", "ms", 60, lambda s: fmt_ms(s.stats.pct("ttft_ms").p99, unit=False)),
+    _Column("e2e p95", "s", 45, _e2e_s),
+    _Column("SLO", "", 97, _slo_mark),
+)
+_GAP = "  "
+
+
+def _no_slo(steps: Sequence[StepSummary]) -> bool:
+    return all(s.verdict.met is None and not s.verdict.failures for s in steps)
+
+
+def format_step_table(steps: Sequence[StepSummary], best: int | None, width: int = 120) -> str:
+    """The step table, best step starred, then a line naming the best step and why steps missed the SLO.
+
+    Columns that do not fit ``width`` are dropped, least important first (readable at 80 columns).
+    """
+    if not steps:
+        return "no finished step"
+    columns = list(_COLUMNS)
+    bound = any(s.client_bound for s in steps)
+    if bound:
+        columns.append(_Column("", "", 80, lambda s: "!" if s.client_bound else ""))
+    rows: list[list[str]] = []
+    for at, step in enumerate(steps):
+        cells = [col.cell(step) for col in columns]
+        if at == best:
+            cells[0] += "*"
+        else:
+            cells[0] += " "
+        rows.append(cells)
+
+    def widths(cols: list[int]) -> list[int]:
+        return [max(len(columns[c].name), len(columns[c].unit), *(len(row[c]) for row in rows)) for c in cols]
+
+    shown = list(range(len(columns)))
+    while len(shown) > 3:
+        total = sum(widths(shown)) + len(_GAP) * (len(shown) - 1)
+        if total <= width:
+            break
+        shown.remove(min(shown, key=lambda c: columns[c].keep))
+    col_w = widths(shown)
+
+    def line(parts: list[str]) -> str:
+        out = []
+        for c, w, text in zip(shown, col_w, parts, strict=True):
+            out.append(text.ljust(w) if columns[c].left or c == 0 else text.rjust(w))
+        return _GAP.join(out).rstrip()
+
+    lines = [line([columns[c].name for c in shown])]
+    if any(columns[c].unit for c in shown):
+        lines.append(line([columns[c].unit for c in shown]))
+    lines.extend(line([row[c] for c in shown]) for row in rows)
+    lines.append("")
+    label = "best (no SLO set)" if _no_slo(steps) else "best under SLO"
+    if best is None or not 0 <= best < len(steps):
+        lines.append(f"{label}: none (no step met the SLO)")
+    else:
+        step = steps[best]
+        lines.append(
+            f"{label}: step {step.index + 1}, {_load_words(step)}, {fmt_rate(step.stats.out_tok_s)} out tok/s"
+        )
+    for step in steps:
+        if step.verdict.failures:
+            lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(step.verdict.failures))
+    if bound:
+        lines.append("  ! client-bound: the load generator, not the server, may have limited these steps")
+    return "\n".join(lines)
+
+
+def _header_lines(header: Mapping[str, Any]) -> list[str]:
+    def get(key: str) -> Any:
+        value = header.get(key)
+        return None if value in (None, "", {}, []) else value
+
+    lines = []
+    started = get("started_at") or NA
+    lines.append(f"run      {started} on {get('host') or NA} · llm-ramp {get('ramp_version') or NA}")
+    model = str(get("model") or NA)
+    if get("model_revision"):
+        model += f" (revision {get('model_revision')})"
+    runtime = " ".join(str(x) for x in (get("runtime"), get("runtime_version")) if x) or "runtime n/a"
+    lines.append(f"model    {model} · {runtime} · {get('target_url') or get('url') or NA}")
+    profile = str(get("profile") or NA)
+    if get("profile_hash"):
+        profile += f" ({str(get('profile_hash'))[:12]})"
+    mode = get("mode") or NA
+    lines.append(
+        f"profile  {profile} · {mode} loop · arrival {get('arrival') or NA} · {get('workers') or 1} worker(s)"
+    )
+    plan = get("plan")
+    if isinstance(plan, Mapping):
+        levels = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in plan.get("levels") or ())
+        lines.append(
+            f"plan     levels {levels or NA} · {plan.get('step_s', NA)} s steps, {plan.get('warmup_s', NA)} s warm-up"
+        )
+    slo = get("slo")
+    if isinstance(slo, Mapping):
+        set_ = {k: v for k, v in slo.items() if v is not None}
+        if set_:
+            lines.append(
+                "slo      "
+                + " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in set_.items())
+            )
+    tags = get("tags")
+    if isinstance(tags, Mapping):
+        lines.append("tags     " + " ".join(f"{k}={v}" for k, v in tags.items()))
+    return lines
+
+
+def report_main(path: str) -> int:
+    """``ramp report FILE``: the run's conditions and its step table. Returns the exit status."""
+    from loadgen.record import RecordError, read_record, step_from_line
+    from loadgen.slo import best_step
+
+    try:
+        record = read_record(path)
+        steps = []
+        for n, line in enumerate(record.steps):
+            try:
+                steps.append(step_from_line(line))
+            except (TypeError, ValueError, KeyError) as exc:
+                raise RecordError(f"{path}: step line {n + 1} is damaged: {exc}") from None
+    except RecordError as exc:
+        print(f"ramp report: {exc}", file=sys.stderr)
+        return 2
+    width = shutil.get_terminal_size((120, 24)).columns
+    out = _header_lines(record.header)
+    out.append("")
+    out.append(format_step_table(steps, best_step(steps), width=width))
+    marks = [e for e in record.events if e.get("kind") == "mark"]
+    if marks:
+        out.append("")
+        for mark in marks:
+            at = mark.get("elapsed_s")
+            when = f"{at:.1f} s" if isinstance(at, int | float) else str(mark.get("at", ""))
+            out.append(f"mark     {when}: {mark.get('note', '')}")
+    ends = [e for e in record.events if e.get("kind") == "end"]
+    if ends:
+        end = ends[-1]
+        message = f" — {end['message']}" if end.get("message") else ""
+        out.append(f"end      {end.get('state', NA)}{message}")
+    else:
+        out.append("end      no end line: the run was interrupted (finished steps are above)")
+    if record.truncated:
+        out.append("note     the last line was cut short (run killed mid-write) and was skipped")
+    print("\n".join(out))
+    return 0

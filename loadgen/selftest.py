@@ -1,0 +1,174 @@
+"""``ramp selftest``: the load generator's own ceiling, measured against the simulator's fast mode.
+
+The simulator's "fast" preset answers every request with a true TTFT of 50 ms and then one token every
+10 ms, with no batching slow-down, so the ideal is known exactly: S streams of 256-token replies give
+S * 256 / (0.050 + 255 * 0.010) output tokens per second, and every TTFT should read 50 ms. Whatever the
+client loses against that ideal (throughput, TTFT read too high) is the client's own cost. The simulator
+runs in its own process on its own core; the load workers are pinned to the other core(s).
+
+Printed per (workers, streams): achieved/ideal tokens, CPU seconds per 1M streamed tokens (the workers'
+user+system time from /proc), TTFT error p50/p99 (measured - 50 ms), and whether the client-bound flag rose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+TTFT_MS = 50.0
+TPOT_MS = 10.0
+OUTPUT_TOKENS = 256
+
+SELFTEST_PROFILE = f"""
+name = "selftest"
+description = "fixed short prompt, {OUTPUT_TOKENS} output tokens, ignore_eos: the client's own ceiling"
+[target]
+api = "chat"
+model = "auto"
+[[bucket]]
+name = "fixed"
+input = 16
+output = {OUTPUT_TOKENS}
+[sampling]
+ignore_eos = true
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SelftestRow:
+    workers: int
+    streams: int
+    out_tok_s: float
+    ideal_tok_s: float
+    cpu_s_per_1m: float | None
+    ttft_err_p50_ms: float | None
+    ttft_err_p99_ms: float | None
+    client_bound: bool
+    requests: int
+    errors: int
+
+    @property
+    def ratio(self) -> float:
+        return self.out_tok_s / self.ideal_tok_s if self.ideal_tok_s else 0.0
+
+
+def ideal_tok_s(streams: int) -> float:
+    per_request_s = (TTFT_MS + (OUTPUT_TOKENS - 1) * TPOT_MS) / 1000.0
+    return streams * OUTPUT_TOKENS / per_request_s
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_one(url: str, streams: int, workers: int, seconds: float, warmup: float, transport: str) -> SelftestRow:
+    from loadgen.engine import Engine, RampPlan, RunConfig
+    from loadgen.profile import parse_profile
+    from loadgen.types import Target
+
+    profile = parse_profile(SELFTEST_PROFILE, source="<selftest>")
+    config = RunConfig(
+        target=Target(url=url, api="chat"),
+        profile=profile,
+        plan=RampPlan(levels=(float(streams),), step_s=warmup + seconds, warmup_s=warmup),
+        workers=workers,
+        telemetry=False,
+        transport=transport,
+        max_connections=streams + 16,
+    )
+    engine = Engine(config)
+    engine.start()
+    # CPU is read over the measurement window only: wait for warm-up to end.
+    cpu0: dict[int, float] = {}
+    t_measure = None
+    while not engine.done:
+        snap = engine.latest()
+        if snap is not None and snap.state == "running" and not snap.warming_up and t_measure is None:
+            t_measure = time.monotonic()
+            cpu0 = {pid: _cpu_seconds(pid) or 0.0 for pid in engine.worker_pids()}
+        if t_measure is not None and time.monotonic() - t_measure >= seconds * 0.98:
+            break
+        time.sleep(0.05)  # polling a snapshot for a benchmark, not synchronising a test
+    cpu1 = {pid: _cpu_seconds(pid) for pid in cpu0}
+    outcome = engine.wait(timeout=seconds + warmup + 60)
+    if outcome is None or not outcome.steps:
+        raise RuntimeError(f"selftest run produced no step ({outcome.message if outcome else 'timeout'})")
+    step = outcome.steps[-1]
+    stats = step.stats
+    cpu = sum((cpu1[p] or 0.0) - cpu0[p] for p in cpu0) if cpu0 else None
+    ttft = stats.pct("ttft_ms")
+    out_tokens_window = (stats.out_tok_s or 0.0) * step.window_s
+    cpu_per_1m = None
+    if cpu is not None and out_tokens_window > 0:
+        cpu_per_1m = cpu * (step.window_s / seconds) / out_tokens_window * 1e6
+    return SelftestRow(
+        workers=workers,
+        streams=streams,
+        out_tok_s=stats.out_tok_s or 0.0,
+        ideal_tok_s=ideal_tok_s(streams),
+        cpu_s_per_1m=cpu_per_1m,
+        ttft_err_p50_ms=None if ttft.p50 is None else ttft.p50 - TTFT_MS,
+        ttft_err_p99_ms=None if ttft.p99 is None else ttft.p99 - TTFT_MS,
+        client_bound=step.client_bound,
+        requests=stats.ok,
+        errors=stats.error_count,
+    )
+
+
+def format_rows(rows: list[SelftestRow]) -> str:
+    def f(v: float | None, fmt: str) -> str:
+        return "n/a" if v is None else format(v, fmt)
+
+    lines = [
+        f"{'workers':>7} {'streams':>7} {'out tok/s':>10} {'ideal':>10} {'achieved/ideal':>14} "
+        f"{'CPU-s/1M tok':>12} {'TTFT err p50':>12} {'TTFT err p99':>12} {'client-bound':>12} {'ok':>6} {'err':>4}"
+    ]
+    for r in rows:
+        lines.append(
+            f"{r.workers:>7} {r.streams:>7} {r.out_tok_s:>10,.0f} {r.ideal_tok_s:>10,.0f} {r.ratio:>14.3f} "
+            f"{f(r.cpu_s_per_1m, '.1f'):>12} {f(r.ttft_err_p50_ms, '.1f'):>10} ms {f(r.ttft_err_p99_ms, '.1f'):>10} ms "
+            f"{'YES' if r.client_bound else 'no':>12} {r.requests:>6} {r.errors:>4}"
+        )
+    return "\n".join(lines)
+
+
+def selftest_main(args: argparse.Namespace) -> int:
+    from loadgen.sim import build_config, spawn_sim_process
+
+    try:
+        streams = [int(s) for s in str(args.streams).split(",") if s]
+        workers = [int(w) for w in str(args.workers).split(",") if w]
+    except ValueError:
+        print("ramp selftest: --streams and --workers take numbers separated by commas", file=sys.stderr)
+        return 2
+    ncpu = os.cpu_count() or 1
+    handle = spawn_sim_process(build_config("fast"))
+    sim_cpu = ncpu - 1
+    client_cpus = ",".join(str(c) for c in range(max(1, ncpu - 1))) if ncpu > 1 else "0"
+    pid = getattr(handle, "pid", None)
+    if pid and ncpu > 1 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(pid, {sim_cpu})
+    os.environ["RAMP_WORKER_CPUS"] = client_cpus
+    print(
+        f"ramp selftest: simulator 'fast' (TTFT {TTFT_MS:.0f} ms, {TPOT_MS:.0f} ms/token, {OUTPUT_TOKENS} tokens) "
+        f"on CPU {sim_cpu}, load workers on CPU {client_cpus}, transport {args.transport}, "
+        f"{args.seconds:.0f} s measured per row",
+        flush=True,
+    )
+    rows: list[SelftestRow] = []
+    try:
+        for w in workers:
+            for s in streams:
+                rows.append(run_one(handle.url, s, w, args.seconds, warmup=3.0, transport=args.transport))
+                print(format_rows(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_rows(rows), flush=True)
+    finally:
+        handle.stop()
+    return 0

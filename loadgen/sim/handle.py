@@ -1,0 +1,168 @@
+"""Ways to run the simulator beside a caller: in a daemon thread with its own event loop, or in a separate
+process (``python -m loadgen.sim``) so that the caller's own work cannot perturb the simulator's timing.
+
+Both return a ``SimHandle`` with ``url``, ``stop()``, ``ground_truth()`` and ``info()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from .config import SimConfig, build_config
+from .server import SimServer
+
+
+class SimHandle:
+    """A running simulator. Use as a context manager or call ``stop()``."""
+
+    url: str
+
+    def stop(self, timeout: float = 10.0) -> None:
+        raise NotImplementedError
+
+    def ground_truth(self) -> list[dict[str, Any]]:
+        return self._get_json("/_sim/ground_truth")  # type: ignore[no-any-return]
+
+    def info(self) -> dict[str, Any]:
+        return self._get_json("/_sim/info")  # type: ignore[no-any-return]
+
+    def _get_json(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=10) as reply:  # noqa: S310 (our own 127.0.0.1 URL)
+            return json.loads(reply.read())
+
+    def __enter__(self) -> SimHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ThreadSimHandle(SimHandle):
+    def __init__(
+        self, server: SimServer, loop: asyncio.AbstractEventLoop, thread: threading.Thread, url: str
+    ) -> None:
+        self.server = server
+        self.loop = loop
+        self.thread = thread
+        self.url = url
+
+    def _call(self, fn: Any, timeout: float = 10.0) -> Any:
+        async def run() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def ground_truth(self) -> list[dict[str, Any]]:
+        # Read on the simulator's own loop: the deque must not change while it is copied.
+        return self._call(self.server.ground_truth)  # type: ignore[no-any-return]
+
+    def info(self) -> dict[str, Any]:
+        return self._call(self.server.info)  # type: ignore[no-any-return]
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout)
+
+
+def run_sim_in_thread(
+    config: SimConfig | None = None, host: str = "127.0.0.1", port: int = 0, timeout: float = 10.0
+) -> SimHandle:
+    """Start a simulator on its own event loop in a daemon thread; return once it accepts connections."""
+    config = config if config is not None else build_config()
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        server = SimServer(config)
+        box["server"], box["loop"] = server, loop
+        try:
+            box["url"] = loop.run_until_complete(server.start(host, port))
+        except BaseException as exc:  # reported to the caller below
+            box["error"] = exc
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(server.stop())
+            loop.close()
+
+    thread = threading.Thread(target=main, name="ramp-sim", daemon=True)
+    thread.start()
+    if not ready.wait(timeout):
+        raise RuntimeError(f"the simulator did not start within {timeout} s")
+    if "error" in box:
+        raise RuntimeError(f"the simulator could not start on {host}:{port}: {box['error']}")
+    return ThreadSimHandle(box["server"], box["loop"], thread, box["url"])
+
+
+class ProcessSimHandle(SimHandle):
+    def __init__(self, proc: subprocess.Popen[str], url: str, stderr_path: str) -> None:
+        self.proc = proc
+        self.url = url
+        self._stderr_path = stderr_path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM if os.name != "nt" else signal.CTRL_BREAK_EVENT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        try:
+            os.unlink(self._stderr_path)
+        except OSError:
+            pass
+
+
+def spawn_sim_process(
+    config: SimConfig | None = None, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0
+) -> ProcessSimHandle:
+    """Run ``python -m loadgen.sim`` with exactly ``config`` in a child process; return once it is READY."""
+    config = config if config is not None else build_config()
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "loadgen.sim", "--host", host, "--port", str(port)]
+    cmd += ["--config-json", json.dumps(config.to_dict())]
+    err = tempfile.NamedTemporaryFile(prefix="ramp-sim-", suffix=".err", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    err.close()
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
+    try:
+        first = lines.get(timeout=timeout)
+    except queue.Empty:
+        first = ""
+    if not first.startswith("READY "):
+        proc.kill()
+        proc.wait()
+        detail = Path(err.name).read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        os.unlink(err.name)
+        raise RuntimeError(f"the simulator process did not start ({' '.join(cmd[:4])} ...): {detail[0]}")
+    return ProcessSimHandle(proc, first.split()[1], err.name)

@@ -1,0 +1,189 @@
+"""The simulator's /metrics: vLLM metric names from the engine's counters, plus DCGM-exporter GPU gauges.
+
+Everything is read from the engine when scraped (a custom collector on a per-server ``CollectorRegistry``),
+so the hot path only bumps plain integers and never touches prometheus_client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from .model import Histogram
+
+if TYPE_CHECKING:
+    from .server import SimServer
+
+_MIB = 1024 * 1024
+
+
+class SimCollector:
+    def __init__(self, server: SimServer) -> None:
+        self.server = server
+        self._busy_samples: deque[tuple[int, int]] = deque(maxlen=64)  # (monotonic ns, engine busy ns)
+
+    def describe(self) -> list[Metric]:
+        return []  # do not collect at registration time
+
+    def _util_pct(self) -> float:
+        engine = self.server.engine
+        if engine.params.kind == "fixed":
+            return 100.0 if engine.num_running else 0.0
+        now = time.monotonic_ns()
+        busy = engine.stats.busy_ns
+        samples = self._busy_samples
+        samples.append((now, busy))
+        while len(samples) > 2 and now - samples[1][0] >= 1_000_000_000:
+            samples.popleft()  # keep about a second of history, like DCGM's sampling window
+        t0, b0 = samples[0]
+        if now - t0 < 50_000_000:
+            return 100.0 if engine.num_running else 0.0
+        return max(0.0, min(100.0, 100.0 * (busy - b0) / (now - t0)))
+
+    def collect(self) -> Iterator[Metric]:
+        server = self.server
+        engine = server.engine
+        p = engine.params
+        st = engine.stats
+        model = server.config.model
+        names = ["engine", "model_name"]
+        vals = ["0", model]
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            g = GaugeMetricFamily(name, doc, labels=names)
+            g.add_metric(vals, value)
+            return g
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            c = CounterMetricFamily(name, doc, labels=names)
+            c.add_metric(vals, value)
+            return c
+
+        def histogram(name: str, doc: str, h: Histogram) -> HistogramMetricFamily:
+            m = HistogramMetricFamily(name, doc, labels=names)
+            m.add_metric(vals, h.cumulative(), sum_value=h.total)
+            return m
+
+        yield gauge(
+            "vllm:num_requests_running", "Number of requests in model execution batches.", engine.num_running
+        )
+        yield gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", engine.num_waiting
+        )
+        yield gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_usage()
+        )
+        yield counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            st.prefix_queries,
+        )
+        yield counter(
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            st.prefix_hits,
+        )
+        yield counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens.", st.cached_prompt_tokens)
+        yield counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", st.preemptions
+        )
+        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
+        yield counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", st.generation_tokens
+        )
+        success = CounterMetricFamily(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels=["engine", "finished_reason", "model_name"],
+        )
+        for reason, n in st.finished.items():
+            success.add_metric(["0", reason, model], n)
+        yield success
+        if p.kind == "gpu" and p.num_speculative_tokens:
+            yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", st.spec_drafts)
+            yield counter(
+                "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", st.spec_draft_tokens
+            )
+            yield counter(
+                "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", st.spec_accepted_tokens
+            )
+        yield histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", st.ttft
+        )
+        yield histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", st.itl
+        )
+        yield histogram(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            st.queue,
+        )
+        yield histogram(
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", st.e2e
+        )
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            labels=[
+                "block_size",
+                "enable_prefix_caching",
+                "engine",
+                "gpu_memory_utilization",
+                "kv_cache_size_tokens",
+                "num_gpu_blocks",
+            ],
+        )
+        info.add_metric(
+            [
+                str(p.block_size),
+                str(p.enable_prefix_caching),
+                "0",
+                str(p.gpu_memory_utilization),
+                str(p.kv_capacity_tokens),
+                str(p.num_blocks),
+            ],
+            1.0,
+        )
+        yield info
+        if server.config.gpu_telemetry:
+            yield from self._dcgm()
+
+    def _dcgm(self) -> Iterator[Metric]:
+        engine = self.server.engine
+        p = engine.params
+        util = self._util_pct()
+        used = p.weights_bytes + engine.kv_used_tokens() * p.kv_bytes_per_token
+        if engine.num_running:
+            used += p.activation_bytes
+        total_mib = p.hbm_bytes / _MIB
+        used_mib = min(total_mib, used / _MIB)
+        fill = min(1.0, engine.num_running / 64)
+        power = p.idle_power_w + (p.max_power_w - p.idle_power_w) * util / 100 * (0.6 + 0.4 * fill)
+        labels = ["gpu", "UUID", "device", "modelName", "Hostname"]
+        vals = ["0", "GPU-00000000-ramp-0000-0000-simulated000", "nvidia0", p.gpu_name, "ramp-sim"]
+        for name, doc, value in (
+            ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", used_mib),
+            ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", total_mib - used_mib),
+            ("DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).", total_mib),
+            ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", util),
+            ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", power),
+        ):
+            g = GaugeMetricFamily(name, doc, labels=labels)
+            g.add_metric(vals, round(value, 3))
+            yield g
+
+
+def make_registry(server: SimServer) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SimCollector(server))  # type: ignore[arg-type]
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total: what the speed benchmark reads
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)

@@ -1,0 +1,89 @@
+"""Service-level objectives: whether one window of figures meets an SLO, and which step was best under it.
+
+A verdict lists each broken objective as a short human string ("TTFT p95 812 ms > 500 ms"). ``met`` is
+``None`` when there is no SLO (no failures listed) or not enough data to judge (one failure line saying so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loadgen.snapshot import SLO, SLOVerdict, StepSummary, WindowStats
+
+__all__ = ["best_step", "evaluate"]
+
+
+def _num(value: float) -> str:
+    """3 significant figures without an exponent: 812, 12.3, 0.85, 1,234."""
+    if abs(round(value, 1)) >= 100:
+        return f"{value:,.0f}"
+    text = f"{value:.1f}" if abs(round(value, 2)) >= 10 else f"{value:.2f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _above(failures: list[str], label: str, value: float | None, limit: float | None, unit: str) -> None:
+    if limit is None:
+        return
+    if value is None:
+        failures.append(f"{label} n/a (limit {_num(limit)} {unit})")
+    elif value > limit:
+        failures.append(f"{label} {_num(value)} {unit} > {_num(limit)} {unit}")
+
+
+def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
+    """Judge one window against ``slo``: every objective is checked, every broken one is listed."""
+    if slo.is_empty():
+        return SLOVerdict(met=None)
+    done = stats.ok + stats.error_count
+    if done < min_requests or done == 0:
+        return SLOVerdict(
+            met=None, failures=(f"not enough data: {done} requests finished, need {max(1, min_requests)}",)
+        )
+    failures: list[str] = []
+    # With no success at all there is no latency to judge; the error rate (or this line) says why.
+    if stats.ok == 0 and slo.max_error_rate is None:
+        failures.append(f"no successful request ({stats.error_count} errors)")
+    elif stats.ok > 0:
+        ttft = stats.pct("ttft_ms")
+        _above(failures, "TTFT p95", ttft.p95, slo.ttft_p95_ms, "ms")
+        _above(failures, "TTFT p99", ttft.p99, slo.ttft_p99_ms, "ms")
+        if slo.decode_p50_tok_s is not None:
+            decode = stats.pct("decode_tok_s").p50
+            if decode is None:
+                failures.append(f"decode p50 n/a (at least {_num(slo.decode_p50_tok_s)} tok/s)")
+            elif decode < slo.decode_p50_tok_s:
+                failures.append(f"decode p50 {_num(decode)} tok/s < {_num(slo.decode_p50_tok_s)} tok/s")
+        _above(failures, "ITL p99", stats.pct("itl_ms").p99, slo.itl_p99_ms, "ms")
+        e2e_ms = stats.pct("e2e_ms").p95
+        _above(failures, "e2e p95", None if e2e_ms is None else e2e_ms / 1000.0, slo.e2e_p95_s, "s")
+    if slo.max_error_rate is not None:
+        rate = stats.error_count / done
+        if rate > slo.max_error_rate:
+            failures.append(f"error rate {_num(rate * 100)} % > {_num(slo.max_error_rate * 100)} %")
+    return SLOVerdict(met=not failures, failures=tuple(failures))
+
+
+def _eligible(step: StepSummary) -> bool:
+    verdict = step.verdict
+    if verdict.met is None:
+        # no SLO: every step counts; not enough data (a failure line says so): it does not
+        return not verdict.failures
+    return verdict.met
+
+
+def best_step(steps: Sequence[StepSummary]) -> int | None:
+    """Position in ``steps`` of the highest aggregate out tok/s among steps that met the SLO.
+
+    Ties go to the lighter load (lower concurrency, or lower rate in open loop), then the earlier step.
+    """
+    best: tuple[float, float, int] | None = None
+    best_at: int | None = None
+    for at, step in enumerate(steps):
+        out = step.stats.out_tok_s
+        if out is None or not _eligible(step):
+            continue
+        load = step.rate_rps if step.mode == "open" and step.rate_rps is not None else float(step.level)
+        key = (-out, load, at)
+        if best is None or key < best:
+            best, best_at = key, at
+    return best_at

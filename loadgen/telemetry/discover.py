@@ -1,0 +1,210 @@
+"""Which server is this, and how was it started? Runtime detection and server conditions.
+
+``discover(base_url)`` asks the endpoints each runtime answers (all at once, each with a short timeout)
+and merges what comes back; what the server does not say stays ``None`` for ``--tag key=value``:
+
+- the simulator: ``/_sim/info`` (any condition keys it returns are taken as they are);
+- SGLang: ``/get_server_info`` (older: ``/server_info``), the server args plus scheduler info:
+  ``tp_size``, ``dp_size``, ``ep_size``, ``pp_size``, ``dtype``, ``quantization``, ``kv_cache_dtype``,
+  ``context_length``, ``speculative_algorithm``... (sgl-project/sglang ``entrypoints/http_server.py``);
+- vLLM: ``/version``, ``/v1/models`` (``max_model_len``), and ``/metrics`` (``vllm:cache_config_info``
+  labels: block size, KV cache dtype and size, prefix caching); vLLM exposes no parallel layout there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from loadgen.telemetry.exposition import detect_runtime, parse_samples, reading_from_samples
+from loadgen.telemetry.reading import SourceError
+from loadgen.telemetry.sources import describe_http_error, server_root
+
+SERVER_KEYS = (
+    "runtime",
+    "version",
+    "model",
+    "model_path",
+    "max_model_len",
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "ep_size",
+    "dtype",
+    "quantization",
+    "kv_cache_dtype",
+    "block_size",
+    "kv_cache_tokens",
+    "prefix_caching",
+    "speculative_algorithm",
+    "speculative_num_draft_tokens",
+    "speculative_draft_model",
+)
+
+# SGLang ServerArgs / scheduler_info field -> condition key
+SGLANG_FIELDS = {
+    "version": "version",
+    "model_path": "model_path",
+    "served_model_name": "model",
+    "context_length": "max_model_len",
+    "tp_size": "tp_size",
+    "pp_size": "pp_size",
+    "dp_size": "dp_size",
+    "ep_size": "ep_size",
+    "dtype": "dtype",
+    "quantization": "quantization",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "page_size": "block_size",
+    "max_total_num_tokens": "kv_cache_tokens",
+    "speculative_algorithm": "speculative_algorithm",
+    "speculative_num_draft_tokens": "speculative_num_draft_tokens",
+    "speculative_draft_model_path": "speculative_draft_model",
+}
+
+# Aliases a simulator (or a proxy) may use for the same conditions.
+ALIASES = {
+    "tensor_parallel_size": "tp_size",
+    "pipeline_parallel_size": "pp_size",
+    "data_parallel_size": "dp_size",
+    "expert_parallel_size": "ep_size",
+    "max_context": "max_model_len",
+    "context_length": "max_model_len",
+    "served_model_name": "model",
+    "kv_cache_size_tokens": "kv_cache_tokens",
+    "kv_capacity_tokens": "kv_cache_tokens",
+    "enable_prefix_caching": "prefix_caching",
+    "num_speculative_tokens": "speculative_num_draft_tokens",
+}
+SIM_KEYS = frozenset(SERVER_KEYS) - {"runtime"} | {"gpu_name"}
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
+    try:
+        r = await client.get(url)
+        if r.status_code != 200:
+            return None
+        return r.json()
+    except (httpx.HTTPError, ValueError, OSError):
+        return None
+
+
+async def _get_text(client: httpx.AsyncClient, url: str) -> str | BaseException:
+    try:
+        r = await client.get(url)
+        r.raise_for_status()
+        return r.text
+    except (httpx.HTTPError, OSError) as exc:
+        return exc
+
+
+async def discover(
+    base_url: str,
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 2.0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> dict[str, object | None]:
+    """Runtime and server conditions; every key in ``SERVER_KEYS`` is present (``None`` = unknown).
+
+    Also ``reachable`` (bool) and ``error`` (one line naming the URL when nothing answered).
+    """
+    root = server_root(base_url)
+    out: dict[str, object | None] = dict.fromkeys(SERVER_KEYS)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout_s), headers=headers, transport=transport, follow_redirects=True
+    ) as client:
+        sim, sg_info, sg_info_old, version, models, metrics = await asyncio.gather(
+            _get_json(client, root + "/_sim/info"),
+            _get_json(client, root + "/get_server_info"),
+            _get_json(client, root + "/server_info"),
+            _get_json(client, root + "/version"),
+            _get_json(client, root + "/v1/models"),
+            _get_text(client, root + "/metrics"),
+        )
+    metrics_runtime: str | None = None
+    if isinstance(metrics, str):
+        try:
+            samples = parse_samples(metrics, root + "/metrics")
+            metrics_runtime = detect_runtime(samples)
+            reading = reading_from_samples(samples, 0)
+            _fill(out, reading.info)
+        except SourceError:
+            pass
+
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        first = models["data"][0]
+        if isinstance(first, dict):
+            _fill(out, {"model": first.get("id"), "max_model_len": first.get("max_model_len")})
+            if first.get("root") and first.get("root") != first.get("id"):
+                _fill(out, {"model_path": first.get("root")})
+
+    server_info = (
+        sg_info if isinstance(sg_info, dict) else sg_info_old if isinstance(sg_info_old, dict) else None
+    )
+    if isinstance(sim, dict):
+        out["runtime"] = str(sim.get("runtime") or "ramp-sim")
+        _override(out, _sim_conditions(sim))
+    elif server_info is not None and ("tp_size" in server_info or "model_path" in server_info):
+        out["runtime"] = "sglang"
+        fields = {SGLANG_FIELDS[k]: v for k, v in server_info.items() if k in SGLANG_FIELDS}
+        if "disable_radix_cache" in server_info:
+            fields["prefix_caching"] = not server_info["disable_radix_cache"]
+        if not fields.get("model"):
+            fields.pop("model", None)
+        if fields.get("speculative_algorithm") in (None, "", "NONE"):
+            fields.pop("speculative_algorithm", None)
+        _override(out, fields)
+    elif metrics_runtime is not None:
+        out["runtime"] = metrics_runtime
+    elif isinstance(version, dict) and version.get("version"):
+        out["runtime"] = "vllm"  # /version with a bare {"version": ...} is vLLM's answer
+    if out["version"] is None and isinstance(version, dict) and version.get("version"):
+        out["version"] = str(version["version"])
+
+    answered = any(x is not None for x in (sim, sg_info, sg_info_old, version, models)) or isinstance(
+        metrics, str
+    )
+    out["reachable"] = answered
+    out["error"] = None
+    if not answered:
+        reason = (
+            describe_http_error(metrics, root + "/metrics", timeout_s)
+            if isinstance(metrics, BaseException)
+            else f"no answer from {root}"
+        )
+        out["error"] = reason
+    return out
+
+
+def _sim_conditions(info: Mapping[str, Any]) -> dict[str, object]:
+    """Known condition keys anywhere in the simulator's /_sim/info (top level first, then nested)."""
+    found: dict[str, object] = {}
+    pending: list[Mapping[str, Any]] = [info]
+    while pending:
+        level = pending.pop(0)
+        for k, v in level.items():
+            if isinstance(v, Mapping):
+                pending.append(v)
+                continue
+            key = ALIASES.get(str(k), str(k))
+            if key in SIM_KEYS and key not in found and v not in (None, ""):
+                found[key] = v
+    if found.get("speculative_num_draft_tokens") == 0:
+        del found["speculative_num_draft_tokens"]  # 0 draft tokens = no speculation, not a setting
+    return found
+
+
+def _fill(out: dict[str, object | None], values: Mapping[str, object]) -> None:
+    for k, v in values.items():
+        if k in out and out[k] is None and v not in (None, ""):
+            out[k] = v
+
+
+def _override(out: dict[str, object | None], values: Mapping[str, object]) -> None:
+    for k, v in values.items():
+        if v not in (None, ""):
+            out[k] = v

@@ -1,0 +1,219 @@
+"""The ``Source`` interface and the HTTP sources that scrape Prometheus ``/metrics`` endpoints.
+
+A source does one thing: ``poll()`` returns a ``Reading`` or raises. It keeps no history and never
+retries by itself; the hub owns timers, backoff and the time series. Failures are turned into one
+line that names the URL (connection refused, timeout, HTTP status, not Prometheus text...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from loadgen.telemetry.exposition import detect_runtime, has_dcgm, parse_samples, reading_from_samples
+from loadgen.telemetry.nvidia_smi import CommandGPUSource
+from loadgen.telemetry.nvml import NVMLSource
+from loadgen.telemetry.reading import Reading, SourceError
+
+DEFAULT_TIMEOUT_S = 2.0
+
+
+@runtime_checkable
+class Source(Protocol):
+    name: str
+    interval_s: float
+    kind: str  # "server" | "gpu" | "mixed": which panels it may feed
+
+    async def poll(self) -> Reading: ...
+
+    async def aclose(self) -> None: ...
+
+
+def server_root(base_url: str) -> str:
+    """``http://h:8000/v1`` -> ``http://h:8000``: /metrics and /version live at the root."""
+    url = base_url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[:-3]
+    return url
+
+
+def describe_http_error(exc: BaseException, url: str, timeout_s: float) -> str:
+    if isinstance(exc, SourceError):
+        return str(exc)
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timeout after {timeout_s:g} s: {url}"
+    if isinstance(exc, (httpx.ConnectError, OSError)):
+        # httpx says "All connection attempts failed"; the socket error underneath says why.
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, ConnectionRefusedError):
+                return f"connection refused: {url}"
+            if isinstance(cause, socket.gaierror):
+                return f"unknown host: {url}"
+            cause = cause.__cause__ or cause.__context__
+        return f"cannot connect ({str(exc).splitlines()[0][:80] if str(exc) else 'connect error'}): {url}"
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} from {url}"
+    if isinstance(exc, httpx.HTTPError):
+        return f"{type(exc).__name__}: {url}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} ({url})"
+
+
+class PrometheusSource:
+    """Scrapes one ``/metrics`` URL; reads vLLM or SGLang server metrics and/or DCGM GPU metrics.
+
+    ``runtime``: "vllm" or "sglang" to read only that server's names, ``None`` to detect the prefix on the
+    first good scrape (and again if it later disappears). ``server``/``gpus`` choose which parts to keep.
+    """
+
+    kind = "mixed"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str = "metrics",
+        runtime: str | None = None,
+        server: bool = True,
+        gpus: bool = True,
+        interval_s: float = 1.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.url = url
+        self.runtime = runtime
+        self.server = server
+        self.gpus = gpus
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self._headers = headers or {}
+        self._client: httpx.AsyncClient | None = None
+        self._detected: str | None = None
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s),
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                headers=self._headers,
+                follow_redirects=True,
+            )
+        return self._client
+
+    async def fetch(self) -> str:
+        try:
+            response = await self._http().get(self.url)
+            response.raise_for_status()
+            return response.text
+        except (httpx.HTTPError, OSError) as exc:
+            raise SourceError(describe_http_error(exc, self.url, self.timeout_s)) from None
+
+    async def poll(self) -> Reading:
+        text = await self.fetch()
+        t_ns = time.monotonic_ns()
+        # Parsing a 50 KB vLLM page takes ~10 ms of Python: keep it off the controller's loop.
+        samples = await asyncio.to_thread(parse_samples, text, self.url)
+        runtime = self.runtime
+        if self.server and runtime is None:
+            if self._detected is None or not any(s.name.startswith(self._detected + ":") for s in samples):
+                self._detected = detect_runtime(samples)
+            runtime = self._detected
+        reading = reading_from_samples(samples, t_ns, runtime=runtime, server=self.server, gpus=self.gpus)
+        if not reading.has_server and reading.gpus is None:
+            wanted = []
+            if self.server:
+                wanted.append(f"{runtime}:" if runtime else "vllm:/sglang:")
+            if self.gpus:
+                wanted.append("DCGM_FI_")
+            raise SourceError(f"no {' or '.join(wanted)} metrics at {self.url}")
+        return reading
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
+class PrometheusAutoSource(PrometheusSource):
+    """The server's own ``/metrics``: detects vLLM or SGLang, and also reads DCGM names found there
+    (the simulator publishes both, so one scrape feeds the server and the GPU panels)."""
+
+    def __init__(self, base_url: str, **kwargs: Any) -> None:
+        kwargs.setdefault("name", "metrics")
+        super().__init__(server_root(base_url) + "/metrics", **kwargs)
+
+
+class VLLMMetricsSource(PrometheusSource):
+    kind = "server"
+
+    def __init__(self, base_url: str, **kwargs: Any) -> None:
+        kwargs.setdefault("name", "vllm")
+        super().__init__(server_root(base_url) + "/metrics", runtime="vllm", gpus=False, **kwargs)
+
+
+class SGLangMetricsSource(PrometheusSource):
+    kind = "server"
+
+    def __init__(self, base_url: str, **kwargs: Any) -> None:
+        kwargs.setdefault("name", "sglang")
+        super().__init__(server_root(base_url) + "/metrics", runtime="sglang", gpus=False, **kwargs)
+
+
+class DCGMSource(PrometheusSource):
+    """A dcgm-exporter endpoint (``http://host:9400/metrics``; ``/metrics`` is added if no path)."""
+
+    kind = "gpu"
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        kwargs.setdefault("name", "dcgm")
+        url = url.strip().rstrip("/")
+        if "://" not in url:
+            url = "http://" + url
+        if url.count("/") < 3:
+            url += "/metrics"
+        super().__init__(url, server=False, gpus=True, **kwargs)
+
+
+def build_sources(
+    base_url: str | None,
+    *,
+    metrics: bool = True,
+    gpu_cmd: str | None = None,
+    nvml: bool = False,
+    dcgm_url: str | None = None,
+    api_key: str | None = None,
+) -> list[Source]:
+    """The sources the CLI flags ask for, in the order the hub prefers them.
+
+    The server's ``/metrics`` (auto-detected runtime, plus DCGM names if present) comes first; dedicated
+    GPU sources (DCGM exporter, NVML, the command) are preferred over it for the GPU panel.
+    """
+    sources: list[Source] = []
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    if base_url and metrics:
+        sources.append(PrometheusAutoSource(base_url, headers=headers))
+    if dcgm_url:
+        sources.append(DCGMSource(dcgm_url))
+    if nvml:
+        sources.append(NVMLSource())
+    if gpu_cmd:
+        sources.append(CommandGPUSource(gpu_cmd))
+    return sources
+
+
+__all__ = [
+    "DCGMSource",
+    "PrometheusAutoSource",
+    "PrometheusSource",
+    "SGLangMetricsSource",
+    "Source",
+    "VLLMMetricsSource",
+    "build_sources",
+    "has_dcgm",
+    "server_root",
+]

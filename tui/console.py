@@ -1,0 +1,122 @@
+"""The main screen: status line, control panel, the panels (a grid on large terminals, tabs on small
+ones) and the footer with the steering keys.
+
+The steering bindings live on this screen, not on the app, so that a modal (typing a level, confirming
+quit) never lets an arrow key change the load behind it.
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from loadgen.snapshot import Snapshot
+from tui.control import ControlPanel
+from tui.errors import ErrorsPanel
+from tui.histogram_panel import HistogramPanel
+from tui.panel import SnapshotPanel
+from tui.server import ServerPanel
+from tui.status import StatusBar
+from tui.steps import CurvePanel, StepsPanel
+from tui.throughput import ThroughputPanel
+from tui.view import ViewState
+
+# Below either size the panels become tabs.
+WIDE_MIN_WIDTH = 120
+WIDE_MIN_HEIGHT = 36
+
+LEVEL = Binding.Group("Level", compact=True)
+
+TABS = ("latency", "throughput", "server", "steps", "curve", "errors")
+
+
+def is_compact(width: int, height: int) -> bool:
+    return width < WIDE_MIN_WIDTH or height < WIDE_MIN_HEIGHT
+
+
+class Dashboard(Container):
+    """Holds the panels; recomposes when the terminal crosses the compact/wide boundary."""
+
+    compact: reactive[bool] = reactive(True, recompose=True)
+
+    def compose(self) -> ComposeResult:
+        if self.compact:
+            with TabbedContent(id="tabs"):
+                with TabPane("1 Latency", id="latency"), Horizontal(classes="pair"):
+                    yield HistogramPanel("left", id="hist-left")
+                    yield HistogramPanel("right", id="hist-right")
+                with TabPane("2 Throughput", id="throughput"):
+                    yield ThroughputPanel(id="throughput-panel")
+                with TabPane("3 Server", id="server"):
+                    yield ServerPanel(id="server-panel")
+                with TabPane("4 Steps", id="steps"):
+                    yield StepsPanel(id="steps-panel")
+                with TabPane("5 Curve", id="curve"):
+                    yield CurvePanel(id="curve-panel")
+                with TabPane("6 Errors", id="errors"):
+                    yield ErrorsPanel(id="errors-panel")
+        else:
+            with Vertical(id="grid"):
+                with Horizontal(id="row-latency", classes="pair"):
+                    yield HistogramPanel("left", id="hist-left")
+                    yield HistogramPanel("right", id="hist-right")
+                with Horizontal(id="row-middle"):
+                    yield ThroughputPanel(id="throughput-panel")
+                    yield ServerPanel(id="server-panel")
+                with Horizontal(id="row-steps"):
+                    yield StepsPanel(id="steps-panel")
+                    yield CurvePanel(id="curve-panel")
+                    yield ErrorsPanel(id="errors-panel")
+
+
+class ConsoleScreen(Screen[None]):
+    # Footer order is this list's order: quit and help first so they survive an 80-column footer.
+    BINDINGS = [
+        Binding("q", "app.quit", "Quit", id="quit_console"),
+        Binding("question_mark,f1", "app.help", "Help", key_display="?", id="help_console"),
+        Binding("up,plus", "app.level('up')", "Level +1", key_display="↑", group=LEVEL, id="level_up"),
+        Binding("down,minus", "app.level('down')", "Level -1", key_display="↓", group=LEVEL, id="level_down"),
+        Binding("shift+up", "app.level('up_coarse')", "Level +10", show=False, id="level_up_coarse"),
+        Binding("shift+down", "app.level('down_coarse')", "Level -10", show=False, id="level_down_coarse"),
+        Binding("pageup", "app.level('double')", "Level x2", show=False, id="level_double"),
+        Binding("pagedown", "app.level('half')", "Level ÷2", show=False, id="level_half"),
+        Binding("l,equals_sign", "app.type_level", "Set", key_display="l", id="type_level"),
+        Binding("space,p", "app.toggle_pause", "Pause", key_display="spc", id="pause"),
+        Binding("n", "app.next_step", "Next", id="next_step"),
+        Binding("a", "app.toggle_auto", "Auto-ramp", show=False, id="auto_ramp"),
+        Binding("m", "app.cycle_metric('left')", "Metric", id="cycle_metric_left"),
+        Binding("M", "app.cycle_metric('right')", "Right metric", show=False, id="cycle_metric_right"),
+        Binding("w", "app.cycle_window", "Window", id="cycle_window"),
+        Binding("o", "app.toggle_mode", "Open/closed loop", show=False, id="switch_mode"),
+        Binding("k", "app.mark", "Mark", show=False, id="mark"),
+        Binding("s", "app.screenshot", "Screenshot", show=False, id="screenshot"),
+        *(
+            Binding(str(number), f"show_tab('{tab}')", f"{tab.title()} tab", show=False, id=f"tab_{tab}")
+            for number, tab in enumerate(TABS, start=1)
+        ),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield ControlPanel(id="control")
+        dashboard = Dashboard(id="dashboard")
+        dashboard.set_reactive(Dashboard.compact, is_compact(self.app.size.width, self.app.size.height))
+        yield dashboard
+        yield Footer(compact=True)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(Dashboard).compact = is_compact(event.size.width, event.size.height)
+
+    def show(self, snapshot: Snapshot, view: ViewState) -> None:
+        for panel in self.query(SnapshotPanel):
+            panel.show(snapshot, view)
+
+    def action_show_tab(self, tab: str) -> None:
+        tabs = self.query(TabbedContent)
+        if tabs:
+            tabs.first().active = tab

@@ -1,0 +1,111 @@
+"""Modal screens: confirm quitting a live run, type a value (level, rate, mark note), and help."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+
+class ConfirmQuit(ModalScreen[bool]):
+    """Asks before stopping a live run; q or y again confirms."""
+
+    BINDINGS = [
+        Binding("y,q,enter", "answer(True)", "Stop and quit", id="confirm_quit"),
+        Binding("n,escape", "answer(False)", "Keep running", id="cancel_quit"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("The run is live. Stop it and quit?", classes="dialog-title")
+            yield Static("The current step ends now and the record is closed.", classes="dialog-help")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Stop and quit (y)", variant="error", id="yes")
+                yield Button("Keep running (n)", variant="primary", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class ValueInput(ModalScreen[str | None]):
+    """One line of input; ``validate`` raises ValueError with a message shown under the field."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="cancel_input")]
+
+    def __init__(
+        self,
+        title: str,
+        *,
+        placeholder: str = "",
+        value: str = "",
+        help_text: str = "",
+        validate: Callable[[str], object] | None = None,
+    ) -> None:
+        super().__init__()
+        self.title_text = title
+        self.placeholder = placeholder
+        self.initial = value
+        self.help_text = help_text
+        self.validate = validate
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(value=self.initial, placeholder=self.placeholder, id="value")
+            yield Static(self.help_text or "enter to apply · escape to cancel", id="feedback", classes="dialog-help")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value
+        if self.validate is not None:
+            try:
+                self.validate(text)
+            except ValueError as error:
+                feedback = self.query_one("#feedback", Static)
+                feedback.update(Text(str(error), style="bold red"))
+                feedback.add_class("error")
+                return
+        self.dismiss(text)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys (from the live bindings, so a remapped key shows as remapped) and how to read the panels."""
+
+    BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close", id="close_help")]
+
+    LEGEND = (
+        "Histograms: log-scale buckets of the window in use; ▲ marks p50 / p95 / p99 (labelled 50 95 99), "
+        "┃ and ┊ the SLO threshold, bars past it in red. Percentiles come from the engine's HDR histograms.\n"
+        "Throughput: output tok/s bars, ┊ and numbers mark where each step began; prefill tok/s and req/s below.\n"
+        "Server: n/a means the source did not report it; the reason follows. Ramp table: ★ is the best step under the SLO.\n"
+        "More actions (refresh rate, curve axis, x2 / ÷2) are in the command palette: ctrl+p."
+    )
+
+    def __init__(self, keys: Iterable[tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = list(keys)
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        for key, description in self.keys:
+            table.add_row(key, description)
+        with Vertical(classes="dialog help"):
+            yield Label("ramp — keys", classes="dialog-title")
+            yield Static(table)
+            yield Static(self.LEGEND, classes="dialog-help")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,73 @@
+"""Errors: counts by kind over this step and the whole run, and the latest messages
+(``WindowStats.errors``, ``Snapshot.recent_errors``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.style import Style
+from rich.text import Text
+
+from loadgen.snapshot import Snapshot
+from tui.format import ellipsize, error_label, fmt_count, fmt_pct
+from tui.panel import SnapshotPanel
+from tui.view import ViewState
+
+
+def _s(styles: Mapping[str, Style], name: str) -> Style:
+    return styles.get(name, Style.null())
+
+
+def render_errors(snapshot: Snapshot, width: int, height: int, *, styles: Mapping[str, Style] | None = None) -> Text:
+    styles = styles or {}
+    dim, bad = _s(styles, "dim"), _s(styles, "bad")
+    run = snapshot.windows.get("run")
+    step = snapshot.windows.get("step")
+    run_errors = dict(run.errors) if run is not None else {}
+    step_errors = dict(step.errors) if step is not None else {}
+    if not run_errors and not snapshot.recent_errors:
+        return Text("no errors", style=_s(styles, "good"))
+    lines: list[Text] = []
+    total = sum(run_errors.values())
+    rate = run.success_rate if run is not None else None
+    share = f" ({fmt_pct(1 - rate)} of requests)" if rate is not None else ""
+    lines.append(Text.assemble(("run ", dim), (fmt_count(total), bad), (share, dim), ("  ·  step ", dim), (fmt_count(sum(step_errors.values())), "")))
+    for kind, count in sorted(run_errors.items(), key=lambda item: -item[1]):
+        lines.append(
+            Text.assemble(
+                (f"  {error_label(kind):<14}", ""),
+                (f"{fmt_count(count):>7}", bad),
+                (f"  step {fmt_count(step_errors.get(kind, 0))}", dim),
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+        )
+    if snapshot.recent_errors:
+        lines.append(Text("latest", style=dim))
+        room = max(1, height - len(lines))
+        for message in snapshot.recent_errors[-room:][::-1]:
+            lines.append(Text("  " + ellipsize(message, width - 2), no_wrap=True, overflow="ellipsis"))
+    return Text("\n").join(lines[: max(1, height)])
+
+
+class ErrorsPanel(SnapshotPanel):
+    COMPONENT_CLASSES = {"errors--dim", "errors--bad", "errors--good"}
+
+    def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
+        run = snapshot.windows.get("run")
+        step = snapshot.windows.get("step")
+        return (
+            dict(run.errors) if run else None,
+            dict(step.errors) if step else None,
+            snapshot.recent_errors,
+            run.ok if run and run.errors else None,
+        )
+
+    def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
+        run = snapshot.windows.get("run")
+        count = run.error_count if run is not None else 0
+        self.border_title = f"Errors · {fmt_count(count)}" if count else "Errors"
+
+    def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
+        styles = {name.removeprefix("errors--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
+        return render_errors(snapshot, width, height, styles=styles)

@@ -1,0 +1,201 @@
+"""Pure rendering of a ``HistogramView`` (log-spaced bins + percentiles) into Rich text lines.
+
+The engine already computed the bins and the percentiles from its HDR histograms; this module only
+redistributes the bins over the columns available (in log space), draws them as vertical bars, and
+marks p50/p95/p99 and the SLO threshold. It never computes a percentile.
+
+Layout, top to bottom: percentile line, bars, axis with markers, marker labels, value ticks. Rows are
+dropped from the bottom of that list of extras when the panel is short.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+
+from loadgen.snapshot import HistogramView
+from tui.format import fmt_si, fmt_value, fmt_value_short
+from tui.plot import LogScale, bar_rows, nice_log_ticks, place_labels
+
+Bin = tuple[float, float, int]
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramStyle:
+    """Styles for each part; the widget fills these from its component classes (theme colours)."""
+
+    bar: Style = Style(color="cyan")
+    bar_bad: Style = Style(color="red")  # bins on the wrong side of the SLO threshold
+    axis: Style = Style(dim=True)
+    label: Style = Style(dim=True)
+    value: Style = Style(bold=True)
+    p50: Style = Style(color="green", bold=True)
+    p95: Style = Style(color="yellow", bold=True)
+    p99: Style = Style(color="magenta", bold=True)
+    slo: Style = Style(color="red", bold=True)
+
+
+DEFAULT_STYLE = HistogramStyle()
+
+# Markers differ by glyph as well as colour so that they survive NO_COLOR.
+MARKER_GLYPH = "▲"
+SLO_GLYPH = "┃"
+SLO_LINE = "┊"
+
+
+def data_range(bins: Sequence[Bin]) -> tuple[float, float] | None:
+    """Low edge of the first and high edge of the last non-empty bin (positive, for a log axis)."""
+    filled = [(lo, hi) for lo, hi, count in bins if count > 0 and hi > 0]
+    if not filled:
+        return None
+    lo = filled[0][0]
+    hi = filled[-1][1]
+    if lo <= 0:
+        lo = filled[0][1] / 2
+    if hi <= lo:
+        hi = lo * 2
+    return lo, hi
+
+
+def axis_range(bins: Sequence[Bin], threshold: float | None) -> tuple[float, float] | None:
+    """The data range, stretched to show the SLO threshold when it lies within 10x of the data."""
+    span = data_range(bins)
+    if span is None:
+        return None
+    lo, hi = span
+    if threshold is not None and threshold > 0 and lo / 10 <= threshold <= hi * 10:
+        lo = min(lo, threshold / 1.15)
+        hi = max(hi, threshold * 1.15)
+    return lo, hi
+
+
+def rebin(bins: Sequence[Bin], scale: LogScale) -> list[float]:
+    """Spread each bin's count over the columns it overlaps, in proportion to the overlap in log space."""
+    edges = [math.log(e) for e in scale.edges()]
+    columns = [0.0] * scale.width
+    for lo, hi, count in bins:
+        if count <= 0 or hi <= 0:
+            continue
+        lo = lo if lo > 0 else hi / 2
+        log_lo, log_hi = math.log(lo), math.log(hi)
+        if log_hi <= log_lo or log_hi <= edges[0] or log_lo >= edges[-1]:
+            columns[scale.column(math.sqrt(lo * hi))] += count
+            continue
+        span = log_hi - log_lo
+        first = scale.column(lo)
+        last = scale.column(hi)
+        for col in range(first, last + 1):
+            overlap = min(log_hi, edges[col + 1]) - max(log_lo, edges[col])
+            if overlap > 0:
+                columns[col] += count * overlap / span
+    return columns
+
+
+def percentile_line(view: HistogramView, width: int, style: HistogramStyle) -> Text:
+    pct = view.pct
+    line = Text(no_wrap=True, overflow="ellipsis")
+    parts: list[tuple[str, float | None, Style]] = [
+        ("p50", pct.p50, style.p50),
+        ("p95", pct.p95, style.p95),
+        ("p99", pct.p99, style.p99),
+        ("max", pct.max, style.label),
+    ]
+    for name, value, label_style in parts:
+        # The unit of a rate is in the panel title; repeating it would push p99 off a narrow panel.
+        shown = fmt_value(value, view.unit) if view.unit == "ms" else fmt_si(value)
+        piece = Text.assemble((name, label_style), " ", (shown, style.value))
+        if line.cell_len and line.cell_len + 2 + piece.cell_len > width:
+            break
+        if line.cell_len:
+            line.append("  ")
+        line.append_text(piece)
+    return line
+
+
+def render_histogram(
+    view: HistogramView | None,
+    width: int,
+    height: int,
+    *,
+    threshold: tuple[float, str] | None = None,
+    higher_is_better: bool = False,
+    style: HistogramStyle = DEFAULT_STYLE,
+    basic: bool = False,
+) -> Text:
+    """The whole histogram block as one multi-line ``Text`` of at most ``height`` lines."""
+    if width < 8 or height < 2:
+        return Text("")
+    if view is None or view.pct.count == 0 or data_range(view.bins) is None:
+        return Text("no samples yet", style=style.label)
+
+    slo_value = threshold[0] if threshold else None
+    span = axis_range(view.bins, slo_value)
+    assert span is not None
+    scale = LogScale(span[0], span[1], width)
+
+    show_ticks = height >= 7
+    show_header = height >= 6
+    show_marker_labels = height >= 5
+    extras = 1 + show_ticks + show_header + show_marker_labels  # the axis row is always drawn
+    rows = max(1, height - extras)
+
+    columns = rebin(view.bins, scale)
+    bars = bar_rows(columns, rows, basic=basic)
+    slo_col = scale.column(slo_value) if slo_value is not None and span[0] <= slo_value <= span[1] else None
+
+    lines: list[Text] = []
+    if show_header:
+        lines.append(percentile_line(view, width, style))
+
+    for row_text in bars:
+        line = Text(no_wrap=True, overflow="crop")
+        for col, glyph in enumerate(row_text):
+            if slo_col is not None and col == slo_col and glyph == " ":
+                line.append(SLO_LINE, style=style.slo)
+                continue
+            bad = False
+            if slo_col is not None:
+                bad = col < slo_col if higher_is_better else col > slo_col
+            line.append(glyph, style=style.bar_bad if bad else style.bar)
+        lines.append(line)
+
+    markers: list[tuple[int, str, Style]] = []
+    pct = view.pct
+    # Most important first: a crowded label row keeps p99 and the SLO before p50 and p95.
+    for name, value, marker_style in (("99", pct.p99, style.p99), ("50", pct.p50, style.p50), ("95", pct.p95, style.p95)):
+        if value is not None and value > 0:
+            markers.append((scale.column(value), name, marker_style))
+
+    axis = ["─"] * width
+    axis_styles: list[Style] = [style.axis] * width
+    if slo_col is not None:
+        axis[slo_col], axis_styles[slo_col] = SLO_GLYPH, style.slo
+    for col, _name, marker_style in reversed(markers):
+        axis[col], axis_styles[col] = MARKER_GLYPH, marker_style
+    axis_line = Text(no_wrap=True, overflow="crop")
+    for glyph, glyph_style in zip(axis, axis_styles, strict=True):
+        axis_line.append(glyph, style=glyph_style)
+    if slo_value is not None and slo_col is None:
+        # Threshold far off the data: say on which side it lies instead of drawing it.
+        edge = "SLO→" if slo_value > span[1] else "←SLO"
+        start = width - len(edge) if edge.startswith("SLO") else 0
+        axis_line = axis_line[:start] + Text(edge, style=style.slo) + axis_line[start + len(edge) :]
+    lines.append(axis_line)
+
+    if show_marker_labels:
+        labels: list[tuple[int, str, Style | str]] = [
+            (col - len(name) // 2, name, marker_style) for col, name, marker_style in markers
+        ]
+        if slo_col is not None and threshold is not None:
+            labels.append((slo_col - 1, "SLO", style.slo))
+        lines.append(place_labels(width, labels))
+
+    if show_ticks:
+        ticks = [(scale.column(t) - 1, fmt_value_short(t, view.unit), style.label) for t in nice_log_ticks(*span)]
+        lines.append(place_labels(width, ticks, gap=2))
+
+    return Text("\n").join(lines[:height])

@@ -1,0 +1,81 @@
+"""The two HDR histogram panels (left: TTFT by default, right: per-request decode tok/s).
+
+Each reads one ``HistogramView`` from the window the view state picks and hands it to the pure
+renderer in ``tui.histogram``; the SLO threshold for the metric is drawn on it.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from loadgen.snapshot import HistogramView, Snapshot
+from tui.format import fmt_count, metric_title, slo_threshold, window_label
+from tui.histogram import HistogramStyle, render_histogram
+from tui.panel import SnapshotPanel
+from tui.view import ViewState
+
+
+def pick_view(snapshot: Snapshot, window: str, metric: str) -> HistogramView | None:
+    stats = snapshot.windows.get(window)
+    return None if stats is None else stats.hist.get(metric)
+
+
+class HistogramPanel(SnapshotPanel):
+    """``side`` is "left" or "right": which of the view state's two metrics this panel shows."""
+
+    COMPONENT_CLASSES = {
+        "histogram--bar",
+        "histogram--bar-bad",
+        "histogram--axis",
+        "histogram--label",
+        "histogram--value",
+        "histogram--p50",
+        "histogram--p95",
+        "histogram--p99",
+        "histogram--slo",
+    }
+
+    def __init__(self, side: str, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.side = side
+
+    def metric(self, view: ViewState) -> str:
+        return view.left_metric if self.side == "left" else view.right_metric
+
+    def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
+        metric = self.metric(view)
+        return (pick_view(snapshot, view.window, metric), metric, view.window, snapshot.slo, snapshot.rolling_s)
+
+    def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
+        metric = self.metric(view)
+        hist = pick_view(snapshot, view.window, metric)
+        self.border_title = f"{metric_title(metric)} · {window_label(view.window, snapshot.rolling_s)}"
+        count = f"n={fmt_count(hist.pct.count)}" if hist is not None else "n=0"
+        threshold = slo_threshold(snapshot.slo, metric)
+        self.border_subtitle = f"{threshold[1]} · {count}" if threshold else count
+
+    def histogram_style(self) -> HistogramStyle:
+        get = self.style_of
+        return HistogramStyle(
+            bar=get("histogram--bar"),
+            bar_bad=get("histogram--bar-bad"),
+            axis=get("histogram--axis"),
+            label=get("histogram--label"),
+            value=get("histogram--value"),
+            p50=get("histogram--p50"),
+            p95=get("histogram--p95"),
+            p99=get("histogram--p99"),
+            slo=get("histogram--slo"),
+        )
+
+    def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
+        metric = self.metric(view)
+        return render_histogram(
+            pick_view(snapshot, view.window, metric),
+            width,
+            height,
+            threshold=slo_threshold(snapshot.slo, metric),
+            higher_is_better=metric == "decode_tok_s",
+            style=self.histogram_style(),
+            basic=self.basic_glyphs,
+        )

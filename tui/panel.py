@@ -1,0 +1,63 @@
+"""The base of every console panel: holds the latest Snapshot and ViewState, redraws only on change.
+
+A panel declares what it depends on (``inputs``); ``show`` is called a few times a second by the app and
+refreshes the widget only when those inputs differ from the ones last drawn. Drawing is ``draw``: a pure
+function of the snapshot, the view and the panel's size, called by Textual's ``render``.
+"""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.style import Style
+from rich.text import Text
+from textual.widget import Widget
+
+from loadgen.snapshot import Snapshot
+from tui.view import ViewState
+
+
+class SnapshotPanel(Widget):
+    """A widget that renders a part of the latest ``Snapshot``."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.snapshot: Snapshot | None = None
+        self.view = ViewState()
+        self._drawn_inputs: object = object()
+
+    def on_mount(self) -> None:
+        # A panel created after a layout switch draws the snapshot already on screen at once.
+        snapshot = getattr(self.app, "shown_snapshot", None)
+        if snapshot is not None:
+            self.show(snapshot, getattr(self.app, "view", ViewState()))
+
+    def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
+        """What this panel's drawing depends on; the default is every new snapshot."""
+        return (snapshot.seq, view)
+
+    def show(self, snapshot: Snapshot, view: ViewState) -> None:
+        inputs = self.inputs(snapshot, view)
+        self.snapshot, self.view = snapshot, view
+        if inputs == self._drawn_inputs:
+            return
+        self._drawn_inputs = inputs
+        self.update_titles(snapshot, view)
+        self.refresh()
+
+    def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
+        """Set ``border_title`` / ``border_subtitle``; panels override."""
+
+    @property
+    def basic_glyphs(self) -> bool:
+        return bool(getattr(self.app, "basic_glyphs", False))
+
+    def style_of(self, component: str) -> Style:
+        return self.get_component_rich_style(component, partial=True)
+
+    def render(self) -> RenderableType:
+        if self.snapshot is None:
+            return Text("waiting for the engine…", style="dim")
+        return self.draw(self.snapshot, self.view, self.size.width, self.size.height)
+
+    def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> RenderableType:
+        raise NotImplementedError

@@ -1,0 +1,138 @@
+"""Server and GPU state beside the client's numbers: GPU memory and utilisation per GPU, KV-cache usage,
+running / waiting requests, preemptions, prefix-cache hit rate, the server's own TTFT and token rates.
+
+A value the sources did not provide is "n/a" with the failing source's reason, never a zero; a run with
+no telemetry at all says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.style import Style
+from rich.text import Text
+
+from loadgen.snapshot import ServerTelemetry, Snapshot
+from tui.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na, source_reasons
+from tui.panel import SnapshotPanel
+from tui.view import ViewState
+
+LABEL_W = 14
+
+
+def _s(styles: Mapping[str, Style], name: str) -> Style:
+    return styles.get(name, Style.null())
+
+
+def meter(fraction: float, width: int) -> str:
+    """'████░░░░' for a 0..1 fraction."""
+    width = max(1, width)
+    filled = round(min(1.0, max(0.0, fraction)) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+def meter_style(fraction: float, styles: Mapping[str, Style]) -> Style:
+    if fraction >= 0.95:
+        return _s(styles, "bad")
+    if fraction >= 0.8:
+        return _s(styles, "warn")
+    return _s(styles, "good")
+
+
+def render_server(server: ServerTelemetry | None, width: int, *, styles: Mapping[str, Style] | None = None) -> Text:
+    styles = styles or {}
+    dim, strong = _s(styles, "dim"), _s(styles, "strong")
+    if server is None:
+        return Text("no telemetry source", style=dim)
+    server_reason = source_reasons(server.sources, gpu=False) or "not reported"
+    gpu_reason = source_reasons(server.sources, gpu=True) or "no GPU source"
+    lines: list[Text] = []
+    bar_w = max(4, min(16, width - LABEL_W - 34))
+
+    def row(label: str, *parts: tuple[str, Style | str]) -> None:
+        line = Text.assemble((f"{label:<{LABEL_W}}", dim), *parts, no_wrap=True, overflow="ellipsis")
+        line.truncate(width, overflow="ellipsis")
+        lines.append(line)
+
+    def value(number: str, missing: bool, reason: str) -> tuple[str, Style | str]:
+        return (na(reason), dim) if missing else (number, strong)
+
+    if server.gpus:
+        for gpu in server.gpus:
+            label = f"GPU{gpu.index} {gpu.name}".strip()[: LABEL_W - 1]
+            if gpu.mem_used_mib is not None and gpu.mem_total_mib:
+                frac = gpu.mem_used_mib / gpu.mem_total_mib
+                mem: list[tuple[str, Style | str]] = [
+                    (meter(frac, bar_w), meter_style(frac, styles)),
+                    (f" {fmt_gib(gpu.mem_used_mib)}/{fmt_gib(gpu.mem_total_mib)} GiB", strong),
+                ]
+            else:
+                mem = [("mem ", dim), (na(gpu_reason), dim)]
+            util = fmt_pct(gpu.util_pct / 100, 0) if gpu.util_pct is not None else "n/a"
+            power = f" {gpu.power_w:.0f} W" if gpu.power_w is not None else ""
+            row(label, *mem, ("  util ", dim), (util, strong), (power, ""))
+    else:
+        row("GPU", (na(gpu_reason), dim))
+
+    if server.kv_cache_usage is not None:
+        frac = server.kv_cache_usage
+        row("KV cache", (meter(frac, bar_w), meter_style(frac, styles)), (f" {fmt_pct(frac)}", strong))
+    else:
+        row("KV cache", (na(server_reason), dim))
+    row(
+        "requests",
+        ("running ", dim),
+        value(fmt_gauge(server.running), server.running is None, ""),
+        ("  waiting ", dim),
+        value(fmt_gauge(server.waiting), server.waiting is None, ""),
+        (f"  ({server_reason})" if server.running is None and server.waiting is None else "", dim),
+    )
+    if server.preemptions_per_s is None and server.preemptions_total is None:
+        row("preemptions", (na(server_reason), dim))
+    else:
+        total = f" (total {fmt_count(int(server.preemptions_total))})" if server.preemptions_total is not None else ""
+        bad = bool(server.preemptions_per_s)
+        row("preemptions", (f"{fmt_si(server.preemptions_per_s)}/s", _s(styles, "bad") if bad else strong), (total, dim))
+    row("prefix cache", value(f"hit {fmt_pct(server.prefix_cache_hit_rate)}", server.prefix_cache_hit_rate is None, server_reason))
+    if server.spec_acceptance is not None:
+        row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
+    if server.server_ttft_ms_p50 is not None or server.server_ttft_ms_p95 is not None:
+        row(
+            "server TTFT",
+            ("p50 ", dim),
+            (fmt_ms(server.server_ttft_ms_p50), strong),
+            ("  p95 ", dim),
+            (fmt_ms(server.server_ttft_ms_p95), strong),
+        )
+    if server.gen_tok_s is not None or server.prompt_tok_s is not None:
+        row(
+            "server tok/s",
+            ("gen ", dim),
+            (fmt_si(server.gen_tok_s), strong),
+            ("  prompt ", dim),
+            (fmt_si(server.prompt_tok_s), strong),
+        )
+    if server.sources:
+        parts: list[tuple[str, Style | str]] = []
+        for name, state in server.sources.items():
+            if parts:
+                parts.append(("  ", ""))
+            ok = state == "ok"
+            parts.append((f"{name} {'ok' if ok else 'n/a'}", _s(styles, "good") if ok else _s(styles, "warn")))
+        row("sources", *parts)
+    return Text("\n").join(lines)
+
+
+class ServerPanel(SnapshotPanel):
+    COMPONENT_CLASSES = {"server--dim", "server--strong", "server--good", "server--warn", "server--bad"}
+
+    def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
+        return snapshot.server
+
+    def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
+        runtime = snapshot.server.runtime if snapshot.server is not None else None
+        self.border_title = f"Server · {runtime}" if runtime else "Server & GPU"
+
+    def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
+        styles = {name.removeprefix("server--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
+        return render_server(snapshot.server, width, styles=styles)

@@ -1,0 +1,120 @@
+"""Throughput over time: aggregate output tok/s as bars, prefill tok/s and req/s as sparklines, with
+the step boundaries (``Snapshot.step_starts_s``) marked under the time axis."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.style import Style
+from rich.text import Text
+
+from loadgen.snapshot import SeriesPoint, Snapshot
+from tui.format import fmt_duration, fmt_si
+from tui.panel import SnapshotPanel
+from tui.plot import bar_rows, place_labels, resample, sparkline, time_column
+from tui.view import ViewState
+
+BOUNDARY = "┊"
+
+
+def _s(styles: Mapping[str, Style], name: str) -> Style:
+    return styles.get(name, Style.null())
+
+
+def render_throughput(
+    series: Sequence[SeriesPoint],
+    step_starts_s: Sequence[float],
+    width: int,
+    height: int,
+    *,
+    styles: Mapping[str, Style] | None = None,
+    basic: bool = False,
+) -> Text:
+    styles = styles or {}
+    dim, strong = _s(styles, "dim"), _s(styles, "strong")
+    if width < 10 or height < 1:
+        return Text("")
+    if not series:
+        return Text("no throughput yet", style=dim)
+    times = [p.t_s for p in series]
+    t0, t1 = times[0], times[-1]
+    out = [p.out_tok_s for p in series]
+    peak = max(out)
+    header = Text.assemble(
+        ("out tok/s ", dim),
+        (fmt_si(out[-1]), strong),
+        ("  peak ", dim),
+        (fmt_si(peak), ""),
+        ("  ·  step boundaries ", dim),
+        (BOUNDARY, _s(styles, "boundary")),
+        no_wrap=True,
+        overflow="ellipsis",
+    )
+    header.truncate(width, overflow="ellipsis")
+
+    show_sparks = height >= 8
+    show_time = height >= 5
+    extras = 1 + (2 if show_sparks else 0) + (1 if show_time else 0) + (1 if height >= 4 else 0)
+    chart_rows = max(1, height - extras)
+
+    columns = resample(times, out, t0, t1, width)
+    boundary_cols = {time_column(t, t0, t1, width) for t in step_starts_s if t0 < t <= t1}
+    rows = bar_rows([v or 0.0 for v in columns], chart_rows, vmax=peak, basic=basic)
+    lines = [header]
+    for row in rows:
+        line = Text(no_wrap=True, overflow="crop")
+        for col, glyph in enumerate(row):
+            if glyph == " " and col in boundary_cols:
+                line.append(BOUNDARY, style=_s(styles, "boundary"))
+            else:
+                line.append(glyph, style=_s(styles, "bar"))
+        lines.append(line)
+
+    if height >= 4:
+        # Step numbers under their boundaries; the latest steps matter most, so they are placed first.
+        starts = [(i, t) for i, t in enumerate(step_starts_s) if t0 <= t <= t1]
+        labels = [(time_column(t, t0, t1, width), str(i + 1), _s(styles, "boundary")) for i, t in reversed(starts)]
+        lines.append(place_labels(width, labels))
+    if show_time:
+        mid = (t0 + t1) / 2
+        lines.append(
+            place_labels(
+                width,
+                [
+                    (0, fmt_duration(t0), dim),
+                    (width, fmt_duration(t1), dim),
+                    (width // 2 - 2, fmt_duration(mid), dim),
+                ],
+                gap=2,
+            )
+        )
+    if show_sparks:
+        label_w, value_w = 8, 12
+        spark_w = max(1, width - label_w - value_w)
+        for name, values, unit in (
+            ("prefill", [p.prefill_tok_s for p in series], " tok/s"),
+            ("req/s", [p.req_s for p in series], ""),
+        ):
+            cols = resample(times, values, t0, t1, spark_w)
+            line = Text(no_wrap=True, overflow="crop")
+            line.append(f"{name:<{label_w}}", style=dim)
+            line.append(sparkline(cols, basic=basic), style=_s(styles, "spark"))
+            line.append(f" {fmt_si(values[-1])}{unit}".rjust(value_w), style=strong)
+            lines.append(line)
+    return Text("\n").join(lines[:height])
+
+
+class ThroughputPanel(SnapshotPanel):
+    COMPONENT_CLASSES = {"throughput--dim", "throughput--strong", "throughput--bar", "throughput--spark", "throughput--boundary"}
+
+    def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
+        return (snapshot.series, snapshot.step_starts_s)
+
+    def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
+        self.border_title = "Throughput"
+
+    def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
+        styles = {name.removeprefix("throughput--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
+        return render_throughput(
+            snapshot.series, snapshot.step_starts_s, width, height, styles=styles, basic=self.basic_glyphs
+        )

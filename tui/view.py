@@ -1,0 +1,40 @@
+"""The console's own view state: which metric each histogram shows and which window the panels read.
+
+This is UI state only (the engine never sees it); it is immutable so that a panel can compare the view
+it last drew with the current one and skip the redraw when nothing changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from loadgen.snapshot import WINDOWS
+
+LEFT_METRICS = ("ttft_ms", "itl_ms", "e2e_ms", "lag_ms")
+RIGHT_METRICS = ("decode_tok_s", "itl_ms", "e2e_ms")
+CURVE_X = ("out_tok_s", "level")
+
+
+def _cycle(options: tuple[str, ...], current: str) -> str:
+    index = options.index(current) if current in options else -1
+    return options[(index + 1) % len(options)]
+
+
+@dataclass(frozen=True, slots=True)
+class ViewState:
+    left_metric: str = "ttft_ms"
+    right_metric: str = "decode_tok_s"
+    window: str = "step"  # "step" | "rolling" | "run"
+    curve_x: str = "out_tok_s"  # the step curve's x axis: "out_tok_s" | "level"
+
+    def cycle_left(self) -> ViewState:
+        return replace(self, left_metric=_cycle(LEFT_METRICS, self.left_metric))
+
+    def cycle_right(self) -> ViewState:
+        return replace(self, right_metric=_cycle(RIGHT_METRICS, self.right_metric))
+
+    def cycle_window(self) -> ViewState:
+        return replace(self, window=_cycle(WINDOWS, self.window))
+
+    def cycle_curve_x(self) -> ViewState:
+        return replace(self, curve_x=_cycle(CURVE_X, self.curve_x))
