@@ -69,7 +69,7 @@ def _add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     p.add_argument("--out", default=None, help="JSONL record path (default runs/<time>-<profile>.jsonl)")
     p.add_argument("--tag", type=_tag, action="append", default=[], help="condition key=value, repeatable")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
-    p.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp", help="streaming HTTP client")
+    p.add_argument("--transport", choices=["h1", "aiohttp", "httpx"], default="h1", help="streaming HTTP client")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ttft-timeout", type=float, default=300.0)
     p.add_argument("--idle-timeout", type=float, default=120.0)
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--streams", default="256,1024", help="stream counts, e.g. 64,256,1024")
     st.add_argument("--workers", default="1", help="worker counts, e.g. 1,2")
     st.add_argument("--seconds", type=float, default=8.0)
-    st.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp")
+    st.add_argument("--transport", choices=["h1", "aiohttp", "httpx"], default="h1")
     return parser
 
 

@@ -46,7 +46,9 @@ from typing import Any
 from loadgen.sse import DONE, TEXT_CHUNK, Event, SSEParser, classify
 from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec, Target
 
-__all__ = ["Client", "LiveCounter", "build_body", "endpoint_url"]
+__all__ = ["TRANSPORTS", "Client", "LiveCounter", "build_body", "endpoint_url"]
+
+TRANSPORTS = ("h1", "aiohttp", "httpx")  # h1: httptools protocol, the hot path (see loadgen.h1)
 
 _READ_BUFSIZE = 4 * 1024 * 1024  # aiohttp's 64 KiB default throttled reads of 50K-token contexts
 _KEEPALIVE_S = 4.0
@@ -107,6 +109,8 @@ class _Stream:
         "ids_extra",
         "text",
         "clean_eof",
+        "headers",
+        "request_id",
     )
 
     def __init__(self, task: asyncio.Task[Any], target: Target, sent_ns: int) -> None:
@@ -128,6 +132,8 @@ class _Stream:
         self.ids_extra = 0  # token_ids beyond one per text chunk (multi-token chunks, text-less tokens)
         self.text: list[str] | None = None
         self.clean_eof = False
+        self.headers: dict[str, str] = {}
+        self.request_id = ""
         self.handle: asyncio.TimerHandle | None = None
         # Never sleep longer than one idle period: the first token may arrive meanwhile, and from then on
         # the idle deadline (possibly far earlier than the TTFT one) applies.
@@ -171,6 +177,82 @@ class _Stream:
         return self.clean_eof and self.finish_reason is not None
 
 
+class _Sink:
+    """Receives a response body piece by piece, each with its arrival time: the per-chunk hot path.
+
+    Non-2xx bodies are collected (bounded) for the error message; 2xx bodies are SSE, classified event by
+    event with nothing else on the fast path.
+    """
+
+    __slots__ = ("client", "st", "feed", "parser", "add_time", "live", "keep_text", "stopped", "t", "error_body")
+
+    def __init__(self, client: Client, st: _Stream, keep_text: bool, live: LiveCounter | None) -> None:
+        self.client = client
+        self.st = st
+        self.parser = SSEParser()
+        self.feed = self.parser.feed
+        self.add_time = st.chunk_times.append
+        self.live = live
+        self.keep_text = keep_text
+        self.stopped = False
+        self.t = st.sent_ns
+        self.error_body: bytearray | None = None
+
+    def headers(self, status: int) -> None:
+        self.st.status = status
+        if not 200 <= status < 300:
+            self.error_body = bytearray()
+
+    def piece(self, piece: bytes, t: int) -> None:
+        st = self.st
+        st.last_read_ns = t
+        self.t = t
+        if self.error_body is not None:
+            if len(self.error_body) < _ERROR_BODY_BYTES:
+                self.error_body += piece[: _ERROR_BODY_BYTES - len(self.error_body)]
+            return
+        if self.stopped:
+            return  # draining after [DONE] so the connection can be reused
+        live = self.live
+        for payload in self.feed(piece):
+            event = classify(payload, self.keep_text)
+            if event is TEXT_CHUNK:
+                self.add_time(t)
+                if live is not None:
+                    live.tokens += 1
+            elif self.client._rare_event(st, event, t, live):
+                self.stopped = True
+                break
+
+    def http_error(self) -> _TransportError:
+        st = self.st
+        st.end_ns = self.t
+        status = st.status or 0
+        text = " ".join(bytes(self.error_body or b"").decode("utf-8", "replace").split())[:_ERROR_TEXT_CHARS]
+        kind = ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_STATUS
+        return _TransportError(kind, f"HTTP {status}: {text}" if text else f"HTTP {status}")
+
+    def eof(self) -> None:
+        """The body ended cleanly."""
+        st = self.st
+        st.clean_eof = True
+        if self.stopped:
+            return
+        t = self.t
+        leftover = self.parser.pending
+        for payload in self.parser.close():
+            if self.client._rare_event(st, classify(payload, self.keep_text), t, self.live):
+                break
+        if st.end_ns is None:
+            st.end_ns = t
+        if not st.chunk_times and not st.complete() and leftover.strip():
+            # Bytes came but never formed an event: not an SSE stream (e.g. a JSON reply to stream=true).
+            raise _TransportError(
+                ErrorKind.MALFORMED,
+                "response is not an SSE stream: " + leftover[:_ERROR_TEXT_CHARS].decode("utf-8", "replace"),
+            )
+
+
 class _TransportError(Exception):
     """A failure already mapped to its kind (raised inside the client, never out of ``send``)."""
 
@@ -187,8 +269,8 @@ class Client:
     """
 
     def __init__(self, target: Target, max_connections: int, transport: str = "aiohttp") -> None:
-        if transport not in ("aiohttp", "httpx"):
-            raise ValueError(f"unknown transport {transport!r}: use 'aiohttp' or 'httpx'")
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
         self.target = target
@@ -207,6 +289,9 @@ class Client:
         self._headers = headers
         self._session: Any = None
         self._httpx: Any = None
+        self._pool: Any = None
+        self._id_prefix = f"ramp-{os.getpid()}-"
+        self._sent = 0
 
     def __repr__(self) -> str:
         return f"Client(url={self.target.base_url!r}, transport={self.transport!r}, max_connections={self.max_connections})"
@@ -216,7 +301,11 @@ class Client:
     def _ensure(self) -> None:
         # Sessions are made on first use: they must be created inside the running loop that uses them.
         target = self.target
-        if self.transport == "aiohttp":
+        if self.transport == "h1":
+            from loadgen.h1 import Pool
+
+            self._pool = Pool(target.base_url, self.max_connections, target.connect_timeout_s, _KEEPALIVE_S)
+        elif self.transport == "aiohttp":
             import aiohttp
 
             connector = aiohttp.TCPConnector(
@@ -249,6 +338,9 @@ class Client:
             )
 
     async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -268,18 +360,23 @@ class Client:
         self, spec: RequestSpec, intended_ns: int, live: LiveCounter | None = None
     ) -> RequestResult:
         """Stream one request. Returns ERROR results instead of raising; CANCELLED if the task is cancelled."""
-        if self._session is None and self._httpx is None:
+        if self._session is None and self._httpx is None and self._pool is None:
             self._ensure()
         url = endpoint_url(self.target, spec.api)
         body = build_body(spec)
         task = asyncio.current_task()
         assert task is not None, "Client.send must run inside an asyncio task"
         st = _Stream(task, self.target, _monotonic_ns())
+        self._sent += 1
+        st.request_id = self._id_prefix + str(self._sent)
+        st.headers = {**self._headers, "X-Request-Id": st.request_id}
         if spec.keep_text:
             st.text = []
         try:
             try:
-                if self._session is not None:
+                if self._pool is not None:
+                    await self._exchange_h1(st, spec.api, url, body, spec.keep_text, live)
+                elif self._session is not None:
                     await self._exchange_aiohttp(st, url, body, spec.keep_text, live)
                 else:
                     await self._exchange_httpx(st, url, body, spec.keep_text, live)
@@ -306,11 +403,52 @@ class Client:
             spec, intended_ns, st, ErrorKind.STREAM_CUT, "stream ended before finish_reason/[DONE]"
         )
 
+    async def _exchange_h1(
+        self, st: _Stream, api: str, url: str, body: bytes, keep_text: bool, live: LiveCounter | None
+    ) -> None:
+        from loadgen.h1 import ConnectionClosed, HTTPParseError
+
+        pool = self._pool
+        request = pool.request_bytes(
+            "/v1/chat/completions" if api == "chat" else "/v1/completions", st.headers, body
+        )
+        for attempt in (0, 1):
+            st.sent_ns = _monotonic_ns()
+            try:
+                conn = await pool.acquire()
+            except (OSError, asyncio.TimeoutError) as exc:
+                raise _TransportError(ErrorKind.CONNECT, self._connect_text(exc, url)) from None
+            sink = _Sink(self, st, keep_text, live)
+            reusable = False
+            try:
+                await conn.start(request, sink)
+                reusable = True
+            except ConnectionClosed as exc:
+                if conn.reused and not exc.got_bytes and attempt == 0:
+                    continue  # a keep-alive connection the server had closed: retry once, on a new one
+                if sink.error_body is not None:
+                    raise sink.http_error() from None
+                st.end_ns = sink.t
+                return  # cut: send() decides between OK (it had finished) and STREAM_CUT
+            except HTTPParseError as exc:
+                raise _TransportError(ErrorKind.MALFORMED, str(exc)) from None
+            finally:
+                conn.finish(reusable)
+            if sink.error_body is not None:
+                raise sink.http_error()
+            sink.eof()
+            return
+
+    def _connect_text(self, exc: BaseException, url: str) -> str:
+        if isinstance(exc, asyncio.TimeoutError):
+            return f"cannot connect to {url} (no connection within {self.target.connect_timeout_s:g} s)"
+        return f"cannot connect to {url} ({_os_reason(exc)})"
+
     async def _exchange_aiohttp(
         self, st: _Stream, url: str, body: bytes, keep_text: bool, live: LiveCounter | None
     ) -> None:
         st.sent_ns = _monotonic_ns()
-        resp = await self._session.post(url, data=body, headers=self._headers)
+        resp = await self._session.post(url, data=body, headers=st.headers)
         try:
             st.status = resp.status
             chunks = resp.content.iter_any()
@@ -327,7 +465,7 @@ class Client:
         self, st: _Stream, url: str, body: bytes, keep_text: bool, live: LiveCounter | None
     ) -> None:
         client = self._httpx
-        request = client.build_request("POST", url, content=body, headers=self._headers)
+        request = client.build_request("POST", url, content=body, headers=st.headers)
         st.sent_ns = _monotonic_ns()
         resp = await client.send(request, stream=True)
         chunks = resp.aiter_raw()
@@ -357,41 +495,12 @@ class Client:
     async def _read_stream(
         self, st: _Stream, chunks: AsyncIterator[bytes], keep_text: bool, live: LiveCounter | None
     ) -> None:
-        """The hot loop: one timestamp per read, one classification per event, nothing else on the fast path."""
-        parser = SSEParser()
-        feed = parser.feed
-        add_time = st.chunk_times.append
-        stopped = False
-        t = st.sent_ns
+        """Library transports: one timestamp per read, then the same sink as the h1 path."""
+        sink = _Sink(self, st, keep_text, live)
+        piece_in = sink.piece
         async for piece in chunks:
-            t = _monotonic_ns()
-            st.last_read_ns = t
-            if stopped:
-                continue  # draining after [DONE] so the connection can be reused
-            for payload in feed(piece):
-                event = classify(payload, keep_text)
-                if event is TEXT_CHUNK:
-                    add_time(t)
-                    if live is not None:
-                        live.tokens += 1
-                elif self._rare_event(st, event, t, live):
-                    stopped = True
-                    break
-        st.clean_eof = True
-        if not stopped:
-            leftover = parser.pending
-            for payload in parser.close():
-                if self._rare_event(st, classify(payload, keep_text), t, live):
-                    break
-            if st.end_ns is None:
-                st.end_ns = t
-            if not st.chunk_times and not st.complete() and leftover.strip():
-                # Bytes came but never formed an event: not an SSE stream (e.g. a JSON reply to stream=true).
-                raise _TransportError(
-                    ErrorKind.MALFORMED,
-                    "response is not an SSE stream: "
-                    + leftover[:_ERROR_TEXT_CHARS].decode("utf-8", "replace"),
-                )
+            piece_in(piece, _monotonic_ns())
+        sink.eof()
 
     def _rare_event(self, st: _Stream, event: Event, t: int, live: LiveCounter | None) -> bool:
         """Everything but a plain text chunk. Returns True when the stream is over ([DONE])."""
@@ -516,6 +625,7 @@ class Client:
             input_tokens_target=spec.input_tokens_target,
             max_tokens=spec.max_tokens,
             output_text="".join(st.text) if st.text is not None else None,
+            request_id=st.request_id,
         )
 
     def _map_exception(self, exc: Exception, st: _Stream, url: str) -> tuple[ErrorKind, str]:

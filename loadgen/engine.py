@@ -71,7 +71,7 @@ class RunConfig:
     rolling_s: float = 10.0
     snapshot_hz: float = 4.0
     seed: int = 0
-    transport: str = "aiohttp"  # hot streaming path: "aiohttp" | "httpx"
+    transport: str = "h1"  # hot streaming path: "h1" (httptools protocol) | "aiohttp" | "httpx"
     warmup_s: float = 0.0  # warm-up of manually started steps (a plan carries its own)
     auto_step_s: float = 30.0  # auto-ramp without a plan: double the level this often
     telemetry: bool = True  # poll the target's /metrics
@@ -275,6 +275,7 @@ class _Controller:
         self.series: collections.deque[SeriesPoint] = collections.deque(maxlen=900)
         self.last_series_ns = 0
         self.last_ok_ns = time.monotonic_ns()
+        self.final_delta_ns = 0  # when the last worker shipped its final delta (stop)
         self.record: Any = None
         self.record_path: str | None = config.out
         self.hub: Any = None
@@ -508,7 +509,10 @@ class _Controller:
         period_ns = int(1e9 / max(0.5, self.config.snapshot_hz))
         deadline = time.monotonic_ns() + period_ns
         while self.stop_requested is None and self.state in ("running", "paused"):
-            timeout = max(0.0, (deadline - time.monotonic_ns()) / 1e9)
+            # Wake at the next boundary too, not only at the next snapshot: a warm-up or step end checked
+            # only on snapshot ticks would land up to a tick late and shorten or stretch the windows.
+            wake_ns = min(deadline, self._next_timer_ns())
+            timeout = max(0.0, (wake_ns - time.monotonic_ns()) / 1e9)
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout)
             except asyncio.TimeoutError:
@@ -516,9 +520,9 @@ class _Controller:
             self.wake.clear()
             self._pump()
             now = time.monotonic_ns()
+            self._check_timers(now)
             if now >= deadline:
                 deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
-                self._check_timers(now)
                 self._check_health(now)
                 self._publish_snapshot()
         cancel = True if self.stop_requested is None else self.stop_requested
@@ -568,6 +572,8 @@ class _Controller:
                 seg.client_bound = True
                 seg.bound_reason = self._bound_reason(h)
         self.rolling.add(delta)
+        if tag == "final":
+            self.final_delta_ns = max(self.final_delta_ns, int(delta.t1_ns))
         if isinstance(tag, int):
             if seg is not None:
                 seg.pending.discard(wid)
@@ -650,11 +656,11 @@ class _Controller:
         self.current = self._new_segment("warmup" if warm > 0 else "measure", now)
         self.step_end_ns = self._auto_end(now)
 
-    def _end_step(self, ended_by: str) -> None:
+    def _end_step(self, ended_by: str, at_ns: int | None = None) -> None:
         seg = self.current
         if seg is None:
             return
-        now = time.monotonic_ns()
+        now = at_ns if at_ns is not None else time.monotonic_ns()
         seg.t1_ns = now
         # The flush that opens the next window closes this one; a placeholder segment receives deltas
         # until the next step begins (pause) and is never reported.
@@ -756,6 +762,17 @@ class _Controller:
             self.rate = max(0.1, self.rate * 2)
         self._end_step(ended_by)
         self._begin_step()
+
+    def _next_timer_ns(self) -> int:
+        """When the next warm-up end or step end is due (far in the future when none is)."""
+        due = 1 << 62
+        if self.state != "running":
+            return due
+        if self.current is not None and self.current.phase == "warmup":
+            due = min(due, self.step_warm_end_ns)
+        if self.step_end_ns is not None:
+            due = min(due, self.step_end_ns)
+        return due
 
     def _check_timers(self, now: int) -> None:
         if self.state != "running":
@@ -890,7 +907,12 @@ class _Controller:
 
     # ---- shutdown -------------------------------------------------------------------------------
     async def _shutdown(self, cancel: bool) -> None:
-        if self.current is not None:
+        # Stopping without cancel lets the streams in flight finish: their results belong to the step being
+        # measured (whose window then ends when the last of them did), not to an unreported idle window.
+        drain_into_step = (
+            not cancel and self.current is not None and self.current.phase == "measure" and bool(self.procs)
+        )
+        if self.current is not None and not drain_into_step:
             self._end_step("stop")
         self._send_all(("stop", cancel))
         deadline = time.monotonic() + (2.0 if cancel else 30.0)
@@ -905,6 +927,8 @@ class _Controller:
 
             for item in drain(self.delta_q):
                 self._on_item(item)
+        if drain_into_step and self.current is not None:
+            self._end_step("stop", at_ns=self.final_delta_ns or None)
         self._try_finalize(force=True)
         for proc in self.procs:
             proc.join(timeout=0.2)

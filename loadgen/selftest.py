@@ -49,6 +49,11 @@ class SelftestRow:
     client_bound: bool
     requests: int
     errors: int
+    loop_lag_ms_max: float | None = None
+    server_ttft_p50_ms: float | None = None  # the simulator's own TTFT (its lateness is not the client's)
+    server_ttft_p99_ms: float | None = None
+    read_delay_p50_ms: float | None = None  # client's first-token stamp - the simulator's write of it
+    read_delay_p99_ms: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -69,7 +74,9 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def run_one(url: str, streams: int, workers: int, seconds: float, warmup: float, transport: str) -> SelftestRow:
+def run_one(
+    url: str, streams: int, workers: int, seconds: float, warmup: float, transport: str, handle: object = None
+) -> SelftestRow:
     from loadgen.engine import Engine, RampPlan, RunConfig
     from loadgen.profile import parse_profile
     from loadgen.types import Target
@@ -89,11 +96,16 @@ def run_one(url: str, streams: int, workers: int, seconds: float, warmup: float,
     # CPU is read over the measurement window only: wait for warm-up to end.
     cpu0: dict[int, float] = {}
     t_measure = None
+    t_measure_ns = 0
+    lag_max = 0.0
     while not engine.done:
         snap = engine.latest()
         if snap is not None and snap.state == "running" and not snap.warming_up and t_measure is None:
             t_measure = time.monotonic()
+            t_measure_ns = time.monotonic_ns()
             cpu0 = {pid: _cpu_seconds(pid) or 0.0 for pid in engine.worker_pids()}
+        if t_measure is not None and snap is not None and snap.health.loop_lag_ms_max is not None:
+            lag_max = max(lag_max, snap.health.loop_lag_ms_max)
         if t_measure is not None and time.monotonic() - t_measure >= seconds * 0.98:
             break
         time.sleep(0.05)  # polling a snapshot for a benchmark, not synchronising a test
@@ -109,7 +121,53 @@ def run_one(url: str, streams: int, workers: int, seconds: float, warmup: float,
     cpu_per_1m = None
     if cpu is not None and out_tokens_window > 0:
         cpu_per_1m = cpu * (step.window_s / seconds) / out_tokens_window * 1e6
+    server_p50 = server_p99 = None
+    truth_fn = getattr(handle, "ground_truth", None)
+    if truth_fn is not None:
+        import numpy as np
+
+        ttfts = [
+            (g["first_token_ns"] - g["arrival_ns"]) / 1e6
+            for g in truth_fn()
+            if g.get("first_token_ns") and g.get("arrival_ns", 0) >= t_measure_ns
+        ]
+        if ttfts:
+            server_p50, server_p99 = (float(v) for v in np.percentile(ttfts, [50, 99]))
+    read_p50 = read_p99 = None
+    trace_dir = os.environ.get("RAMP_TRACE_DIR")
+    if truth_fn is not None and trace_dir:
+        import glob
+        import json
+
+        import numpy as np
+
+        truth = {g.get("request_id"): g for g in truth_fn() if g.get("request_id")}
+        written = {k: g.get("first_token_ns") for k, g in truth.items()}
+        delays = []
+        send_delays = []
+        prep = []
+        for path in glob.glob(os.path.join(trace_dir, "trace-*.jsonl")):
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    rec = json.loads(line)
+                    w = written.get(rec["request_id"])
+                    if w and rec["first_token_ns"] and rec["sent_ns"] >= t_measure_ns:
+                        delays.append((rec["first_token_ns"] - w) / 1e6)
+                        send_delays.append((truth[rec["request_id"]]["arrival_ns"] - rec["sent_ns"]) / 1e6)
+                        prep.append((rec["sent_ns"] - rec["intended_ns"]) / 1e6)
+            os.remove(path)
+        if delays:
+            read_p50, read_p99 = (float(v) for v in np.percentile(delays, [50, 99]))
+            if os.environ.get("RAMP_SELFTEST_DEBUG"):
+                print("send->sim arrival p50/p99/max", np.percentile(send_delays, [50, 99, 100]))
+                print("intended->sent p50/p99/max", np.percentile(prep, [50, 99, 100]))
+                print("read delay p50/p90/p99/max", np.percentile(delays, [50, 90, 99, 100]))
     return SelftestRow(
+        loop_lag_ms_max=lag_max,
+        read_delay_p50_ms=read_p50,
+        read_delay_p99_ms=read_p99,
+        server_ttft_p50_ms=server_p50,
+        server_ttft_p99_ms=server_p99,
         workers=workers,
         streams=streams,
         out_tok_s=stats.out_tok_s or 0.0,
@@ -129,12 +187,15 @@ def format_rows(rows: list[SelftestRow]) -> str:
 
     lines = [
         f"{'workers':>7} {'streams':>7} {'out tok/s':>10} {'ideal':>10} {'achieved/ideal':>14} "
-        f"{'CPU-s/1M tok':>12} {'TTFT err p50':>12} {'TTFT err p99':>12} {'client-bound':>12} {'ok':>6} {'err':>4}"
+        f"{'CPU-s/1M tok':>12} {'TTFT err p50':>12} {'TTFT err p99':>12} {'sim TTFT p50/p99':>16} {'loop lag max':>12} "
+        f"{'client-bound':>12} {'ok':>6} {'err':>4}"
     ]
     for r in rows:
         lines.append(
             f"{r.workers:>7} {r.streams:>7} {r.out_tok_s:>10,.0f} {r.ideal_tok_s:>10,.0f} {r.ratio:>14.3f} "
-            f"{f(r.cpu_s_per_1m, '.1f'):>12} {f(r.ttft_err_p50_ms, '.1f'):>10} ms {f(r.ttft_err_p99_ms, '.1f'):>10} ms "
+            f"{f(r.cpu_s_per_1m, '.1f'):>12} {f(r.ttft_err_p50_ms, '.1f'):>9} ms {f(r.ttft_err_p99_ms, '.1f'):>9} ms "
+            f"{f(r.server_ttft_p50_ms, '.1f'):>7}/{f(r.server_ttft_p99_ms, '.1f'):<5} ms "
+            f"{f(r.read_delay_p50_ms, '.2f'):>8}/{f(r.read_delay_p99_ms, '.2f'):<6} ms {f(r.loop_lag_ms_max, '.1f'):>9} ms "
             f"{'YES' if r.client_bound else 'no':>12} {r.requests:>6} {r.errors:>4}"
         )
     return "\n".join(lines)
@@ -157,6 +218,9 @@ def selftest_main(args: argparse.Namespace) -> int:
     if pid and ncpu > 1 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(pid, {sim_cpu})
     os.environ["RAMP_WORKER_CPUS"] = client_cpus
+    import tempfile
+
+    os.environ["RAMP_TRACE_DIR"] = tempfile.mkdtemp(prefix="ramp-selftest-")
     print(
         f"ramp selftest: simulator 'fast' (TTFT {TTFT_MS:.0f} ms, {TPOT_MS:.0f} ms/token, {OUTPUT_TOKENS} tokens) "
         f"on CPU {sim_cpu}, load workers on CPU {client_cpus}, transport {args.transport}, "
@@ -167,7 +231,7 @@ def selftest_main(args: argparse.Namespace) -> int:
     try:
         for w in workers:
             for s in streams:
-                rows.append(run_one(handle.url, s, w, args.seconds, warmup=3.0, transport=args.transport))
+                rows.append(run_one(handle.url, s, w, args.seconds, warmup=3.0, transport=args.transport, handle=handle))
                 print(format_rows(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_rows(rows), flush=True)
     finally:
         handle.stop()

@@ -87,6 +87,7 @@ class RequestResult:
     input_tokens_target: int = 0
     max_tokens: int = 0
     output_text: str | None = None  # only when the spec asked for it (keep_text)
+    request_id: str = ""  # sent as X-Request-Id, so a server's logs and our traces can be joined
 
     @property
     def ttft_ns(self) -> int | None:

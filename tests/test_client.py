@@ -215,7 +215,7 @@ async def server() -> AsyncIterator[Server]:
         await runner.cleanup()
 
 
-@pytest.fixture(params=["aiohttp", "httpx"])
+@pytest.fixture(params=["h1", "aiohttp", "httpx"])
 def transport(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -543,3 +543,31 @@ def test_gpu_sources_win_over_gpu_names_on_the_server_page() -> None:
     assert hub.latest().running == 8
     hub.fail("nvml", "NVML unavailable: driver not loaded")
     assert len(hub.latest().gpus) == 2  # falls back to the page's DCGM names
+
+
+def spec_page(accepted: int, drafted: int) -> str:
+    return (
+        "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}\n'
+        "# TYPE vllm:spec_decode_num_draft_tokens counter\n"
+        f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {drafted}\n'
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 4\n'
+    )
+
+
+def test_spec_acceptance_from_vllm_counters_and_sglang_gauge() -> None:
+    hub = TelemetryHub([FakeSource("metrics", "mixed")])
+    for t, (acc, drafted) in enumerate([(100, 400), (400, 800), (700, 1200)]):
+        hub.record("metrics", parse_exposition(spec_page(acc, drafted), t * S))
+    assert hub.window_summary(S // 2, 2 * S)["spec_acceptance"] == pytest.approx(600 / 800)
+    assert hub.latest().spec_acceptance == pytest.approx(600 / 800)
+
+    sg = TelemetryHub([FakeSource("metrics", "mixed")])
+    for t, rate in enumerate([0.5, 0.7]):
+        text = sglang_exposition(
+            running=1, queued=0, usage=0.1, decode=10, prefill_compute=1, prefill_cache=0, ttft=[0.1],
+            accept_len=2.5, accept_rate=rate,
+        )  # fmt: skip
+        sg.record("metrics", parse_exposition(text, t * S))
+    assert sg.window_summary(0, S)["spec_acceptance"] == pytest.approx(0.6)

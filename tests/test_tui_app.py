@@ -143,7 +143,11 @@ async def test_redraw_skipped_when_nothing_changed(monkeypatch) -> None:
         await pilot.pause()
         shown: list[int] = []
         original = ConsoleScreen.show
-        monkeypatch.setattr(ConsoleScreen, "show", lambda self, snap, view: (shown.append(snap.seq), original(self, snap, view)))
+        monkeypatch.setattr(
+            ConsoleScreen,
+            "show",
+            lambda self, snap, view: (shown.append(snap.seq), original(self, snap, view)),
+        )
         app.redraw()
         app.redraw()
         assert shown == []  # already drawn by on_ready
@@ -254,4 +258,8 @@ async def test_every_panel_fits_the_screen_in_every_tab() -> None:
             await pilot.pause()
             for panel in app.screen.query(SnapshotPanel):
                 if panel.display and panel.region.width:
-                    assert panel.region.right <= 80 and panel.region.bottom <= 24, (tab, panel.id, panel.region)
+                    assert panel.region.right <= 80 and panel.region.bottom <= 24, (
+                        tab,
+                        panel.id,
+                        panel.region,
+                    )

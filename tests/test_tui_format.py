@@ -12,7 +12,15 @@ from tui.view import ViewState
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(None, "n/a"), (0, "0"), (12.345, "12.3"), (1234.5, "1.23k"), (999.96, "1.00k"), (2_500_000, "2.50M"), (0.01234, "0.0123")],
+    [
+        (None, "n/a"),
+        (0, "0"),
+        (12.345, "12.3"),
+        (1234.5, "1.23k"),
+        (999.96, "1.00k"),
+        (2_500_000, "2.50M"),
+        (0.01234, "0.0123"),
+    ],
 )
 def test_fmt_si(value: float | None, text: str) -> None:
     assert f.fmt_si(value) == text
@@ -20,7 +28,15 @@ def test_fmt_si(value: float | None, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("ms", "text"),
-    [(None, "n/a"), (0.42, "0.42 ms"), (81.23, "81.2 ms"), (812.4, "812 ms"), (999.9, "1.00 s"), (1240, "1.24 s"), (62500, "62.5 s")],
+    [
+        (None, "n/a"),
+        (0.42, "0.42 ms"),
+        (81.23, "81.2 ms"),
+        (812.4, "812 ms"),
+        (999.9, "1.00 s"),
+        (1240, "1.24 s"),
+        (62500, "62.5 s"),
+    ],
 )
 def test_fmt_ms(ms: float | None, text: str) -> None:
     assert f.fmt_ms(ms) == text

@@ -107,7 +107,12 @@ def test_status_and_control_lines() -> None:
     assert "level 64" in steering_line(snap, 200, {}).plain
     open_snap = make_snapshot(mode="open", rate_rps=12.0, achieved_rps=11.8, queued=3, level=0)
     line = steering_line(open_snap, 200, {}).plain
-    assert "λ asked 12.0 req/s" in line and "achieved 11.8 req/s" in line and "cap none" in line and "queued 3" in line
+    assert (
+        "λ asked 12.0 req/s" in line
+        and "achieved 11.8 req/s" in line
+        and "cap none" in line
+        and "queued 3" in line
+    )
     assert "out 4.81k tok/s" in window_line(snap.windows["step"], "this step", 200, {}).plain
     assert "no data yet" in window_line(None, "this step", 80, {}).plain
 
@@ -115,7 +120,9 @@ def test_status_and_control_lines() -> None:
 def test_client_bound_is_loud() -> None:
     from loadgen.snapshot import ClientHealth
 
-    snap = make_snapshot(health=ClientHealth(loop_lag_ms_p99=40.0, cpu_pct=(99.0,), client_bound=True, reason="worker CPU 99%"))
+    snap = make_snapshot(
+        health=ClientHealth(loop_lag_ms_p99=40.0, cpu_pct=(99.0,), client_bound=True, reason="worker CPU 99%")
+    )
     line = health_line(snap, 200, {}).plain
     assert "CLIENT-BOUND" in line and "worker CPU 99%" in line
     assert "healthy" in health_line(make_snapshot(), 200, {}).plain
@@ -145,6 +152,8 @@ def test_steps_table_and_curve() -> None:
     assert all(digit in curve for digit in "1234")
     assert "out tok/s" in curve
     assert "level" in render_curve(snap.steps, snap.best_step, "level", 40, 10).plain
+    with_slo = render_curve(snap.steps, snap.best_step, "out_tok_s", 40, 12, slo_ttft_p95_ms=500.0).plain
+    assert "SLO 500 ms" in with_slo and "┄┄┄" in with_slo
 
 
 def test_throughput_and_errors() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from textual.pilot import Pilot
 from tui_fakes import FakeEngine, make_snapshot
 
@@ -44,13 +43,21 @@ def test_open_loop_client_bound_80x24(snap_compare: Any) -> None:
         arrival="poisson",
         queued=37,
         warming_up=False,
-        health=ClientHealth(loop_lag_ms_p99=48.0, loop_lag_ms_max=120.0, cpu_pct=(99.0,), client_bound=True, reason="worker CPU 99%: add --workers"),
+        health=ClientHealth(
+            loop_lag_ms_p99=48.0,
+            loop_lag_ms_max=120.0,
+            cpu_pct=(99.0,),
+            client_bound=True,
+            reason="worker CPU 99%: add --workers",
+        ),
     )
     assert snap_compare(app, terminal_size=(80, 24), run_before=drawn)
 
 
 def test_missing_telemetry_server_tab_80x24(snap_compare: Any) -> None:
-    server = ServerTelemetry(sources={"vllm /metrics": "HTTP 404 at /metrics", "nvml": "pynvml not installed"})
+    server = ServerTelemetry(
+        sources={"vllm /metrics": "HTTP 404 at /metrics", "nvml": "pynvml not installed"}
+    )
     app = make_app(server=server, state="paused", paused=True)
 
     async def server_tab(pilot: Pilot) -> None:

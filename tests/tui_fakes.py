@@ -17,14 +17,16 @@ from loadgen.snapshot import (
     Percentiles,
     SeriesPoint,
     ServerTelemetry,
-    Snapshot,
     SLOVerdict,
+    Snapshot,
     StepSummary,
     WindowStats,
 )
 
 
-def lognormal_bins(median: float, sigma: float, count: int, lo: float, hi: float, ratio: float = 1.15) -> tuple[tuple[float, float, int], ...]:
+def lognormal_bins(
+    median: float, sigma: float, count: int, lo: float, hi: float, ratio: float = 1.15
+) -> tuple[tuple[float, float, int], ...]:
     """Log-spaced bins holding ``count`` samples of a log-normal shape (integers, deterministic)."""
     bins = []
     low = lo
@@ -38,7 +40,9 @@ def lognormal_bins(median: float, sigma: float, count: int, lo: float, hi: float
     return tuple((a, b, int(round(count * d / total))) for a, b, d in bins)
 
 
-def hist(metric: str, unit: str, median: float, sigma: float, count: int, lo: float, hi: float) -> HistogramView:
+def hist(
+    metric: str, unit: str, median: float, sigma: float, count: int, lo: float, hi: float
+) -> HistogramView:
     spread = math.exp(sigma)
     pct = Percentiles(
         count=count,
@@ -54,7 +58,9 @@ def hist(metric: str, unit: str, median: float, sigma: float, count: int, lo: fl
     return HistogramView(metric, unit, pct, lognormal_bins(median, sigma, count, lo, hi))
 
 
-def window(name: str, scale: float, *, errors: dict[str, int] | None = None, ttft_median: float = 180.0) -> WindowStats:
+def window(
+    name: str, scale: float, *, errors: dict[str, int] | None = None, ttft_median: float = 180.0
+) -> WindowStats:
     count = int(2000 * scale)
     return WindowStats(
         window=name,
@@ -172,7 +178,11 @@ def make_snapshot(**overrides: Any) -> Snapshot:
             server_ttft_ms_p95=610.0,
             gen_tok_s=4790.0,
             prompt_tok_s=9600.0,
-            gpus=(GPUSample(0, "H200", mem_used_mib=128_000.0, mem_total_mib=143_771.0, util_pct=97.0, power_w=612.0),),
+            gpus=(
+                GPUSample(
+                    0, "H200", mem_used_mib=128_000.0, mem_total_mib=143_771.0, util_pct=97.0, power_w=612.0
+                ),
+            ),
             sources={"vllm /metrics": "ok", "nvml": "ok"},
         ),
         record_path="runs/ramp-demo.jsonl",
@@ -186,7 +196,9 @@ class FakeEngine:
     """Records every command; keeps a little state so that snapshots reflect commands like the real
     engine's would, and publishes a new snapshot through ``on_snapshot`` after each command."""
 
-    def __init__(self, snapshot: Snapshot | None = None, on_snapshot: Callable[[Snapshot], None] | None = None) -> None:
+    def __init__(
+        self, snapshot: Snapshot | None = None, on_snapshot: Callable[[Snapshot], None] | None = None
+    ) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.on_snapshot = on_snapshot
         self.snapshot = snapshot or make_snapshot()

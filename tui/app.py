@@ -7,6 +7,7 @@ Wiring (the CLI does this)::
     app.attach(engine)
     app.run()          # on mount the app calls engine.start() (start_engine=True)
 
+``run_console(config, refresh_hz=...)`` does exactly that and returns the ``RunOutcome``.
 ``RampApp(engine)`` also works when the engine was built first; without a callback the app polls
 ``engine.latest()`` on its timer instead.
 
@@ -41,6 +42,18 @@ from tui.view import ViewState
 QUIT_TIMEOUT_S = 2.0
 
 
+def prepare_subprocesses() -> None:
+    """Start multiprocessing's resource tracker now, before the app runs.
+
+    While a Textual app runs, ``sys.stderr`` is a capture object whose ``fileno()`` is -1; the resource
+    tracker, launched lazily by the first spawned worker, passes stderr's descriptor to its child and
+    fails with "bad value(s) in fds_to_keep". Once running, later spawns do not touch stderr.
+    """
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+
+
 class RampApp(App[None]):
     CSS_PATH = "ramp.tcss"
     COMMANDS = App.COMMANDS | {RampCommands}
@@ -61,6 +74,8 @@ class RampApp(App[None]):
     ) -> None:
         super().__init__()
         self.engine = engine
+        if engine is not None:
+            prepare_subprocesses()
         self.refresh_hz = refresh_hz
         self.title = title
         self.start_engine = start_engine
@@ -78,6 +93,7 @@ class RampApp(App[None]):
     def attach(self, engine: Any) -> None:
         """Give the app its engine (built after the app so it can take ``snapshot_callback``)."""
         self.engine = engine
+        prepare_subprocesses()
 
     def snapshot_callback(self, snapshot: Snapshot) -> None:
         """Called from the engine's thread: keep only the newest snapshot; the timer draws it."""
@@ -122,7 +138,10 @@ class RampApp(App[None]):
         if snapshot.state not in LIVE_STATES and not self._announced_end:
             self._announced_end = True
             detail = f": {snapshot.message}" if snapshot.message else ""
-            self.notify(f"run {snapshot.state}{detail} — q to quit", severity="error" if snapshot.state == "failed" else "information")
+            self.notify(
+                f"run {snapshot.state}{detail} — q to quit",
+                severity="error" if snapshot.state == "failed" else "information",
+            )
 
     def set_view(self, view: ViewState) -> None:
         self.view = view
@@ -160,12 +179,18 @@ class RampApp(App[None]):
             return
         snapshot = self.latest_snapshot
         if self._mode() == "open":
-            current = f"{snapshot.rate_rps:g}" if snapshot is not None and snapshot.rate_rps is not None else ""
-            dialog = ValueInput("Arrival rate (req/s)", value=current, placeholder="e.g. 12.5", validate=parse_rate)
+            current = (
+                f"{snapshot.rate_rps:g}" if snapshot is not None and snapshot.rate_rps is not None else ""
+            )
+            dialog = ValueInput(
+                "Arrival rate (req/s)", value=current, placeholder="e.g. 12.5", validate=parse_rate
+            )
             self.push_screen(dialog, self._apply_rate)
         else:
             current = str(snapshot.level) if snapshot is not None else ""
-            dialog = ValueInput("Concurrency level", value=current, placeholder="e.g. 32", validate=parse_level)
+            dialog = ValueInput(
+                "Concurrency level", value=current, placeholder="e.g. 32", validate=parse_level
+            )
             self.push_screen(dialog, self._apply_level)
 
     def action_type_cap(self) -> None:
@@ -219,7 +244,9 @@ class RampApp(App[None]):
     def action_mark(self) -> None:
         if self._engine_or_warn() is None:
             return
-        self.push_screen(ValueInput("Mark this moment", placeholder="a note for the record"), self._apply_mark)
+        self.push_screen(
+            ValueInput("Mark this moment", placeholder="a note for the record"), self._apply_mark
+        )
 
     def _apply_mark(self, note: str | None) -> None:
         if note is not None and self.engine is not None:
@@ -240,11 +267,13 @@ class RampApp(App[None]):
     def action_cycle_curve(self) -> None:
         self.set_view(self.view.cycle_curve_x())
 
-    def action_screenshot(self) -> None:
-        record = self.shown_snapshot.record_path if self.shown_snapshot is not None else None
-        folder = Path(record).parent if record else Path.cwd()
-        path = self.save_screenshot(path=str(folder))
-        self.notify(f"screenshot saved: {path}")
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen into ``path``, by default the record's folder (else the cwd)."""
+        if path is None:
+            record = self.shown_snapshot.record_path if self.shown_snapshot is not None else None
+            path = str(Path(record).parent if record else Path.cwd())
+        saved = self.save_screenshot(filename=filename, path=path)
+        self.notify(f"screenshot saved: {saved}")
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
@@ -297,3 +326,16 @@ class RampApp(App[None]):
             self.call_from_thread(self.exit)
         except RuntimeError:  # the app already left on its own timer
             pass
+
+
+def run_console(config: Any, *, refresh_hz: float = 4.0) -> Any:
+    """Run the console on a new engine built from ``config`` (a ``loadgen.engine.RunConfig``) and
+    return the engine's ``RunOutcome`` once the app has exited (None if the engine did not finish)."""
+    from loadgen.engine import Engine
+
+    app = RampApp(refresh_hz=refresh_hz)
+    engine = Engine(config, on_snapshot=app.snapshot_callback)
+    app.attach(engine)
+    app.run()
+    engine.stop()  # the app may have exited without asking (the run was over): make sure it is stopped
+    return engine.wait(timeout=10.0)

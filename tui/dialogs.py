@@ -61,7 +61,9 @@ class ValueInput(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
             yield Input(value=self.initial, placeholder=self.placeholder, id="value")
-            yield Static(self.help_text or "enter to apply · escape to cancel", id="feedback", classes="dialog-help")
+            yield Static(
+                self.help_text or "enter to apply · escape to cancel", id="feedback", classes="dialog-help"
+            )
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value

@@ -18,7 +18,9 @@ def _s(styles: Mapping[str, Style], name: str) -> Style:
     return styles.get(name, Style.null())
 
 
-def render_errors(snapshot: Snapshot, width: int, height: int, *, styles: Mapping[str, Style] | None = None) -> Text:
+def render_errors(
+    snapshot: Snapshot, width: int, height: int, *, styles: Mapping[str, Style] | None = None
+) -> Text:
     styles = styles or {}
     dim, bad = _s(styles, "dim"), _s(styles, "bad")
     run = snapshot.windows.get("run")
@@ -31,7 +33,15 @@ def render_errors(snapshot: Snapshot, width: int, height: int, *, styles: Mappin
     total = sum(run_errors.values())
     rate = run.success_rate if run is not None else None
     share = f" ({fmt_pct(1 - rate)} of requests)" if rate is not None else ""
-    lines.append(Text.assemble(("run ", dim), (fmt_count(total), bad), (share, dim), ("  ·  step ", dim), (fmt_count(sum(step_errors.values())), "")))
+    lines.append(
+        Text.assemble(
+            ("run ", dim),
+            (fmt_count(total), bad),
+            (share, dim),
+            ("  ·  step ", dim),
+            (fmt_count(sum(step_errors.values())), ""),
+        )
+    )
     for kind, count in sorted(run_errors.items(), key=lambda item: -item[1]):
         lines.append(
             Text.assemble(

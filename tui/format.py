@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from loadgen.snapshot import SLO, METRICS, SLOVerdict
+from loadgen.snapshot import METRICS, SLO, SLOVerdict
 
 NA = "n/a"
 

@@ -166,7 +166,11 @@ def render_histogram(
     markers: list[tuple[int, str, Style]] = []
     pct = view.pct
     # Most important first: a crowded label row keeps p99 and the SLO before p50 and p95.
-    for name, value, marker_style in (("99", pct.p99, style.p99), ("50", pct.p50, style.p50), ("95", pct.p95, style.p95)):
+    for name, value, marker_style in (
+        ("99", pct.p99, style.p99),
+        ("50", pct.p50, style.p50),
+        ("95", pct.p95, style.p95),
+    ):
         if value is not None and value > 0:
             markers.append((scale.column(value), name, marker_style))
 
@@ -195,7 +199,9 @@ def render_histogram(
         lines.append(place_labels(width, labels))
 
     if show_ticks:
-        ticks = [(scale.column(t) - 1, fmt_value_short(t, view.unit), style.label) for t in nice_log_ticks(*span)]
+        ticks = [
+            (scale.column(t) - 1, fmt_value_short(t, view.unit), style.label) for t in nice_log_ticks(*span)
+        ]
         lines.append(place_labels(width, ticks, gap=2))
 
     return Text("\n").join(lines[:height])

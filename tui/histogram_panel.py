@@ -44,7 +44,13 @@ class HistogramPanel(SnapshotPanel):
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         metric = self.metric(view)
-        return (pick_view(snapshot, view.window, metric), metric, view.window, snapshot.slo, snapshot.rolling_s)
+        return (
+            pick_view(snapshot, view.window, metric),
+            metric,
+            view.window,
+            snapshot.slo,
+            snapshot.rolling_s,
+        )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         metric = self.metric(view)

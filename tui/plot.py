@@ -9,7 +9,7 @@ restricts bars to half blocks for fonts that lack the eighths.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -23,7 +23,9 @@ def blocks(basic: bool = False) -> str:
     return HALVES if basic else EIGHTHS
 
 
-def bar_heights(values: Sequence[float], rows: int, *, vmax: float | None = None, levels: int = 8) -> list[int]:
+def bar_heights(
+    values: Sequence[float], rows: int, *, vmax: float | None = None, levels: int = 8
+) -> list[int]:
     """Each value's bar height in sub-cells (``rows * levels`` = full); a non-zero value shows at least one."""
     top = vmax if vmax is not None else max(values, default=0.0)
     full = rows * levels
@@ -37,7 +39,9 @@ def bar_heights(values: Sequence[float], rows: int, *, vmax: float | None = None
     return heights
 
 
-def bar_rows(values: Sequence[float], rows: int, *, vmax: float | None = None, basic: bool = False) -> list[str]:
+def bar_rows(
+    values: Sequence[float], rows: int, *, vmax: float | None = None, basic: bool = False
+) -> list[str]:
     """Vertical bars, one column per value, as ``rows`` strings from top to bottom."""
     glyphs = blocks(basic)
     levels = len(glyphs) - 1
@@ -69,7 +73,9 @@ def sparkline(values: Sequence[float | None], *, basic: bool = False) -> str:
     return "".join(cells)
 
 
-def resample(times: Sequence[float], values: Sequence[float], t0: float, t1: float, width: int) -> list[float | None]:
+def resample(
+    times: Sequence[float], values: Sequence[float], t0: float, t1: float, width: int
+) -> list[float | None]:
     """Mean of the values falling in each of ``width`` equal time columns; an empty column inside the
     data range keeps the previous column's value (points are sparser than columns early in a run)."""
     if width <= 0:
@@ -166,9 +172,12 @@ def scatter(
     *,
     x_range: tuple[float, float] | None = None,
     y_range: tuple[float, float] | None = None,
+    row_fill: Mapping[int, tuple[str, Style | str]] | None = None,
 ) -> list[Text]:
-    """Points (x, y, glyph, style) in a ``width`` x ``height`` cell grid, y up; later points win a cell."""
-    grid: list[list[tuple[str, Style | str]]] = [[(" ", "")] * width for _ in range(height)]
+    """Points (x, y, glyph, style) in a ``width`` x ``height`` cell grid, y up; later points win a cell.
+    ``row_fill`` fills the empty cells of some rows (counted from the top), e.g. a threshold line."""
+    fill = row_fill or {}
+    grid: list[list[tuple[str, Style | str]]] = [[fill.get(row, (" ", ""))] * width for row in range(height)]
     if points and width > 0 and height > 0:
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]

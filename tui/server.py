@@ -39,7 +39,9 @@ def meter_style(fraction: float, styles: Mapping[str, Style]) -> Style:
     return _s(styles, "good")
 
 
-def render_server(server: ServerTelemetry | None, width: int, *, styles: Mapping[str, Style] | None = None) -> Text:
+def render_server(
+    server: ServerTelemetry | None, width: int, *, styles: Mapping[str, Style] | None = None
+) -> Text:
     styles = styles or {}
     dim, strong = _s(styles, "dim"), _s(styles, "strong")
     if server is None:
@@ -59,7 +61,8 @@ def render_server(server: ServerTelemetry | None, width: int, *, styles: Mapping
 
     if server.gpus:
         for gpu in server.gpus:
-            label = f"GPU{gpu.index} {gpu.name}".strip()[: LABEL_W - 1]
+            name = gpu.name.removeprefix("NVIDIA ").strip()
+            label = f"GPU{gpu.index} {name}".strip()[: LABEL_W - 1]
             if gpu.mem_used_mib is not None and gpu.mem_total_mib:
                 frac = gpu.mem_used_mib / gpu.mem_total_mib
                 mem: list[tuple[str, Style | str]] = [
@@ -90,10 +93,25 @@ def render_server(server: ServerTelemetry | None, width: int, *, styles: Mapping
     if server.preemptions_per_s is None and server.preemptions_total is None:
         row("preemptions", (na(server_reason), dim))
     else:
-        total = f" (total {fmt_count(int(server.preemptions_total))})" if server.preemptions_total is not None else ""
+        total = (
+            f" (total {fmt_count(int(server.preemptions_total))})"
+            if server.preemptions_total is not None
+            else ""
+        )
         bad = bool(server.preemptions_per_s)
-        row("preemptions", (f"{fmt_si(server.preemptions_per_s)}/s", _s(styles, "bad") if bad else strong), (total, dim))
-    row("prefix cache", value(f"hit {fmt_pct(server.prefix_cache_hit_rate)}", server.prefix_cache_hit_rate is None, server_reason))
+        row(
+            "preemptions",
+            (f"{fmt_si(server.preemptions_per_s)}/s", _s(styles, "bad") if bad else strong),
+            (total, dim),
+        )
+    row(
+        "prefix cache",
+        value(
+            f"hit {fmt_pct(server.prefix_cache_hit_rate)}",
+            server.prefix_cache_hit_rate is None,
+            server_reason,
+        ),
+    )
     if server.spec_acceptance is not None:
         row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
     if server.server_ttft_ms_p50 is not None or server.server_ttft_ms_p95 is not None:
@@ -118,7 +136,9 @@ def render_server(server: ServerTelemetry | None, width: int, *, styles: Mapping
             if parts:
                 parts.append(("  ", ""))
             ok = state == "ok"
-            parts.append((f"{name} {'ok' if ok else 'n/a'}", _s(styles, "good") if ok else _s(styles, "warn")))
+            parts.append(
+                (f"{name} {'ok' if ok else 'n/a'}", _s(styles, "good") if ok else _s(styles, "warn"))
+            )
         row("sources", *parts)
     return Text("\n").join(lines)
 

@@ -64,7 +64,10 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
     parts: list[tuple[str, Style | str]] = [
         (f" {badge} ", badge_style),
         ("  ", ""),
-        (mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival), _s(styles, "strong")),
+        (
+            mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival),
+            _s(styles, "strong"),
+        ),
         ("  ·  ", _s(styles, "dim")),
         (step_label(snapshot.step_index, snapshot.step_count, snapshot.step_remaining_s), ""),
         ("  ·  elapsed ", _s(styles, "dim")),
@@ -100,4 +103,6 @@ class StatusBar(SnapshotPanel):
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("status--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return Text("\n").join([identity_line(snapshot, width, styles), progress_line(snapshot, width, styles)])
+        return Text("\n").join(
+            [identity_line(snapshot, width, styles), progress_line(snapshot, width, styles)]
+        )

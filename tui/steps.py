@@ -42,7 +42,9 @@ def render_steps_table(
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), expand=False, show_edge=False, pad_edge=False)
     headers = ("#", "level", "tok/s", "dec p50", "TTFT p50", "TTFT p95", "e2e p95", "err", "SLO")
     for name in headers:
-        table.add_column(name, justify="left" if name in ("#", "SLO") else "right", no_wrap=True, min_width=len(name))
+        table.add_column(
+            name, justify="left" if name in ("#", "SLO") else "right", no_wrap=True, min_width=len(name)
+        )
     visible = max(1, height - 2)
     first = max(0, len(steps) - visible)
     for position in range(first, len(steps)):
@@ -74,44 +76,55 @@ def render_curve(
     width: int,
     height: int,
     *,
+    slo_ttft_p95_ms: float | None = None,
     styles: Mapping[str, Style] | None = None,
 ) -> Text:
-    """TTFT p95 (y) against out tok/s or level (x); each step is drawn as its number (last digit)."""
+    """TTFT p95 (y) against out tok/s or level (x); each step is drawn as its number (last digit) and the
+    TTFT p95 SLO, when set, as a dashed horizontal line."""
     styles = styles or {}
     dim = _s(styles, "dim")
     points = []
     for position, step in enumerate(steps):
         y = step.stats.pct("ttft_ms").p95
-        x = step.stats.out_tok_s if x_axis == "out_tok_s" else float(step.rate_rps or 0 if step.mode == "open" else step.level)
+        x = (
+            step.stats.out_tok_s
+            if x_axis == "out_tok_s"
+            else float(step.rate_rps or 0 if step.mode == "open" else step.level)
+        )
         if x is None or y is None:
             continue
         style = _s(styles, "best") if position == best_step else _s(styles, "point")
         points.append((x, y, str((step.index + 1) % 10), style))
     x_name = "out tok/s" if x_axis == "out_tok_s" else "level"
     title = Text.assemble(("TTFT p95 ", _s(styles, "strong")), ("vs ", dim), (x_name, _s(styles, "strong")))
-    if len(points) < 1 or width < 16 or height < 4:
+    if slo_ttft_p95_ms is not None:
+        title.append_text(Text.assemble(("  ┄ SLO ", _s(styles, "slo")), (fmt_ms(slo_ttft_p95_ms), dim)))
+    if not points or width < 16 or height < 5:
         return Text.assemble(title, ("\n", ""), ("needs a finished step", dim))
     gutter = 8
-    plot_h = height - 2
-    xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
-    y_lo, y_hi = 0.0, max(ys) * 1.05
-    x_lo, x_hi = 0.0, max(xs) * 1.05 or 1.0
-    grid = scatter(points, width - gutter, plot_h, x_range=(x_lo, x_hi), y_range=(y_lo, y_hi))
+    plot_w = width - gutter
+    plot_h = height - 3  # title, x axis, x labels
+    ys = [p[1] for p in points] + ([slo_ttft_p95_ms] if slo_ttft_p95_ms is not None else [])
+    y_hi = max(ys) * 1.05
+    x_hi = max(p[0] for p in points) * 1.05 or 1.0
+    fill: dict[int, tuple[str, Style | str]] = {}
+    if slo_ttft_p95_ms is not None and y_hi > 0:
+        slo_row = plot_h - 1 - min(plot_h - 1, max(0, round(slo_ttft_p95_ms / y_hi * (plot_h - 1))))
+        fill[slo_row] = ("┄", _s(styles, "slo"))
+    grid = scatter(points, plot_w, plot_h, x_range=(0.0, x_hi), y_range=(0.0, y_hi), row_fill=fill)
     lines = [title]
     for row, cells in enumerate(grid):
-        if row == 0:
-            label = fmt_ms(y_hi)
-        elif row == plot_h - 1:
-            label = "0"
-        else:
-            label = ""
-        lines.append(Text.assemble((f"{label:>{gutter - 2}} ", dim), ("│", dim), cells, no_wrap=True, overflow="crop"))
-    x_labels = place_labels(
-        width - gutter,
-        [(width, f"{fmt_si(x_hi)} {x_name}", dim), (0, "0", dim)],
+        label = fmt_ms(y_hi) if row == 0 else ""
+        lines.append(
+            Text.assemble((f"{label:>{gutter - 2}} ", dim), ("│", dim), cells, no_wrap=True, overflow="crop")
+        )
+    lines.append(
+        Text.assemble(
+            (f"{'0':>{gutter - 2}} ", dim), ("└" + "─" * plot_w, dim), no_wrap=True, overflow="crop"
+        )
     )
-    lines.append(Text.assemble((" " * (gutter - 1) + "└", dim), x_labels, no_wrap=True, overflow="crop"))
+    x_labels = place_labels(plot_w, [(plot_w, f"{fmt_si(x_hi)} {x_name}", dim), (0, "0", dim)])
+    lines.append(Text.assemble(" " * gutter, x_labels, no_wrap=True, overflow="crop"))
     return Text("\n").join(lines[:height])
 
 
@@ -126,7 +139,9 @@ class StepsPanel(SnapshotPanel):
         self.border_title = "Ramp steps"
         if best is not None and best < len(snapshot.steps):
             step = snapshot.steps[best]
-            self.border_subtitle = f"best under SLO: step {step.index + 1} · {fmt_si(step.stats.out_tok_s)} tok/s"
+            self.border_subtitle = (
+                f"best under SLO: step {step.index + 1} · {fmt_si(step.stats.out_tok_s)} tok/s"
+            )
         else:
             self.border_subtitle = "no step under the SLO yet" if snapshot.steps else ""
 
@@ -136,14 +151,22 @@ class StepsPanel(SnapshotPanel):
 
 
 class CurvePanel(SnapshotPanel):
-    COMPONENT_CLASSES = {"curve--dim", "curve--strong", "curve--point", "curve--best"}
+    COMPONENT_CLASSES = {"curve--dim", "curve--strong", "curve--point", "curve--best", "curve--slo"}
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (len(snapshot.steps), snapshot.best_step, view.curve_x)
+        return (len(snapshot.steps), snapshot.best_step, view.curve_x, snapshot.slo)
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         self.border_title = "Throughput–latency"
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("curve--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return render_curve(snapshot.steps, snapshot.best_step, view.curve_x, width, height, styles=styles)
+        return render_curve(
+            snapshot.steps,
+            snapshot.best_step,
+            view.curve_x,
+            width,
+            height,
+            slo_ttft_p95_ms=snapshot.slo.ttft_p95_ms,
+            styles=styles,
+        )

@@ -73,7 +73,9 @@ def render_throughput(
     if height >= 4:
         # Step numbers under their boundaries; the latest steps matter most, so they are placed first.
         starts = [(i, t) for i, t in enumerate(step_starts_s) if t0 <= t <= t1]
-        labels = [(time_column(t, t0, t1, width), str(i + 1), _s(styles, "boundary")) for i, t in reversed(starts)]
+        labels = [
+            (time_column(t, t0, t1, width), str(i + 1), _s(styles, "boundary")) for i, t in reversed(starts)
+        ]
         lines.append(place_labels(width, labels))
     if show_time:
         mid = (t0 + t1) / 2
@@ -105,7 +107,13 @@ def render_throughput(
 
 
 class ThroughputPanel(SnapshotPanel):
-    COMPONENT_CLASSES = {"throughput--dim", "throughput--strong", "throughput--bar", "throughput--spark", "throughput--boundary"}
+    COMPONENT_CLASSES = {
+        "throughput--dim",
+        "throughput--strong",
+        "throughput--bar",
+        "throughput--spark",
+        "throughput--boundary",
+    }
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         return (snapshot.series, snapshot.step_starts_s)

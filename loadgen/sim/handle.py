@@ -124,7 +124,7 @@ class ProcessSimHandle(SimHandle):
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM if os.name != "nt" else signal.CTRL_BREAK_EVENT)
+            self.proc.send_signal(signal.SIGTERM)  # on Windows this is terminate()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

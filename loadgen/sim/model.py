@@ -138,7 +138,7 @@ class Histogram:
     def cumulative(self) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
         acc = 0
-        for bound, c in zip(self.bounds, self.counts):
+        for bound, c in zip(self.bounds, self.counts[:-1], strict=True):
             acc += c
             out.append((repr(float(bound)), acc))
         out.append(("+Inf", acc + self.counts[-1]))

@@ -56,6 +56,16 @@ class _Stream:
     )  # fmt: skip
 
     def __init__(self) -> None:
+        self.api = "chat"
+        self.streaming = False
+        self.include_usage = False
+        self.rid = ""
+        self.created = 0
+        self.head = b""
+        self.prefix = b""
+        self.suffix = b""
+        self.prompt_tokens = 0
+        self.seq: Seq | None = None
         self.pos = 0
         self.unsent = 0
         self.sent = 0
@@ -346,7 +356,7 @@ class SimServer:
         raw = await request.read()
         arrival_ns = time.monotonic_ns()
         gt: dict[str, Any] = {
-            "id": None, "api": api, "arrival_ns": arrival_ns, "admitted_ns": None, "first_token_ns": None,
+            "id": None, "request_id": request.headers.get("X-Request-Id"), "api": api, "arrival_ns": arrival_ns, "admitted_ns": None, "first_token_ns": None,
             "last_token_ns": None, "end_ns": None, "status": 200, "stream": False, "prompt_tokens": None,
             "cached_tokens": None, "output_tokens": 0, "chunks": 0, "preemptions": 0, "fault": None,
             "finish_reason": None, "max_tokens": None,

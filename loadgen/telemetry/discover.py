@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from loadgen.telemetry.exposition import detect_runtime, parse_samples, reading_from_samples
 from loadgen.telemetry.reading import SourceError
 from loadgen.telemetry.sources import describe_http_error, server_root
+
+if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on first use here
+    import httpx
 
 SERVER_KEYS = (
     "runtime",
@@ -82,6 +83,8 @@ SIM_KEYS = frozenset(SERVER_KEYS) - {"runtime"} | {"gpu_name"}
 
 
 async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
+    import httpx
+
     try:
         r = await client.get(url)
         if r.status_code != 200:
@@ -92,6 +95,8 @@ async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
 
 
 async def _get_text(client: httpx.AsyncClient, url: str) -> str | BaseException:
+    import httpx
+
     try:
         r = await client.get(url)
         r.raise_for_status()
@@ -111,6 +116,8 @@ async def discover(
 
     Also ``reachable`` (bool) and ``error`` (one line naming the URL when nothing answered).
     """
+    import httpx
+
     root = server_root(base_url)
     out: dict[str, object | None] = dict.fromkeys(SERVER_KEYS)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

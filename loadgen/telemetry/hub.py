@@ -19,7 +19,6 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from loadgen.snapshot import GPUSample, ServerTelemetry
 from loadgen.telemetry.reading import (
@@ -260,7 +259,8 @@ class TelemetryHub:
         return dict(self._statuses())
 
     def _statuses(self) -> Mapping[str, str]:
-        return MappingProxyType({name: st.status for name, st in self._states.items()})
+        # a fresh plain dict each time (never mutated afterwards): JSON-friendly for records and replays
+        return {name: st.status for name, st in self._states.items()}
 
     def readings(self, name: str) -> list[Reading]:
         with self._lock:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from loadgen.telemetry.exposition import detect_runtime, has_dcgm, parse_samples, reading_from_samples
 from loadgen.telemetry.nvidia_smi import CommandGPUSource
 from loadgen.telemetry.nvml import NVMLSource
 from loadgen.telemetry.reading import Reading, SourceError
+
+if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on first use here
+    import httpx
 
 DEFAULT_TIMEOUT_S = 2.0
 
@@ -42,6 +43,8 @@ def server_root(base_url: str) -> str:
 
 
 def describe_http_error(exc: BaseException, url: str, timeout_s: float) -> str:
+    import httpx
+
     if isinstance(exc, SourceError):
         return str(exc)
     if isinstance(exc, httpx.TimeoutException):
@@ -96,6 +99,8 @@ class PrometheusSource:
         self._detected: str | None = None
 
     def _http(self) -> httpx.AsyncClient:
+        import httpx
+
         if self._client is None:
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout_s),
@@ -106,6 +111,8 @@ class PrometheusSource:
         return self._client
 
     async def fetch(self) -> str:
+        import httpx
+
         try:
             response = await self._http().get(self.url)
             response.raise_for_status()
