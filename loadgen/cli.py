@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--workers", default="1", help="worker counts, e.g. 1,2")
     st.add_argument("--seconds", type=float, default=8.0)
     st.add_argument("--transport", choices=["h1", "aiohttp", "httpx"], default="h1")
+
+    from loadgen.launch import add_launch_parser
+
+    add_launch_parser(sub, _add_run_flags)
     return parser
 
 
@@ -120,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     # `ramp URL ...` is the console against URL: same flags as `ramp run URL`.
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
         argv = ["run", *argv]
+    server_args: list[str] = []
+    if argv and argv[0] == "launch" and "--" in argv:  # `ramp launch vllm M [flags] -- server args`
+        cut = argv.index("--")
+        argv, server_args = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -144,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             return _demo(args)
         if args.command == "run":
             return _run(args, args.url, headless=args.headless)
+        if args.command == "launch":
+            from loadgen.launch import launch_main
+
+            return launch_main(args, server_args)
     except UsageError as exc:
         print(f"ramp: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -32,8 +32,8 @@ from loadgen.snapshot import (
     ClientHealth,
     SeriesPoint,
     ServerTelemetry,
-    Snapshot,
     SLOVerdict,
+    Snapshot,
     StepSummary,
     WindowStats,
 )
@@ -81,6 +81,7 @@ class RunConfig:
     slo: SLO | None = None  # overrides the profile's SLO
     max_connections: int = 0  # 0 = sized to the load
     cold: bool = False  # the server was just started: the first step is a cold step
+    record_events: tuple[tuple[str, Any], ...] = ()  # (kind, data) events written right after the header
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +297,9 @@ class _Controller:
             self.marks.append((t, args[0]))
             self.step_marks.append(args[0])
             if self.record is not None:
-                self.record.write_event("mark", {"elapsed_s": round(t, 3), "note": args[0], "step": self.step_index})
+                self.record.write_event(
+                    "mark", {"elapsed_s": round(t, 3), "note": args[0], "step": self.step_index}
+                )
         elif name == "set_auto":
             self.auto = bool(args[0])
             if self.state == "running":
@@ -434,6 +437,8 @@ class _Controller:
         os.makedirs(os.path.dirname(os.path.abspath(self.config.out)), exist_ok=True)
         self.record = RecordWriter(self.config.out)
         self.record.write_header(header)
+        for kind, data in self.config.record_events:
+            self.record.write_event(kind, data)
 
     def _spawn_workers(self, sizer: Any) -> None:
         from loadgen.worker import WorkerSpec, worker_main
@@ -454,7 +459,9 @@ class _Controller:
                 max_connections=max_conn,
             )
             cq = ctx.Queue()
-            proc = ctx.Process(target=worker_main, args=(spec, cq, self.delta_q), name=f"ramp-worker-{wid}", daemon=True)
+            proc = ctx.Process(
+                target=worker_main, args=(spec, cq, self.delta_q), name=f"ramp-worker-{wid}", daemon=True
+            )
             proc.start()
             self.procs.append(proc)
             self.cmd_queues.append(cq)
@@ -568,7 +575,10 @@ class _Controller:
             if seg.phase == "measure":
                 self.run_acc.add(delta)
             h = delta.health or {}
-            if h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS:
+            if (
+                h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT
+                or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS
+            ):
                 seg.client_bound = True
                 seg.bound_reason = self._bound_reason(h)
         self.rolling.add(delta)
@@ -583,7 +593,9 @@ class _Controller:
         ok = int(delta.ok)
         if ok:
             self.last_ok_ns = delta.t1_ns
-        self.timeline.append((delta.t1_ns, int(delta.live_tokens), int(delta.input_tokens), ok, int(delta.sent)))
+        self.timeline.append(
+            (delta.t1_ns, int(delta.live_tokens), int(delta.input_tokens), ok, int(delta.sent))
+        )
         for err in delta.recent_errors:
             self.recent_errors.append(str(err))
 
@@ -619,10 +631,12 @@ class _Controller:
             self.rate = float(value)
 
     def _new_segment(self, phase: str, now: int) -> _Segment:
-        seg = _Segment(self.next_seg, self.step_index, phase, now, self._Accumulator(), pending=set(self.alive))
+        seg = _Segment(
+            self.next_seg, self.step_index, phase, now, self._Accumulator(), pending=set(self.alive)
+        )
         self.next_seg += 1
         self.segments[seg.seg_id] = seg
-        self._send_all(("flush", seg.seg_id))
+        self._send_all(("flush", seg.seg_id, now))
         return seg
 
     def _send_all(self, cmd: tuple[Any, ...]) -> None:
@@ -650,10 +664,12 @@ class _Controller:
         self.step_rate = self.rate if self.mode == "open" else None
         self.step_marks = []
         self.step_starts_s.append((now - self.t0_ns) / 1e9)
-        self._apply_load()
         warm = self._warmup_s()
         self.step_warm_end_ns = now + int(warm * 1e9)
+        # The flush that opens the new window goes out before the new load: a worker applies its commands in
+        # order, so whatever the change causes (streams cancelled by lowering, new users) lands in the new step.
         self.current = self._new_segment("warmup" if warm > 0 else "measure", now)
+        self._apply_load()
         self.step_end_ns = self._auto_end(now)
 
     def _end_step(self, ended_by: str, at_ns: int | None = None) -> None:
@@ -665,10 +681,12 @@ class _Controller:
         # The flush that opens the next window closes this one; a placeholder segment receives deltas
         # until the next step begins (pause) and is never reported.
         self.current = None
-        idle = _Segment(self.next_seg, self.step_index, "idle", now, self._Accumulator(), pending=set(self.alive))
+        idle = _Segment(
+            self.next_seg, self.step_index, "idle", now, self._Accumulator(), pending=set(self.alive)
+        )
         self.next_seg += 1
         self.segments[idle.seg_id] = idle
-        self._send_all(("flush", idle.seg_id))
+        self._send_all(("flush", idle.seg_id, now))
         seg.ended_by = ended_by  # type: ignore[attr-defined]
         seg.level, seg.rate, seg.mode = self.step_level, self.step_rate, self.mode  # type: ignore[attr-defined]
         seg.marks = tuple(self.step_marks)  # type: ignore[attr-defined]
@@ -743,7 +761,9 @@ class _Controller:
             and seg.ended_by == "plan"  # type: ignore[attr-defined]
             and self.state == "running"
         ):
-            self.message = f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
+            self.message = (
+                f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
+            )
             self.state = "finished"
 
     def _advance(self, ended_by: str) -> None:
@@ -830,10 +850,14 @@ class _Controller:
         else:
             windows["step"] = WindowStats(window="step")
         roll_s = min(self.config.rolling_s, max(1e-3, elapsed))
-        windows["rolling"] = self.rolling.stats(now, roll_s) if self.state != "starting" else WindowStats("rolling")
+        windows["rolling"] = (
+            self.rolling.stats(now, roll_s) if self.state != "starting" else WindowStats("rolling")
+        )
         self._rolling_stats = windows["rolling"]
         run_s = self.run_measured_s + (
-            (now - self.current.t0_ns) / 1e9 if self.current is not None and self.current.phase == "measure" else 0.0
+            (now - self.current.t0_ns) / 1e9
+            if self.current is not None and self.current.phase == "measure"
+            else 0.0
         )
         run_acc = self.run_acc
         if self.current is not None and self.current.phase == "measure":
@@ -852,7 +876,11 @@ class _Controller:
             except Exception:
                 self.server = None
         step_count = len(self.plan.levels) if self.plan is not None else None
-        remaining = None if self.step_end_ns is None or self.state != "running" else max(0.0, (self.step_end_ns - now) / 1e9)
+        remaining = (
+            None
+            if self.step_end_ns is None or self.state != "running"
+            else max(0.0, (self.step_end_ns - now) / 1e9)
+        )
         self.seq += 1
         snap = Snapshot(
             seq=self.seq,
@@ -901,7 +929,10 @@ class _Controller:
         lagmax = max(h.get("loop_lag_ms_max", 0.0) for h in self.health.values())
         bound, reason = False, ""
         for h in self.health.values():
-            if h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS:
+            if (
+                h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT
+                or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS
+            ):
                 bound, reason = True, self._bound_reason(h)
         return ClientHealth(lag99, lagmax, cpus, bound, reason)
 

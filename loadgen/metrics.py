@@ -373,6 +373,10 @@ class Recorder:
 
     def __init__(self, worker_id: int = 0) -> None:
         self.worker_id = worker_id
+        # Latency samples come only from requests sent at or after this instant (the measurement window's
+        # start): a request sent during warm-up carries the warm-up's queueing into its TTFT and e2e.
+        # Counts and tokens still count whatever completes inside the window.
+        self.latency_from_ns = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -390,10 +394,30 @@ class Recorder:
         else:
             bucket.append(value)
 
+    def _latencies(self, result: RequestResult) -> None:
+        push = self._push
+        e2e = result.end_ns - result.intended_ns
+        push("e2e_ms", e2e)
+        ttft = result.ttft_ns
+        if ttft is not None:
+            push("ttft_ms", ttft)
+        decode = result.decode_tok_s
+        if decode is not None:
+            push("decode_tok_s", decode)
+        if len(result.chunk_times_ns) >= 2:
+            self._itl.append((result.chunk_times_ns, result.chunk_tokens, result.output_tokens))
+        if result.cache_class is not None:
+            cls = "|cache:" + result.cache_class
+            push("e2e_ms" + cls, e2e)
+            if ttft is not None:
+                push("ttft_ms" + cls, ttft)
+        if ttft is not None and result.bucket != DEFAULT_BUCKET:
+            push("ttft_ms|bucket:" + result.bucket, ttft)
+
     def record(self, result: RequestResult) -> None:
         counters = self._counters
         push = self._push
-        if result.sent_ns > 0:
+        if result.sent_ns > 0 and result.intended_ns >= self.latency_from_ns:
             push("lag_ms", result.sent_ns - result.intended_ns)
         if result.input_tokens is not None:
             counters["input_tokens"] = counters.get("input_tokens", 0) + result.input_tokens
@@ -405,26 +429,13 @@ class Recorder:
             counters["output_tokens"] = counters.get("output_tokens", 0) + result.output_tokens
             if not result.tokens_exact:
                 counters["approx_tokens"] = counters.get("approx_tokens", 0) + 1
-            e2e = result.end_ns - result.intended_ns
-            push("e2e_ms", e2e)
-            ttft = result.ttft_ns
-            if ttft is not None:
-                push("ttft_ms", ttft)
-            decode = result.decode_tok_s
-            if decode is not None:
-                push("decode_tok_s", decode)
             if result.input_tokens is not None:
                 push("input_tokens", result.input_tokens)
             push("output_tokens", result.output_tokens)
-            if len(result.chunk_times_ns) >= 2:
-                self._itl.append((result.chunk_times_ns, result.chunk_tokens, result.output_tokens))
-            if result.cache_class is not None:
-                cls = "|cache:" + result.cache_class
-                push("e2e_ms" + cls, e2e)
-                if ttft is not None:
-                    push("ttft_ms" + cls, ttft)
-            if ttft is not None and result.bucket != DEFAULT_BUCKET:
-                push("ttft_ms|bucket:" + result.bucket, ttft)
+            if result.intended_ns < self.latency_from_ns:
+                counters["carried"] = counters.get("carried", 0) + 1
+            else:
+                self._latencies(result)
         elif outcome is Outcome.ERROR:
             kind = result.error_kind.value if result.error_kind is not None else "other"
             key = "err:" + kind

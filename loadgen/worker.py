@@ -30,7 +30,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.types import Outcome, RequestResult, Target
+from loadgen.types import ErrorKind, Outcome, RequestResult, Target
+
+CONNECT_BACKOFF_MIN_S = 0.01  # a closed-loop user's pause after a refused connection, doubling ...
+CONNECT_BACKOFF_MAX_S = 1.0  # ... up to this, until a request connects again
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,8 @@ class WorkerSpec:
 #   ("closed", level, cancel)              closed loop with `level` users (this worker's share)
 #   ("open", rate_rps, arrival, k, cap)    open loop at rate_rps (share), concurrency cap (share, 0 = none)
 #   ("pause",) / ("resume",)
-#   ("flush", tag)                         ship a delta now, tagged, so the controller can cut a window
+#   ("flush", tag, t0_ns)                  ship a delta now, tagged, so the controller can cut a window;
+#                                          requests sent before t0_ns give no latency samples after it
 #   ("stop", cancel)                       stop everything, ship a final delta, exit
 
 
@@ -200,6 +204,9 @@ class _Worker:
         elif kind == "pause":
             self.paused = True
             self.resumed.clear()
+            # Arrivals queued behind the concurrency cap are dropped like the schedule's later ones: a freed
+            # slot must not send them while paused.
+            self.backlog.clear()
         elif kind == "resume":
             self.paused = False
             self.resumed.set()
@@ -207,6 +214,8 @@ class _Worker:
                 self._restart_arrivals()
         elif kind == "flush":
             self._ship(tag=cmd[1])
+            if len(cmd) > 2:  # the new window's start: latency samples only from requests sent after it
+                self.recorder.latency_from_ns = int(cmd[2])
         elif kind == "stop":
             asyncio.get_running_loop().create_task(self._stop(bool(cmd[1])))
 
@@ -306,6 +315,7 @@ class _Worker:
     async def _user(self, uid: int) -> None:
         rng = random.Random(self.spec.seed * 1_000_003 + self.spec.worker_id * 10_007 + uid)
         session = self.workload.new_session(rng, session_id=self._session_id())
+        backoff_s = 0.0
         try:
             while not self.stopping and uid not in self.retiring:
                 if self.paused:
@@ -320,6 +330,13 @@ class _Worker:
                     break
                 session.on_result(result)
                 think = session.think_time_s
+                if result.error_kind is ErrorKind.CONNECT:
+                    # A refused connection fails in microseconds: without a pause the user would spin, pinning
+                    # the worker's CPU and burying the step under thousands of identical errors a second.
+                    backoff_s = min(CONNECT_BACKOFF_MAX_S, max(CONNECT_BACKOFF_MIN_S, backoff_s * 2))
+                    think = max(think, backoff_s)
+                else:
+                    backoff_s = 0.0
                 if think > 0 and not await self._think(think):
                     break
         except asyncio.CancelledError:
@@ -388,11 +405,18 @@ class _Worker:
         self._drain_backlog()
 
     def _drain_backlog(self) -> None:
-        while self.backlog and not self.stopping and (not self.cap or len(self.open_tasks) < self.cap):
+        while (
+            self.backlog
+            and not self.stopping
+            and not self.paused
+            and (not self.cap or len(self.open_tasks) < self.cap)
+        ):
             self._admit(int(self.backlog.popleft()))
 
     async def _session(self, intended_ns: int) -> None:
-        session = self.workload.new_session(random.Random(self.rng.getrandbits(64)), session_id=self._session_id())
+        session = self.workload.new_session(
+            random.Random(self.rng.getrandbits(64)), session_id=self._session_id()
+        )
         with contextlib.suppress(asyncio.CancelledError):
             while not self.stopping:
                 spec = session.next_request()

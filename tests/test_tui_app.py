@@ -7,14 +7,18 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+from textual.widgets import Input, TabbedContent
 from tui_fakes import FakeEngine, make_snapshot
 
+from loadgen.snapshot import Snapshot
 from tui.app import RampApp
 from tui.console import ConsoleScreen
 from tui.control import ControlPanel
 from tui.dialogs import ConfirmQuit, HelpScreen, ValueInput
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
+from tui.view import ViewState
 
 SIZE = (100, 30)
 
@@ -77,7 +81,7 @@ async def test_typed_level_and_rejected_input() -> None:
         await pilot.press("ctrl+a", *"abc", "enter")  # not a number: stays open, no command
         assert isinstance(app.screen, ValueInput)
         assert "set_level" not in engine.names()
-        app.screen.query_one("Input").value = ""
+        app.screen.query_one(Input).value = ""
         await pilot.press(*"48", "enter")
         assert not isinstance(app.screen, ValueInput)
         assert engine.calls[-1] == ("set_level", (48,))
@@ -137,17 +141,18 @@ async def test_snapshot_from_another_thread_updates_widgets() -> None:
         assert "level 7" in str(control.render())
 
 
-async def test_redraw_skipped_when_nothing_changed(monkeypatch) -> None:
+async def test_redraw_skipped_when_nothing_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     app, engine = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         shown: list[int] = []
         original = ConsoleScreen.show
-        monkeypatch.setattr(
-            ConsoleScreen,
-            "show",
-            lambda self, snap, view: (shown.append(snap.seq), original(self, snap, view)),
-        )
+
+        def counting_show(self: ConsoleScreen, snap: Snapshot, view: ViewState) -> None:
+            shown.append(snap.seq)
+            original(self, snap, view)
+
+        monkeypatch.setattr(ConsoleScreen, "show", counting_show)
         app.redraw()
         app.redraw()
         assert shown == []  # already drawn by on_ready
@@ -167,7 +172,7 @@ async def test_layout_is_tabs_when_small_and_a_grid_when_large() -> None:
         await pilot.pause()
         assert app.screen.query("TabbedContent")
         await pilot.press("3")
-        assert app.screen.query_one("TabbedContent").active == "server"
+        assert app.screen.query_one(TabbedContent).active == "server"
         # the recomposed panels drew the snapshot at once
         assert app.screen.query_one("#server-panel", SnapshotPanel).snapshot is not None
 
@@ -220,7 +225,11 @@ async def test_ctrl_c_quits_without_asking_when_the_run_is_over() -> None:
 async def test_quit_does_not_hang_on_a_stuck_engine() -> None:
     app, engine = make_app(state="finished")
     release = threading.Event()
-    engine.wait = lambda timeout=None: release.wait(timeout)  # type: ignore[method-assign]
+
+    def stuck_wait(timeout: float | None = None) -> None:
+        release.wait(timeout)
+
+    engine.wait = stuck_wait  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("q")
         # the fallback timer exits the app although engine.wait() has not returned

@@ -76,3 +76,13 @@ def test_tabs_80x24(snap_compare: Any, tab: str) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=open_tab)
+
+
+@pytest.mark.parametrize("key", ["question_mark", "q", "l"])
+def test_dialogs_80x24(snap_compare: Any, key: str) -> None:
+    async def open_dialog(pilot: Pilot) -> None:
+        await drawn(pilot)
+        await pilot.press(key)
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=open_dialog)

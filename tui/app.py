@@ -33,7 +33,7 @@ from textual.timer import Timer
 from loadgen.snapshot import Snapshot
 from tui.commands import RampCommands
 from tui.console import ConsoleScreen
-from tui.dialogs import ConfirmQuit, HelpScreen, ValueInput
+from tui.dialogs import ConfirmQuit, HelpScreen, ValueInput, key_label
 from tui.format import fmt_rate, metric_title, window_label
 from tui.status import LIVE_STATES
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
@@ -281,10 +281,15 @@ class RampApp(App[None]):
             return
         keys: list[tuple[str, str]] = []
         for binding in ConsoleScreen.BINDINGS:
-            if isinstance(binding, Binding) and binding.description:
-                keys.append((binding.key.replace(",", " / "), binding.description))
-        keys.append(("ctrl+c", "Quit (asks when a run is live)"))
-        keys.append(("ctrl+p", "command palette (more actions)"))
+            if (
+                isinstance(binding, Binding)
+                and binding.description
+                and not (binding.id or "").startswith("tab_")
+            ):
+                keys.append((key_label(binding.key), binding.description))
+        keys.append(("1-6", "Show a tab (small terminals)"))
+        keys.append(("ctrl+c", "Quit"))
+        keys.append(("ctrl+p", "Command palette"))
         self.push_screen(HelpScreen(keys))
 
     # ---- quitting -------------------------------------------------------------------------------

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import zip_longest
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -81,6 +82,28 @@ class ValueInput(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+KEY_NAMES = {
+    "question_mark": "?",
+    "equals_sign": "=",
+    "plus": "+",
+    "minus": "-",
+    "up": "↑",
+    "down": "↓",
+    "space": "space",
+    "pageup": "pgup",
+    "pagedown": "pgdn",
+}
+
+
+def key_label(keys: str) -> str:
+    """'up,plus' -> '↑ +', 'shift+up' -> 'shift+↑' (what the user presses, not Textual's key names)."""
+    labels = []
+    for key in keys.split(","):
+        parts = key.strip().split("+")
+        labels.append("+".join(KEY_NAMES.get(part, part) for part in parts))
+    return " ".join(labels)
+
+
 class HelpScreen(ModalScreen[None]):
     """Keys (from the live bindings, so a remapped key shows as remapped) and how to read the panels."""
 
@@ -99,13 +122,16 @@ class HelpScreen(ModalScreen[None]):
         self.keys = list(keys)
 
     def compose(self) -> ComposeResult:
+        # Two key/description pairs per row so that the whole list fits an 80x24 terminal.
         table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold", no_wrap=True)
-        table.add_column()
-        for key, description in self.keys:
-            table.add_row(key, description)
-        with Vertical(classes="dialog help"):
-            yield Label("ramp — keys", classes="dialog-title")
+        for _ in range(2):
+            table.add_column(style="bold", no_wrap=True)
+            table.add_column(no_wrap=True)
+        half = (len(self.keys) + 1) // 2
+        for left, right in zip_longest(self.keys[:half], self.keys[half:], fillvalue=("", "")):
+            table.add_row(*left, *right)
+        with VerticalScroll(classes="dialog help"):
+            yield Label("ramp — keys  (escape closes)", classes="dialog-title")
             yield Static(table)
             yield Static(self.LEGEND, classes="dialog-help")
 
