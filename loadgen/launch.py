@@ -357,6 +357,25 @@ class Launched:
         self.stop()
 
 
+def _parent_death_signal() -> Callable[[], None] | None:
+    """Linux: a child hook asking the kernel to SIGTERM the server if ramp dies without stopping it
+    (SIGKILL, a crash): a forgotten vLLM keeps gigabytes of memory and its cores busy."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child only makes the call
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+
+    return hook
+
+
 def launch_server(
     kind: str,
     model: str,
@@ -383,6 +402,7 @@ def launch_server(
         log.write(f"# ramp launch {datetime.now(timezone.utc).astimezone().isoformat(timespec='seconds')}: ")
         log.write(shlex.join(redact_argv(argv)) + "\n")
         log.flush()
+    preexec = _parent_death_signal()
     started_at = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
     t0 = time.monotonic_ns()
     try:
@@ -394,11 +414,14 @@ def launch_server(
             env=child_env,
             start_new_session=True,  # its own process group: Ctrl-C in ramp's terminal does not reach it,
             # and stop() can signal the server and every child it spawned at once
+            preexec_fn=preexec,
         )
     except OSError as exc:
         if log is not None:
             log.close()
-        raise LaunchError(f"cannot start {shlex.join(redact_argv(argv[:3]))}: {exc.strerror or exc}") from None
+        raise LaunchError(
+            f"cannot start {shlex.join(redact_argv(argv[:3]))}: {exc.strerror or exc}"
+        ) from None
     srv = Launched(
         kind=kind,
         model=model,
@@ -433,7 +456,9 @@ def launch_and_wait(
     """``launch_server`` + ``wait_healthy``; a picked port that turns out taken is retried on a new one.
     The server is stopped before any exception leaves (KeyboardInterrupt included)."""
     for attempt in range(retries):
-        srv = launch_server(kind, model, extra_args, python=python, host=host, port=port, env=env, log_path=log_path)
+        srv = launch_server(
+            kind, model, extra_args, python=python, host=host, port=port, env=env, log_path=log_path
+        )
         try:
             srv.wait_healthy(timeout, progress_cb)
             return srv
@@ -464,8 +489,12 @@ def add_launch_parser(sub: Any, add_run_flags: Callable[..., None]) -> argparse.
         ),
     )
     p.add_argument("kind", nargs="?", choices=sorted(KINDS), help="server to start: vllm or sglang")
-    p.add_argument("server_model", nargs="?", metavar="MODEL", help="model path or name, passed to the server")
-    p.add_argument("--attach", default=None, metavar="URL", help="skip the launch: ramp a server already running")
+    p.add_argument(
+        "server_model", nargs="?", metavar="MODEL", help="model path or name, passed to the server"
+    )
+    p.add_argument(
+        "--attach", default=None, metavar="URL", help="skip the launch: ramp a server already running"
+    )
     p.add_argument(
         "--python",
         default=sys.executable,
@@ -473,7 +502,9 @@ def add_launch_parser(sub: Any, add_run_flags: Callable[..., None]) -> argparse.
     )
     p.add_argument("--host", default="127.0.0.1", help="address the server listens on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
-    p.add_argument("--health-timeout", type=float, default=900.0, help="seconds to wait for health (default 900)")
+    p.add_argument(
+        "--health-timeout", type=float, default=900.0, help="seconds to wait for health (default 900)"
+    )
     p.add_argument("--server-log", default=None, help="server log file (default: beside the record)")
     p.add_argument("--headless", action="store_true", help="no console: progress, step table, exit code")
     add_run_flags(p, url=False)
@@ -510,13 +541,14 @@ class _Progress:
 
 
 def _watch(srv: Launched, engine: Any, stop: threading.Event) -> None:
-    """Mark the record the moment the server process exits under load (the engine itself reports the
-    target as unreachable once requests fail for long enough)."""
+    """The moment the server process exits under load: mark the record and end the run (load on a dead
+    server measures nothing; without this the engine would report it only after its unreachable timeout)."""
     while not stop.wait(0.5):
         code = srv.poll()
         if code is not None:
             with contextlib.suppress(Exception):
                 engine.mark(f"{srv.kind} server process exited (code {code}) during the run")
+                engine.stop(cancel=True)
             return
 
 
@@ -524,22 +556,46 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """``ramp launch``: returns the exit code of ``ramp run`` (3 when the server would not start)."""
     from loadgen import cli
 
+    # Handled here, not left to cli.main: under `python -m loadgen.cli` that module is __main__, whose
+    # UsageError is another class than the one loadgen.cli raises.
+    try:
+        return _launch(args, extra)
+    except cli.UsageError as exc:
+        print(f"ramp: {exc}", file=sys.stderr)
+        return cli.EXIT_USAGE
+
+
+def _launch(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    from loadgen import cli
+
     if args.attach:
         if extra:
-            raise cli.UsageError("server arguments after '--' make no sense with --attach (nothing is launched)")
+            raise cli.UsageError(
+                "server arguments after '--' make no sense with --attach (nothing is launched)"
+            )
         return cli._run(args, args.attach, headless=args.headless)
     if not args.kind or not args.server_model:
-        raise cli.UsageError("ramp launch vllm|sglang MODEL [flags] [-- server args], or ramp launch --attach URL")
+        raise cli.UsageError(
+            "ramp launch vllm|sglang MODEL [flags] [-- server args], or ramp launch --attach URL"
+        )
     if args.port is not None and not 0 < args.port < 65536:
         raise cli.UsageError(f"--port must be 1..65535, got {args.port}")
-    # Validate the run flags before paying for a server start; the URL is filled in once it is known.
+    # Validate the flags before paying for a server start; the URL is filled in once it is known.
+    try:
+        server_argv(args.kind, args.server_model, extra, args.python, args.host, args.port or 1)
+    except LaunchError as exc:
+        raise cli.UsageError(str(exc)) from None
     config = cli.build_config(args, f"http://{args.host}:{args.port or 1}")
     log_path = args.server_log or (
         os.path.splitext(config.out)[0] + f".{args.kind}.log" if config.out else None
     )
     progress = _Progress(args.kind, sys.stderr)
-    print(f"ramp: starting {args.kind}: {shlex.join(redact_argv([args.python, '-m', KINDS[args.kind][0]]))} "
-          f"… (log: {log_path})", file=sys.stderr, flush=True)
+    print(
+        f"ramp: starting {args.kind}: {shlex.join(redact_argv([args.python, '-m', KINDS[args.kind][0]]))} "
+        f"… (log: {log_path})",
+        file=sys.stderr,
+        flush=True,
+    )
     old_term = signal.getsignal(signal.SIGTERM)
 
     def _term(signum: int, frame: Any) -> None:
@@ -625,11 +681,13 @@ def _run_launched(args: argparse.Namespace, srv: Launched, cold: dict[str, Any])
         finally:
             stop.set()
             watcher.join(timeout=2.0)
-    if outcome is not None and srv.poll() is not None and not srv.stopped_by_us:
-        # The engine says "stopped answering"; say why when we know.
+    died = srv.poll() is not None and not srv.stopped_by_us
+    if outcome is not None and died:
         outcome = dataclasses.replace(
             outcome,
             message=(outcome.message + "; " if outcome.message else "")
-            + f"the {srv.kind} server process exited during the run (code {srv.poll()})",
+            + f"the {srv.kind} server process exited during the run (code {srv.poll()}); "
+            "finished steps are in the record",
         )
-    return int(cli._finish(outcome))
+    code = int(cli._finish(outcome))
+    return cli.EXIT_UNREACHABLE if died else code

@@ -294,5 +294,8 @@ def test_open_loop_cap_queues_and_latency_includes_the_wait(sim: Any, tmp_path: 
     lag, e2e, ttft = step["lag_ms"], step["e2e_ms"], step["ttft_ms"]
     # Each request waited its turn: the schedule lag grows through the step, and TTFT/e2e include it.
     assert lag["p99"] > 200 and lag["p99"] > lag["p50"]
+    assert step["error_count"] == 0 and step["cancelled"] == 0
+    # Every request has its lag (none sent before its intended time), so per request lag <= TTFT.
+    assert step["pct"]["lag_ms"]["count"] == step["ok"]
     assert ttft["p50"] >= lag["p50"]
     assert e2e["p50"] > lag["p50"] + 300  # ~0.4 s of streaming on top of the wait

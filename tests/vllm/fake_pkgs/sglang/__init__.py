@@ -1,0 +1,1 @@
+"""Fake SGLang package for tests (see tests/vllm/fake_server.py)."""

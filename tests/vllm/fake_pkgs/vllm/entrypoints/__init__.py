@@ -1,0 +1,1 @@
+"""Fake vLLM package for tests (see tests/vllm/fake_server.py)."""
