@@ -130,6 +130,14 @@ class Engine:
     def start(self) -> None:
         if self._thread is not None:
             return
+        # Start multiprocessing's resource tracker now, while this process's stderr is still a real file:
+        # under a running Textual app sys.stderr has no file descriptor, and spawning it then fails.
+        try:
+            from multiprocessing import resource_tracker
+
+            resource_tracker.ensure_running()
+        except Exception:
+            pass
         self._thread = threading.Thread(target=self._thread_main, name="ramp-controller", daemon=True)
         self._thread.start()
 
@@ -376,17 +384,35 @@ class _Controller:
             from loadgen.telemetry import TelemetryHub, build_sources
         except ImportError:
             return
+        env = self.config.target.api_key_env
+        api_key = os.environ.get(env) if env else None  # never stored: handed to the pollers only
         sources = build_sources(
             self.config.target.base_url if self.config.telemetry else None,
             metrics=self.config.telemetry,
             gpu_cmd=self.config.gpu_cmd,
             nvml=self.config.nvml,
             dcgm_url=self.config.dcgm_url,
+            api_key=api_key,
         )
         if not sources:
             return
-        self.hub = TelemetryHub(sources)
+        from loadgen.telemetry import discover
+
+        conditions: dict[str, Any] = {}
+        if self.config.telemetry:
+            try:
+                conditions = dict(await discover(self.config.target.base_url, api_key=api_key))
+            except Exception:  # discovery is best effort: the run does not depend on it
+                conditions = {}
+            conditions.pop("reachable", None)
+            conditions.pop("error", None)
+        self.hub = TelemetryHub(sources, conditions=conditions)
         await self.hub.start()
+        # A moment for the first scrape, so the record's header has the GPU and server conditions.
+        await self.hub.ready(3.0)
+        tags = dict(self.config.tags)
+        if tags:
+            self.hub.update_conditions(tags)
 
     def _open_record(self, info: Any) -> None:
         if not self.config.out:

@@ -61,6 +61,7 @@ class WorkerSpec:
 def worker_main(spec: WorkerSpec, commands: Any, deltas: Any) -> None:
     """Process entry point. SIGINT is ignored: the controller decides when workers stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    log_path = _quiet_output(spec.worker_id)
     cpus = os.environ.get("RAMP_WORKER_CPUS")  # e.g. "0" or "0,1": pin workers (the selftest does)
     if cpus and hasattr(os, "sched_setaffinity"):
         allowed = [int(c) for c in cpus.split(",") if c.strip()]
@@ -69,8 +70,33 @@ def worker_main(spec: WorkerSpec, commands: Any, deltas: Any) -> None:
     try:
         _quiet_gc()
         _run_loop(_Worker(spec, commands, deltas).run)
+        if log_path != "stderr" and os.path.getsize(log_path) == 0:
+            os.unlink(log_path)  # nothing was said: leave no litter
     except Exception as exc:  # never a silent death: the controller shows this
-        deltas.put(("fatal", spec.worker_id, f"{type(exc).__name__}: {exc}"))
+        import traceback
+
+        traceback.print_exc()
+        deltas.put(("fatal", spec.worker_id, f"{type(exc).__name__}: {exc} (details: {log_path})"))
+
+
+def _quiet_output(worker_id: int) -> str:
+    """Point the worker's stdout/stderr at a log file: a library warning printed into the operator's
+    terminal would tear the console's screen. Returns the log's path (named in fatal errors)."""
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), f"ramp-worker-{worker_id}-{os.getpid()}.log")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError:
+        return "stderr"
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return path
 
 
 def _quiet_gc() -> None:
