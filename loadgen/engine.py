@@ -765,6 +765,8 @@ class _Controller:
             arrival=seg.arrival,  # type: ignore[attr-defined]
             warmup_s=round(seg.warmup_s, 3),  # type: ignore[attr-defined]
             window_s=round(window_s, 3),
+            window_t0_ns=seg.t0_ns,
+            window_t1_ns=seg.t1_ns or time.monotonic_ns(),
             duration_s=round(seg.duration_s, 3),  # type: ignore[attr-defined]
             stats=stats,
             verdict=verdict,

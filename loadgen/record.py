@@ -191,6 +191,8 @@ class RecordWriter:
             "arrival": step.arrival,
             "warmup_s": step.warmup_s,
             "window_s": step.window_s,
+            "window_t0_ns": step.window_t0_ns,  # host monotonic clock: for joins with traces/server logs
+            "window_t1_ns": step.window_t1_ns,
             "duration_s": step.duration_s,
             "stats_duration_s": stats.duration_s,
             "ended_by": step.ended_by,
@@ -369,4 +371,6 @@ def step_from_line(line: Mapping[str, Any]) -> StepSummary:
         ended_by=str(line.get("ended_by", "plan")),
         server=dict(line.get("server") or {}),
         marks=tuple(line.get("marks") or ()),
+        window_t0_ns=int(line.get("window_t0_ns") or 0),
+        window_t1_ns=int(line.get("window_t1_ns") or 0),
     )

@@ -149,6 +149,10 @@ class StepSummary:
     ended_by: str = "plan"  # "plan" | "next" | "stop" | "slo" | "error"
     server: Mapping[str, float | None] = EMPTY  # telemetry summary for the step (kv max, waiting max...)
     marks: tuple[str, ...] = ()
+    # The measurement window on the host's monotonic clock (time.monotonic_ns): joins with traces, server
+    # logs or a simulator's ground truth taken on the same host.
+    window_t0_ns: int = 0
+    window_t1_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,6 +162,8 @@ class _Worker:
         self.workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api)
         self.recorder = Recorder(worker_id=spec.worker_id)
         self.live = LiveCounter()
+        self.tokens_per_unit = 1.0
+        self.live_carry = 0.0
         self.health = _Health()
         self.mode = "closed"
         self.level = 0
@@ -256,16 +258,22 @@ class _Worker:
 
     def _ship(self, tag: Any = None) -> None:
         now = time.monotonic_ns()
+        # Streamed units (chunks, or token_ids counts) become tokens at the ratio usage showed so far, so the
+        # live rate — and a window's aggregate tok/s — follows tokens as they arrive even when a server packs
+        # several tokens into one chunk; completions then correct the small remainder (see _account).
+        self.live_carry += self.live.tokens * self.tokens_per_unit
+        self.live.tokens = 0
+        live_tokens = int(self.live_carry)
+        self.live_carry -= live_tokens
         delta = self.recorder.take(
             self.t_last_ns,
             now,
-            live_tokens=self.live.tokens,
+            live_tokens=live_tokens,
             in_flight=self.in_flight,
             queued=len(self.backlog),
             sent=self.sent,
             health=self.health.take(),
         )
-        self.live.tokens = 0
         self.sent = 0
         self.t_last_ns = now
         self.deltas.put(("delta", self.spec.worker_id, tag, delta))
@@ -294,10 +302,27 @@ class _Worker:
         finally:
             self.in_flight -= 1
         self.recorder.record(result)
-        self.live.tokens += self.recorder.live_correction(result)
+        self._account(result)
         if self.trace is not None:
             self._trace(result)
         return result
+
+    def _account(self, result: RequestResult) -> None:
+        """Settle one finished request against the live token count: usage's exact count for a success,
+        nothing for a failure (the live count covers successful output tokens only)."""
+        units = (result.output_tokens if result.outcome is Outcome.OK else 0) - self.recorder.live_correction(result)
+        # Convert the streamed units still sitting in the live counter at the current ratio first, so this
+        # request's correction uses the same ratio its units were (or will be) converted at.
+        self.live_carry += self.live.tokens * self.tokens_per_unit
+        self.live.tokens = 0
+        counted = units * self.tokens_per_unit
+        if result.outcome is Outcome.OK:
+            self.live_carry += result.output_tokens - counted
+            if units > 0:
+                # Usage tokens per streamed unit, smoothed over recent successes.
+                self.tokens_per_unit += 0.05 * (result.output_tokens / units - self.tokens_per_unit)
+        else:
+            self.live_carry -= counted
 
     def _trace(self, r: RequestResult) -> None:
         """One line per request (RAMP_TRACE_DIR): for joining against a server's own logs or ground truth."""

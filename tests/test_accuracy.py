@@ -11,16 +11,19 @@ first chunk travelling back). No client can remove those; the test measures them
 sequential requests through the same ``Client`` and adds them to the bound, so what is asserted is the
 engine's own error.
 
-Known limit (256 streams on a 2-core machine): the 256 requests of a cold start go out as one burst. The
-client spends ~100-150 ms opening 256 connections before the first request is written, and the simulator,
-one Python process, then dispatches them one by one (~0.3-0.5 ms each) before its clock starts: client TTFT
-p50 reads ~70 ms above the truth and the aggregate ~3 % low. Those two checks are reported as an expected
-failure with the numbers at 256 (the counts, tokens and decode speed are still required to agree).
+At 256 streams the run starts with a warm-up: a cold start sends 256 requests at once, and opening 256
+connections (client) and dispatching them one by one (the simulator is one Python process) are a burst that
+warm-up exists to keep out of the figures. The latency figures cover the requests sent inside the
+measurement window; the test joins them to the simulator's ground truth one by one through the
+``X-Request-Id`` header (``RAMP_TRACE_DIR`` makes each worker write a line per request), so both sides hold
+exactly the same requests. Aggregate tok/s is compared with the tokens the simulator emitted inside the same
+window (each request's tokens spread evenly between its first and last token).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -108,82 +111,110 @@ class _Watch:
 
 
 CASES = {
-    # level: (sim overrides, prompt tokens, output distribution, stop once this many finished (0: all sent))
-    1: ({}, 32, "64", 6),
+    # level: (sim overrides, prompt tokens, output distribution, warm-up s, finished requests to wait for)
+    1: ({}, 32, "64", 0.0, 6),
     # Varied lengths: the 16 streams do not finish in the same engine step and then arrive together.
-    16: ({}, 32, "{ min = 32, max = 96 }", 64),
+    16: ({}, 32, "{ min = 32, max = 96 }", 0.0, 64),
     # 256 streams: a quarter speed and 4 tokens a chunk keep the simulator near 1,000 chunks/s on 2 cores;
-    # one wave of exactly 256 requests (stopped once all are in flight).
-    256: ({"speed": 0.25, "stream_interval": 4}, 8, "48", 0),
+    # varied lengths spread the completions; the warm-up keeps the cold connection burst out.
+    256: ({"speed": 0.25, "stream_interval": 4}, 8, "{ min = 24, max = 72 }", 3.0, 300),
 }
 
 
 @pytest.mark.parametrize("level", sorted(CASES))
-def test_measured_agrees_with_ground_truth(level: int, tmp_path: Path) -> None:
-    overrides, input_tokens, output, stop_after_ok = CASES[level]
+def test_measured_agrees_with_ground_truth(level: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    overrides, input_tokens, output, warmup_s, wait_ok = CASES[level]
+    trace_dir = tmp_path / "trace"
+    trace_dir.mkdir()
+    monkeypatch.setenv("RAMP_TRACE_DIR", str(trace_dir))
     sim = spawn_sim_process(build_config("h200-llama8b", **overrides))
     try:
         legs_ms = _http_legs_ms(sim)
-        already = len(sim.ground_truth())
         watch = _Watch()
         config = RunConfig(
             target=Target(url=sim.url),
             profile=_profile(input_tokens, output),
-            plan=RampPlan((level,), step_s=300.0, warmup_s=0.0),
+            plan=RampPlan((level,), step_s=300.0, warmup_s=warmup_s),
             out=str(tmp_path / "run.jsonl"),
             telemetry=False,
         )
         engine = Engine(config, on_snapshot=watch)
         engine.start()
         try:
-            if stop_after_ok:
-                watch.until(lambda s: s.windows["step"].ok >= stop_after_ok, 60)
-            else:
-                watch.until(lambda s: s.in_flight >= level, 60)
+            watch.until(lambda s: not s.warming_up and s.windows["step"].ok >= wait_ok, 90)
         finally:
             engine.stop(cancel=False)
             outcome = engine.wait(60)
         assert outcome is not None and outcome.state == "stopped", outcome
-        truth = [g for g in sim.ground_truth()[already:]]
+        truth_by_id = {g["request_id"]: g for g in sim.ground_truth() if g.get("request_id")}
         info = sim.info()
     finally:
         sim.stop()
 
+    assert len(outcome.steps) == 1
+    summary = outcome.steps[0]
+    t0, t1 = summary.window_t0_ns, summary.window_t1_ns
     record = read_record(tmp_path / "run.jsonl")
-    assert len(record.steps) == 1
     step = record.steps[0]
-    assert all(g["status"] == 200 and g["finish_reason"] == "length" for g in truth), "a request failed"
     assert step["error_count"] == 0 and step["cancelled"] == 0
 
-    # The same requests on both sides, token for token.
-    assert step["ok"] == len(truth)
-    assert step["output_tokens"] == sum(g["output_tokens"] for g in truth)
-    assert step["input_tokens"] == sum(g["prompt_tokens"] for g in truth)
+    traced = [json.loads(line) for path in trace_dir.glob("trace-*.jsonl") for line in path.read_text().splitlines()]
+    assert traced and all(t["outcome"] == "ok" for t in traced)
+    # The requests whose latencies the step reports: sent inside the window. Every one is in the truth.
+    inside = [t for t in traced if t["intended_ns"] >= t0]
+    assert all(t["request_id"] in truth_by_id for t in inside)
+    pairs = [(t, truth_by_id[t["request_id"]]) for t in inside]
+    assert summary.stats.pct("ttft_ms").count == len(pairs)
 
-    ttft_truth = _p50([(g["first_token_ns"] - g["arrival_ns"]) / 1e6 for g in truth])
+    # Token for token: every completion in the window is the same on both sides.
+    completed = [t for t in traced if t0 <= t["end_ns"] <= t1]
+    assert step["ok"] == len(completed)
+    assert step["output_tokens"] == sum(truth_by_id[t["request_id"]]["output_tokens"] for t in completed)
+    assert all(t["output_tokens"] == truth_by_id[t["request_id"]]["output_tokens"] for t in traced)
+
+    ttft_truth = _p50([(g["first_token_ns"] - g["arrival_ns"]) / 1e6 for _, g in pairs])
     decode_truth = _p50(
-        [(g["output_tokens"] - 1) * 1e9 / (g["last_token_ns"] - g["first_token_ns"]) for g in truth]
+        [(g["output_tokens"] - 1) * 1e9 / (g["last_token_ns"] - g["first_token_ns"]) for _, g in pairs]
     )
-    span_s = (max(g["end_ns"] for g in truth) - min(g["arrival_ns"] for g in truth)) / 1e9
-    agg_truth = sum(g["output_tokens"] for g in truth) / span_s
+    # Decompose each request's client TTFT - truth TTFT: the client's send delay (intended -> sent), the
+    # request leg (sent -> the simulator's clock start: loopback + its HTTP dispatch) and the read delay
+    # (the simulator's write of the first token -> the client's stamp of it).
+    send_delay = np.asarray([(t["sent_ns"] - t["intended_ns"]) / 1e6 for t, _ in pairs])
+    request_leg = np.asarray([(g["arrival_ns"] - t["sent_ns"]) / 1e6 for t, g in pairs])
+    read_delay = np.asarray([(t["first_token_ns"] - g["first_token_ns"]) / 1e6 for t, g in pairs])
+    client_ttft = [(t["first_token_ns"] - t["intended_ns"]) / 1e6 for t, _ in pairs]
+    # Tokens the simulator emitted inside the window: the first at first_token_ns, the rest evenly spread.
+    emitted = 0.0
+    for g in truth_by_id.values():
+        first, last, n = g["first_token_ns"], g["last_token_ns"], g["output_tokens"]
+        if first is None or n < 1:
+            continue
+        emitted += 1.0 if t0 <= first < t1 else 0.0
+        if n > 1 and last > first:
+            overlap = max(0, min(last, t1) - max(first, t0))
+            emitted += (n - 1) * overlap / (last - first)
+    agg_truth = emitted / ((t1 - t0) / 1e9)
     ttft, decode, agg = step["ttft_ms"]["p50"], step["decode_tok_s"]["p50"], step["out_tok_s"]
     numbers = (
-        f"level {level}: TTFT p50 client {ttft:.3f} ms, truth {ttft_truth:.3f} ms "
-        f"(bare loopback legs {legs_ms:.3f} ms); decode p50 client {decode:.2f}, truth {decode_truth:.2f} tok/s; "
-        f"aggregate client {agg:.1f} over {step['window_s']} s, truth {agg_truth:.1f} tok/s over {span_s:.3f} s; "
-        f"client_bound={step['client_bound']} ({step.get('client_bound_reason', '')}); "
-        f"sim steps_late={info['steps_late']} max_late_ms={info['max_late_ms']:.2f}"
+        f"level {level}: {len(pairs)} requests; TTFT p50 client {ttft:.3f} ms, truth {ttft_truth:.3f} ms; "
+        f"send delay p50 {np.percentile(send_delay, 50):.3f} ms, request leg p50 {np.percentile(request_leg, 50):.3f} "
+        f"ms (bare, idle: {legs_ms:.3f}), read delay p50 {np.percentile(read_delay, 50):.3f} p99 "
+        f"{np.percentile(read_delay, 99):.3f} ms; decode p50 client {decode:.2f}, truth {decode_truth:.2f} tok/s; "
+        f"aggregate client {agg:.1f}, truth {agg_truth:.1f} tok/s over {step['window_s']} s; "
+        f"client_bound={step['client_bound']}; sim steps_late={info['steps_late']} max_late_ms={info['max_late_ms']:.2f}"
     )
     print(numbers)
 
+    # The record's histogram holds exactly these requests' TTFTs (HDR keeps 3 significant digits).
+    assert ttft == pytest.approx(_p50(client_ttft), rel=2e-3, abs=0.002), numbers
     # Inter-token figures are differences of two arrival times: the HTTP legs cancel out.
     assert decode == pytest.approx(decode_truth, rel=0.01), numbers
-
-    # A client never sees a token before the server wrote it: TTFT must not read low.
+    # A client never sees a token before the server wrote it, and stamps it within 1 ms of the write.
+    assert read_delay.min() >= -0.05, numbers
+    assert np.percentile(read_delay, 50) <= 1.0, numbers
+    # It sends when it means to.
+    assert np.percentile(send_delay, 50) <= 1.0, numbers
+    # So TTFT agrees with the truth within 1 ms or 1 %, beyond the request leg that no client can remove.
     assert ttft >= ttft_truth - 0.05, numbers
-    ttft_ok = ttft - ttft_truth <= max(1.0, 0.01 * ttft_truth) + max(0.0, legs_ms)
-    agg_ok = agg == pytest.approx(agg_truth, rel=0.01)
-    if level >= 256 and not (ttft_ok and agg_ok):
-        pytest.xfail("cold 256-stream burst on 2 cores (see the module docstring): " + numbers)
-    assert ttft_ok, numbers
-    assert agg_ok, numbers
+    assert ttft - ttft_truth <= max(1.0, 0.01 * ttft_truth) + max(0.0, float(np.percentile(request_leg, 50))), numbers
+    assert agg == pytest.approx(agg_truth, rel=0.01), numbers

@@ -255,12 +255,14 @@ class SimServer:
                 st.backlog.append(data)
                 st.wake.set()
             else:
+                # Stamped as the write starts: the ground truth of when a token left the server, so no
+                # client can ever see it earlier.
+                now = mono()
                 try:
                     await resp.write(data)  # type: ignore[union-attr]  # cannot block: the buffer is nearly empty
                 except (ConnectionError, RuntimeError):
                     self._gone(st)
                     continue
-                now = mono()
                 if st.first_ns is None and n:
                     st.first_ns = now
                 st.last_ns = now
@@ -502,8 +504,8 @@ class SimServer:
                         break
                     data = b"".join(st.backlog)
                     st.backlog.clear()
+                    now = mono()  # as the write starts (see _emit)
                     await resp.write(data)
-                    now = mono()
                     if st.first_ns is None and st.sent:
                         st.first_ns = now
                     st.last_ns = now
