@@ -24,20 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from snapshot_watch import Watch
 
 from loadgen.client import Client
 from loadgen.engine import Engine, RampPlan, RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.sim import build_config, spawn_sim_process
-from loadgen.snapshot import Snapshot
 from loadgen.types import Outcome, RequestSpec, Target
 
 MODEL = "sim-llama-8b"
@@ -92,24 +91,6 @@ def _http_legs_ms(sim: Any, n: int = 15) -> float:
     return _p50(gaps)
 
 
-class _Watch:
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.snap: Snapshot | None = None
-
-    def __call__(self, snap: Snapshot) -> None:
-        with self.cond:
-            self.snap = snap
-            self.cond.notify_all()
-
-    def until(self, pred: Any, timeout: float) -> Snapshot:
-        with self.cond:
-            ok = self.cond.wait_for(lambda: self.snap is not None and pred(self.snap), timeout)
-            assert ok, f"condition not met within {timeout} s; last snapshot: {self.snap}"
-            assert self.snap is not None
-            return self.snap
-
-
 CASES = {
     # level: (sim overrides, prompt tokens, output distribution, warm-up s, finished requests to wait for)
     1: ({}, 32, "64", 0.0, 6),
@@ -122,7 +103,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("level", sorted(CASES))
-def test_measured_agrees_with_ground_truth(level: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_measured_agrees_with_ground_truth(
+    level: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     overrides, input_tokens, output, warmup_s, wait_ok = CASES[level]
     trace_dir = tmp_path / "trace"
     trace_dir.mkdir()
@@ -130,7 +113,7 @@ def test_measured_agrees_with_ground_truth(level: int, tmp_path: Path, monkeypat
     sim = spawn_sim_process(build_config("h200-llama8b", **overrides))
     try:
         legs_ms = _http_legs_ms(sim)
-        watch = _Watch()
+        watch = Watch()
         config = RunConfig(
             target=Target(url=sim.url),
             profile=_profile(input_tokens, output),
@@ -158,7 +141,9 @@ def test_measured_agrees_with_ground_truth(level: int, tmp_path: Path, monkeypat
     step = record.steps[0]
     assert step["error_count"] == 0 and step["cancelled"] == 0
 
-    traced = [json.loads(line) for path in trace_dir.glob("trace-*.jsonl") for line in path.read_text().splitlines()]
+    traced = [
+        json.loads(line) for path in trace_dir.glob("trace-*.jsonl") for line in path.read_text().splitlines()
+    ]
     assert traced and all(t["outcome"] == "ok" for t in traced)
     # The requests whose latencies the step reports: sent inside the window. Every one is in the truth.
     inside = [t for t in traced if t["intended_ns"] >= t0]
@@ -216,5 +201,7 @@ def test_measured_agrees_with_ground_truth(level: int, tmp_path: Path, monkeypat
     assert np.percentile(send_delay, 50) <= 1.0, numbers
     # So TTFT agrees with the truth within 1 ms or 1 %, beyond the request leg that no client can remove.
     assert ttft >= ttft_truth - 0.05, numbers
-    assert ttft - ttft_truth <= max(1.0, 0.01 * ttft_truth) + max(0.0, float(np.percentile(request_leg, 50))), numbers
+    assert ttft - ttft_truth <= max(1.0, 0.01 * ttft_truth) + max(
+        0.0, float(np.percentile(request_leg, 50))
+    ), numbers
     assert agg == pytest.approx(agg_truth, rel=0.01), numbers

@@ -17,7 +17,9 @@ def test_loadgen_source_never_imports_textual_or_rich() -> None:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            offenders += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] in ("textual", "rich")]
+            offenders += [
+                f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] in ("textual", "rich")
+            ]
     assert offenders == []
 
 

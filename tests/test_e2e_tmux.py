@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"
+)
 
 
 def _ramp_cmd() -> list[str]:
@@ -50,7 +52,9 @@ class Pane:
         raise AssertionError(f"timed out waiting for {what}; screen was:\n{screen}")
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.session], capture_output=True).returncode == 0
+        return (
+            subprocess.run(["tmux", "has-session", "-t", self.session], capture_output=True).returncode == 0
+        )
 
 
 def _level(screen: str) -> int | None:
@@ -70,18 +74,23 @@ def test_ramp_demo_in_tmux(tmp_path: Path) -> None:
     shell = " ".join(f"'{c}'" for c in cmd)
     env = f"env TERM=xterm-256color COLUMNS=120 LINES=36 {shell}; sleep 30"
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", "-c", os.getcwd(), env], check=True
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", "-c", os.getcwd(), env],
+        check=True,
     )
     pane = Pane(session)
     try:
-        first = pane.wait_for(lambda s: "RUNNING" in s and _level(s) == 2, 60, "the console to run at level 2")
+        first = pane.wait_for(
+            lambda s: "RUNNING" in s and _level(s) == 2, 60, "the console to run at level 2"
+        )
         assert "sim-llama-8b" in first  # the model discovered from the embedded simulator
         # Numbers arrive: requests complete at level 2 (the step's own count).
         pane.wait_for(lambda s: (_ok_count(s) or 0) >= 2, 60, "completed requests at level 2")
         pane.keys("Up")
         # A new step begins at level 3: its count starts from zero, then grows.
         pane.wait_for(lambda s: _level(s) == 3 and _ok_count(s) == 0, 20, "a new step at level 3")
-        raised = pane.wait_for(lambda s: _level(s) == 3 and (_ok_count(s) or 0) >= 2, 60, "numbers to move at 3")
+        raised = pane.wait_for(
+            lambda s: _level(s) == 3 and (_ok_count(s) or 0) >= 2, 60, "numbers to move at 3"
+        )
         assert "in flight" in raised
         pane.keys("q")
         pane.wait_for(lambda s: "quit" in s.lower() or "stop" in s.lower(), 10, "the quit confirmation")

@@ -4,18 +4,17 @@ open loop. Every wait is on a condition (a snapshot, the simulator's ground trut
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from snapshot_watch import Watch
 
 from loadgen.engine import Engine, RampPlan, RunConfig, RunOutcome
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.sim import build_config, run_sim_in_thread
-from loadgen.snapshot import Snapshot
 from loadgen.types import Target
 
 PROFILE = """
@@ -41,39 +40,6 @@ def sim() -> Iterator[Any]:
     handle = run_sim_in_thread(build_config("h200-llama8b", seed=5))
     yield handle
     handle.stop()
-
-
-class Watch:
-    """Keeps the latest snapshot; ``until`` waits for a condition on it, with a deadline."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.snap: Snapshot | None = None
-
-    def __call__(self, snap: Snapshot) -> None:
-        with self.cond:
-            self.snap = snap
-            self.cond.notify_all()
-
-    def until(self, pred: Callable[[Snapshot], bool], timeout: float = 20.0, what: str = "") -> Snapshot:
-        with self.cond:
-            met = self.cond.wait_for(lambda: self.snap is not None and pred(self.snap), timeout)
-            assert met, (
-                f"not within {timeout} s: {what}; last: state={getattr(self.snap, 'state', None)} "
-                + (
-                    f"in_flight={self.snap.in_flight} step={self.snap.step_index} msg={self.snap.message!r}"
-                    if self.snap
-                    else ""
-                )
-            )
-            assert self.snap is not None
-            return self.snap
-
-    def after(self, snapshots: int) -> Snapshot:
-        """The snapshot ``snapshots`` publications from now (an observation period, not a synchronisation)."""
-        with self.cond:
-            start = self.snap.seq if self.snap is not None else 0
-        return self.until(lambda s: s.seq >= start + snapshots, 20.0, f"{snapshots} more snapshots")
 
 
 def run_engine(config: RunConfig) -> tuple[Engine, Watch]:

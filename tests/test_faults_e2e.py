@@ -4,13 +4,13 @@ run goes on (successes keep coming)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from snapshot_watch import Watch
 
 from loadgen.engine import Engine, RunConfig
 from loadgen.profile import parse_profile
@@ -22,27 +22,6 @@ from loadgen.types import Target
 PROFILE = parse_profile(
     "[[bucket]]\ninput = 16\noutput = 16\n[sampling]\nignore_eos = true\n", source="<faults>"
 )
-
-
-class Watch:
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.snap: Snapshot | None = None
-
-    def __call__(self, snap: Snapshot) -> None:
-        with self.cond:
-            self.snap = snap
-            self.cond.notify_all()
-
-    def until(self, pred: Callable[[Snapshot], bool], timeout: float, what: str) -> Snapshot:
-        with self.cond:
-            met = self.cond.wait_for(lambda: self.snap is not None and pred(self.snap), timeout)
-            snap = self.snap
-        assert met and snap is not None, (
-            f"not within {timeout} s: {what}; last step window: "
-            f"{snap.windows['step'] if snap is not None else None}, message {getattr(snap, 'message', '')!r}"
-        )
-        return snap
 
 
 def _step_has(kind: str, errors: int = 2, ok: int = 2) -> Callable[[Snapshot], bool]:

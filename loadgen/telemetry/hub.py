@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from loadgen.snapshot import GPUSample, ServerTelemetry
+from loadgen.telemetry.discover import SERVER_KEYS
 from loadgen.telemetry.reading import (
     CumulativeHistogram,
     Reading,
@@ -35,30 +36,8 @@ log = logging.getLogger(__name__)
 
 NS = 1_000_000_000
 
-CONDITION_KEYS = (
-    "runtime",
-    "version",
-    "model",
-    "model_path",
-    "max_model_len",
-    "tp_size",
-    "pp_size",
-    "dp_size",
-    "ep_size",
-    "dtype",
-    "quantization",
-    "kv_cache_dtype",
-    "block_size",
-    "kv_cache_tokens",
-    "prefix_caching",
-    "speculative_algorithm",
-    "speculative_num_draft_tokens",
-    "speculative_draft_model",
-    "gpu_name",
-    "gpu_count",
-    "gpu_mem_total_mib",
-    "driver_version",
-)
+# What the server says about itself (discover.SERVER_KEYS) plus what the GPU sources see.
+CONDITION_KEYS = (*SERVER_KEYS, "gpu_name", "gpu_count", "gpu_mem_total_mib", "driver_version")
 _INT_KEYS = {
     "max_model_len",
     "tp_size",
