@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import datetime as _dt
 import os
+import shutil
 import sys
 import time
 from typing import Any
@@ -294,7 +295,8 @@ def _finish(outcome: Any) -> int:
     if outcome is None:
         return EXIT_UNREACHABLE
     if outcome.steps:
-        print(format_step_table(list(outcome.steps), outcome.best_step))
+        width = max(80, shutil.get_terminal_size((120, 24)).columns)
+        print(format_step_table(list(outcome.steps), outcome.best_step, width=width))
     if outcome.record_path:
         print(f"record: {outcome.record_path}")
     if outcome.message:

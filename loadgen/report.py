@@ -111,6 +111,34 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("e2e p95", "s", 45, _e2e_s),
     _Column("SLO", "", 97, _slo_mark),
 )
+
+
+def _server(
+    key: str, scale: float = 1.0, fmt: Callable[[float | None], str] | None = None
+) -> Callable[[StepSummary], str]:
+    def cell(step: StepSummary) -> str:
+        value = step.server.get(key) if step.server else None
+        if value is None:
+            return NA
+        value = float(value) * scale
+        return fmt(value) if fmt is not None else fmt_num(value)
+
+    return cell
+
+
+# Telemetry columns: shown only when some step has the value (the server exposed it), dropped first when
+# the table is too wide.
+_SERVER_COLUMNS: tuple[tuple[str, _Column], ...] = (
+    ("kv_usage_max", _Column("KV max", "%", 36, _server("kv_usage_max", 100.0))),
+    ("waiting_max", _Column("wait max", "", 35, _server("waiting_max"))),
+    ("preemptions", _Column("preempt", "", 30, _server("preemptions"))),
+    ("prefix_cache_hit_rate", _Column("pfx hit", "%", 25, _server("prefix_cache_hit_rate", 100.0))),
+    ("gpu_mem_used_max_mib", _Column("GPU mem", "GiB", 33, _server("gpu_mem_used_max_mib", 1 / 1024))),
+    (
+        "server_ttft_p50_ms",
+        _Column("srv TTFT p50", "ms", 34, _server("server_ttft_p50_ms", fmt=lambda v: fmt_ms(v, unit=False))),
+    ),
+)
 _GAP = "  "
 
 
@@ -126,6 +154,11 @@ def format_step_table(steps: Sequence[StepSummary], best: int | None, width: int
     if not steps:
         return "no finished step"
     columns = list(_COLUMNS)
+    slo_at = len(columns) - 1
+    for key, column in _SERVER_COLUMNS:
+        if any(step.server and step.server.get(key) is not None for step in steps):
+            columns.insert(slo_at, column)
+            slo_at += 1
     bound = any(s.client_bound for s in steps)
     if bound:
         columns.append(_Column("", "", 80, lambda s: "!" if s.client_bound else ""))

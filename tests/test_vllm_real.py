@@ -15,6 +15,7 @@ vllm`` measures a cold start, ramps and stops the server. The figures are printe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -97,13 +98,43 @@ def write_profile(path: Path, body: str) -> str:
     return str(path)
 
 
+RAMP = [
+    sys.executable,
+    "-X",
+    "faulthandler",
+    "-c",
+    "import sys; from loadgen.cli import main; sys.exit(main())",
+]
+
+
+def run_ramp(
+    args: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the ramp command; past ``timeout`` it is made to dump every thread's stack (faulthandler on
+    SIGABRT) and the test fails with that dump, so a hang in CI says where it hung."""
+    import signal
+
+    proc = subprocess.Popen(
+        [*RAMP, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, **(env or {})), start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=20)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"ramp {' '.join(args[:2])} did not finish in {timeout:g} s; stderr:\n{err[-12000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def ramp_run(url: str, tmp_path: Path, profile: str, *flags: str, name: str = "run") -> Record:
     out = tmp_path / f"{name}.jsonl"
-    cmd = [
-        sys.executable, "-c", "import sys; from loadgen.cli import main; sys.exit(main())",
-        "run", url, "--headless", "--profile", profile, "--out", str(out), *flags,
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    args = ["run", url, "--headless", "--profile", profile, "--out", str(out), *flags]
+    proc = run_ramp(args, tmp_path, timeout=180)
     assert proc.returncode in (0, 1), proc.stderr
     print(proc.stdout)
     return read_record(out)
@@ -267,15 +298,12 @@ def _f(v: Any) -> str:
 def test_ramp_launch_vllm_cold_start_ramp_and_stop(tmp_path: Path) -> None:
     profile = write_profile(tmp_path / "chat.toml", CHAT.format(output=16))
     out = tmp_path / "launch.jsonl"
-    cmd = [
-        sys.executable, "-c", "import sys; from loadgen.cli import main; sys.exit(main())",
+    args = [
         "launch", "vllm", VLLM_MODEL, "--python", VLLM_PYTHON, "--headless", "--profile", profile,
         "--steps", "1,4", "--step-seconds", "4", "--warmup", "1", "--out", str(out), "--health-timeout", "300",
         "--", "--max-model-len", "2048", "--enforce-eager",
     ]  # fmt: skip
-    proc = subprocess.run(
-        cmd, cwd=tmp_path, capture_output=True, text=True, timeout=400, env=dict(os.environ, **VLLM_ENV)
-    )
+    proc = run_ramp(args, tmp_path, timeout=360, env=VLLM_ENV)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     rec = read_record(out)
     cold = next(e for e in rec.events if e["kind"] == "cold_start")
@@ -299,8 +327,7 @@ def test_a_vllm_that_dies_mid_run_is_reported_with_the_record_intact(tmp_path: P
     profile = write_profile(tmp_path / "chat.toml", CHAT.format(output=16))
     out = tmp_path / "dies.jsonl"
     cmd = [
-        sys.executable, "-c", "import sys; from loadgen.cli import main; sys.exit(main())",
-        "launch", "vllm", VLLM_MODEL, "--python", VLLM_PYTHON, "--headless", "--profile", profile,
+        *RAMP, "launch", "vllm", VLLM_MODEL, "--python", VLLM_PYTHON, "--headless", "--profile", profile,
         "--steps", "2,2,2", "--step-seconds", "3", "--warmup", "0", "--out", str(out), "--health-timeout", "300",
         "--", "--max-model-len", "2048", "--enforce-eager",
     ]  # fmt: skip
