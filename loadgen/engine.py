@@ -42,6 +42,8 @@ from loadgen.types import Target
 CLIENT_BOUND_CPU_PCT = 90.0
 CLIENT_BOUND_LAG_MS = 5.0
 UNREACHABLE_AFTER_S = 10.0
+LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
+DRAIN_S = 60.0  # how long a graceful stop lets the streams in flight finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +261,6 @@ class _Controller:
         self.fatal: list[str] = []
         # windows
         self.segments: dict[int, _Segment] = {}
-        self.worker_seg: dict[int, int] = {}
         self.next_seg = 0
         self.current: _Segment | None = None
         self.run_acc = Accumulator()
@@ -284,7 +285,6 @@ class _Controller:
         self.series: collections.deque[SeriesPoint] = collections.deque(maxlen=900)
         self.last_series_ns = 0
         self.last_ok_ns = time.monotonic_ns()
-        self.final_delta_ns = 0  # when the last worker shipped its final delta (stop)
         self.record: Any = None
         self.record_path: str | None = config.out
         self.hub: Any = None
@@ -558,7 +558,8 @@ class _Controller:
                 deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
                 self._check_health(now)
                 self._publish_snapshot()
-        cancel = True if self.stop_requested is None else self.stop_requested
+        # A finished plan drains: its last step's requests complete and count. A stop asked for says itself.
+        cancel = self.stop_requested if self.stop_requested is not None else self.state != "finished"
         if self.state in ("running", "paused"):
             self.state = "stopped" if self.stop_requested is not None else self.state
         await self._shutdown(cancel=cancel)
@@ -587,35 +588,33 @@ class _Controller:
         kind = item[0]
         if kind == "ready":
             self.alive.add(item[1])
-            self.worker_seg.setdefault(item[1], self.current.seg_id if self.current else -1)
         elif kind == "fatal":
             self.fatal.append(str(item[2]))
             self.recent_errors.append(f"worker {item[1]} died: {item[2]}")
         elif kind == "delta":
-            self._on_delta(int(item[1]), item[2], item[3])
+            self._on_delta(int(item[1]), int(item[2]), bool(item[3]), bool(item[4]), item[5])
 
-    def _on_delta(self, wid: int, tag: Any, delta: Any) -> None:
-        seg = self.segments.get(self.worker_seg.get(wid, -1))
+    def _on_delta(self, wid: int, window: int, closed: bool, current: bool, delta: Any) -> None:
+        """A worker's figures for the requests it sent in ``window``; ``closed``: none of them is left in
+        flight; ``current``: the window the worker sends in now (the delta carries its live gauges)."""
+        seg = self.segments.get(window)
         if seg is not None:
             seg.acc.add(delta)
             if seg.phase == "measure":
                 self.run_acc.add(delta)
             h = delta.health or {}
-            if (
+            if current and (
                 h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT
                 or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS
             ):
                 seg.client_bound = True
                 seg.bound_reason = self._bound_reason(h)
         self.rolling.add(delta)
-        if tag == "final":
-            self.final_delta_ns = max(self.final_delta_ns, int(delta.t1_ns))
-        if isinstance(tag, int):
-            if seg is not None:
-                seg.pending.discard(wid)
-            self.worker_seg[wid] = tag
-        self.gauges[wid] = (int(delta.in_flight), int(delta.queued))
-        self.health[wid] = dict(delta.health or {})
+        if closed and seg is not None:
+            seg.pending.discard(wid)
+        if current:
+            self.gauges[wid] = (int(delta.in_flight), int(delta.queued))
+            self.health[wid] = dict(delta.health or {})
         ok = int(delta.ok)
         if ok:
             self.last_ok_ns = delta.t1_ns
@@ -698,21 +697,18 @@ class _Controller:
         self._apply_load()
         self.step_end_ns = self._auto_end(now)
 
-    def _end_step(self, ended_by: str, at_ns: int | None = None) -> None:
+    def _end_step(self, ended_by: str) -> None:
         seg = self.current
         if seg is None:
             return
-        now = at_ns if at_ns is not None else time.monotonic_ns()
+        now = time.monotonic_ns()
         seg.t1_ns = now
         # The flush that opens the next window closes this one; a placeholder segment receives deltas
         # until the next step begins (pause) and is never reported.
         self.current = None
-        idle = _Segment(
-            self.next_seg, self.step_index, "idle", now, self._Accumulator(), pending=set(self.alive)
-        )
+        # Until the next step begins (pause, stop) requests go to a window nobody reports.
+        self._send_all(("flush", self.next_seg, now))
         self.next_seg += 1
-        self.segments[idle.seg_id] = idle
-        self._send_all(("flush", idle.seg_id, now))
         seg.ended_by = ended_by  # type: ignore[attr-defined]
         seg.level, seg.rate, seg.mode = self.step_level, self.step_rate, self.mode  # type: ignore[attr-defined]
         seg.marks = tuple(self.step_marks)  # type: ignore[attr-defined]
@@ -721,8 +717,9 @@ class _Controller:
         seg.arrival = self._arrival_label()  # type: ignore[attr-defined]
         if seg.phase == "measure":
             self.run_measured_s += (now - seg.t0_ns) / 1e9
+            # Reported once every worker says none of the window's requests is still in flight.
             seg.closing = True  # type: ignore[attr-defined]
-            seg.close_deadline = now + int(2e9)  # type: ignore[attr-defined]
+            seg.close_deadline = now + int(LATE_RESULTS_S * 1e9)  # type: ignore[attr-defined]
         else:
             self.segments.pop(seg.seg_id, None)
 
@@ -734,13 +731,9 @@ class _Controller:
                 continue
             pending = seg.pending & self.alive
             if pending and not force and now < seg.close_deadline:  # type: ignore[attr-defined]
-                continue
+                break  # steps are reported in order: a later one waits for this one
             del self.segments[seg_id]
             self._finalize(seg)
-        # Drop idle/warm-up segments nobody points at any more.
-        live = set(self.worker_seg.values()) | ({self.current.seg_id} if self.current else set())
-        for seg_id in [s for s, seg in self.segments.items() if seg.phase != "measure" and s not in live]:
-            del self.segments[seg_id]
 
     def _finalize(self, seg: _Segment) -> None:
         from loadgen.slo import best_step, evaluate
@@ -828,7 +821,7 @@ class _Controller:
         cur = self.current
         if cur is not None and cur.phase == "warmup" and now >= self.step_warm_end_ns:
             self.current = self._new_segment("measure", now)
-            self.segments.pop(cur.seg_id, None) if not (cur.pending & self.alive) else None
+            self.segments.pop(cur.seg_id, None)  # warm-up is never reported
         if self.step_end_ns is not None and now >= self.step_end_ns:
             self._advance("plan")
 
@@ -966,16 +959,19 @@ class _Controller:
 
     # ---- shutdown -------------------------------------------------------------------------------
     async def _shutdown(self, cancel: bool) -> None:
-        # Stopping without cancel lets the streams in flight finish: their results belong to the step being
-        # measured (whose window then ends when the last of them did), not to an unreported idle window.
-        drain_into_step = (
-            not cancel and self.current is not None and self.current.phase == "measure" and bool(self.procs)
-        )
-        if self.current is not None and not drain_into_step:
+        # Without cancel the streams in flight finish, and their results land in the step that sent them.
+        if self.current is not None:
             self._end_step("stop")
         self._send_all(("stop", cancel))
-        deadline = time.monotonic() + (2.0 if cancel else 30.0)
-        while self.procs and time.monotonic() < deadline:
+        deadline = time.monotonic() + (2.0 if cancel else DRAIN_S)
+        forced = cancel
+        while self.procs:
+            if time.monotonic() >= deadline:
+                if forced:
+                    break
+                forced = True  # the drain took too long: cancel what is left, counted as cancelled
+                self._send_all(("stop", True))
+                deadline = time.monotonic() + 2.0
             if self.delta_q is not None:
                 for item in self._drain_blocking(0.05):
                     self._on_item(item)
@@ -986,8 +982,6 @@ class _Controller:
 
             for item in drain(self.delta_q):
                 self._on_item(item)
-        if drain_into_step and self.current is not None:
-            self._end_step("stop", at_ns=self.final_delta_ns or None)
         self._try_finalize(force=True)
         for proc in self.procs:
             proc.join(timeout=0.2)

@@ -373,10 +373,6 @@ class Recorder:
 
     def __init__(self, worker_id: int = 0) -> None:
         self.worker_id = worker_id
-        # Latency samples come only from requests sent at or after this instant (the measurement window's
-        # start): a request sent during warm-up carries the warm-up's queueing into its TTFT and e2e.
-        # Counts and tokens still count whatever completes inside the window.
-        self.latency_from_ns = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -417,7 +413,7 @@ class Recorder:
     def record(self, result: RequestResult) -> None:
         counters = self._counters
         push = self._push
-        if result.sent_ns > 0 and result.intended_ns >= self.latency_from_ns:
+        if result.sent_ns > 0:
             push("lag_ms", result.sent_ns - result.intended_ns)
         if result.input_tokens is not None:
             counters["input_tokens"] = counters.get("input_tokens", 0) + result.input_tokens
@@ -432,10 +428,7 @@ class Recorder:
             if result.input_tokens is not None:
                 push("input_tokens", result.input_tokens)
             push("output_tokens", result.output_tokens)
-            if result.intended_ns < self.latency_from_ns:
-                counters["carried"] = counters.get("carried", 0) + 1
-            else:
-                self._latencies(result)
+            self._latencies(result)
         elif outcome is Outcome.ERROR:
             kind = result.error_kind.value if result.error_kind is not None else "other"
             key = "err:" + kind

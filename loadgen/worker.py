@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.metrics import Recorder
 from loadgen.types import ErrorKind, Outcome, RequestResult, Target
 
 CONNECT_BACKOFF_MIN_S = 0.01  # a closed-loop user's pause after a refused connection, doubling ...
@@ -53,8 +54,7 @@ class WorkerSpec:
 #   ("closed", level, cancel)              closed loop with `level` users (this worker's share)
 #   ("open", rate_rps, arrival, k, cap)    open loop at rate_rps (share), concurrency cap (share, 0 = none)
 #   ("pause",) / ("resume",)
-#   ("flush", tag, t0_ns)                  ship a delta now, tagged, so the controller can cut a window;
-#                                          requests sent before t0_ns give no latency samples after it
+#   ("flush", window, t0_ns)               ship now; requests sent from here on belong to `window`
 #   ("stop", cancel)                       stop everything, ship a final delta, exit
 
 
@@ -151,7 +151,6 @@ class _Health:
 class _Worker:
     def __init__(self, spec: WorkerSpec, commands: Any, deltas: Any) -> None:
         from loadgen.client import Client, LiveCounter
-        from loadgen.metrics import Recorder
         from loadgen.workload import Workload
 
         self.spec = spec
@@ -160,9 +159,16 @@ class _Worker:
         self.client = Client(spec.target, max_connections=spec.max_connections, transport=spec.transport)
         # The same seed in every worker: shared prefixes must be identical across processes (cache hits).
         self.workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api)
-        self.recorder = Recorder(worker_id=spec.worker_id)
+        # One recorder per window (the controller's segment) a request was sent in: a request belongs to
+        # the window it was sent in, even when it completes during the next one, so a step's latencies hold
+        # every request it sent — none carried in from warm-up or an earlier level, none lost for being slow.
+        self.window: int = -1
+        self.recorders: dict[int, Recorder] = {-1: Recorder(worker_id=spec.worker_id)}
+        self.window_inflight: dict[int, int] = {}
         self.live = LiveCounter()
         self.tokens_per_unit = 1.0
+        self.ratio_tokens = 0.0
+        self.ratio_units = 0.0
         self.live_carry = 0.0
         self.health = _Health()
         self.mode = "closed"
@@ -218,10 +224,9 @@ class _Worker:
             try:
                 cmd = self.commands.get()
             except (EOFError, OSError):
-                cmd = ("stop", True)
-            loop.call_soon_threadsafe(self._handle, cmd)
-            if cmd[0] == "stop":
+                loop.call_soon_threadsafe(self._handle, ("stop", True))
                 return
+            loop.call_soon_threadsafe(self._handle, cmd)
 
     def _handle(self, cmd: tuple[Any, ...]) -> None:
         kind = cmd[0]
@@ -241,10 +246,16 @@ class _Worker:
             if self.mode == "open":
                 self._restart_arrivals()
         elif kind == "flush":
-            self._ship(tag=cmd[1])
-            if len(cmd) > 2:  # the new window's start: latency samples only from requests sent after it
-                self.recorder.latency_from_ns = int(cmd[2])
+            self._ship()
+            self.window = int(cmd[1])
+            self.recorders.setdefault(self.window, Recorder(worker_id=self.spec.worker_id))
+            self._ship_closed()
         elif kind == "stop":
+            if self.stopping:
+                if cmd[1]:  # a drain that takes too long: now cancel what is left
+                    for task in list(self.users.values()) + list(self.open_tasks):
+                        task.cancel()
+                return
             asyncio.get_running_loop().create_task(self._stop(bool(cmd[1])))
 
     async def _tick(self) -> None:
@@ -256,7 +267,9 @@ class _Worker:
             deadline += period
             self._ship()
 
-    def _ship(self, tag: Any = None) -> None:
+    def _ship(self) -> None:
+        """Ship every open window's delta: the current one with the live gauges, earlier ones (requests
+        still in flight from them) with their late results, closed once nothing of theirs is in flight."""
         now = time.monotonic_ns()
         # Streamed units (chunks, or token_ids counts) become tokens at the ratio usage showed so far, so the
         # live rate — and a window's aggregate tok/s — follows tokens as they arrive even when a server packs
@@ -265,18 +278,36 @@ class _Worker:
         self.live.tokens = 0
         live_tokens = int(self.live_carry)
         self.live_carry -= live_tokens
-        delta = self.recorder.take(
-            self.t_last_ns,
-            now,
-            live_tokens=live_tokens,
-            in_flight=self.in_flight,
-            queued=len(self.backlog),
-            sent=self.sent,
-            health=self.health.take(),
-        )
+        wid = self.spec.worker_id
+        for window in list(self.recorders):
+            recorder = self.recorders[window]
+            if window == self.window:
+                delta = recorder.take(
+                    self.t_last_ns,
+                    now,
+                    live_tokens=live_tokens,
+                    in_flight=self.in_flight,
+                    queued=len(self.backlog),
+                    sent=self.sent,
+                    health=self.health.take(),
+                )
+                self.deltas.put(("delta", wid, window, False, True, delta))
+            else:
+                closed = self.window_inflight.get(window, 0) == 0
+                self.deltas.put(("delta", wid, window, closed, False, recorder.take(self.t_last_ns, now)))
+                if closed:
+                    del self.recorders[window]
+                    self.window_inflight.pop(window, None)
         self.sent = 0
         self.t_last_ns = now
-        self.deltas.put(("delta", self.spec.worker_id, tag, delta))
+
+    def _ship_closed(self) -> None:
+        """Close at once the earlier windows with nothing in flight (the controller can report them)."""
+        now = time.monotonic_ns()
+        wid = self.spec.worker_id
+        for window in [w for w in self.recorders if w != self.window and not self.window_inflight.get(w)]:
+            self.deltas.put(("delta", wid, window, True, False, self.recorders.pop(window).take(now, now)))
+            self.window_inflight.pop(window, None)
 
     async def _stop(self, cancel: bool) -> None:
         self.stopping = True
@@ -290,27 +321,39 @@ class _Worker:
         self.resumed.set()
         if tasks:
             await asyncio.wait(tasks, timeout=None if not cancel else 5.0)
-        self._ship(tag="final")
+        self._ship()
+        self.window = -2  # no current window: every earlier one closes now (nothing is in flight)
+        self._ship_closed()
         self.done.set()
 
     # ---- one request ----------------------------------------------------------------------------
     async def _send(self, spec: Any, intended_ns: int) -> RequestResult:
+        window = self.window
         self.in_flight += 1
         self.sent += 1
+        self.window_inflight[window] = self.window_inflight.get(window, 0) + 1
         try:
             result = await self.client.send(spec, intended_ns, self.live)
         finally:
             self.in_flight -= 1
-        self.recorder.record(result)
+            self.window_inflight[window] -= 1
+        recorder = self.recorders.get(window)
+        if recorder is None:  # only if the window was closed under us (cannot happen while counted in flight)
+            recorder = self.recorders.setdefault(window, Recorder(worker_id=self.spec.worker_id))
+        recorder.record(result)
+        if window != self.window and self.window_inflight[window] == 0:
+            self._ship_closed()
         self._account(result)
         if self.trace is not None:
-            self._trace(result)
+            self._trace(result, window)
         return result
 
     def _account(self, result: RequestResult) -> None:
         """Settle one finished request against the live token count: usage's exact count for a success,
         nothing for a failure (the live count covers successful output tokens only)."""
-        units = (result.output_tokens if result.outcome is Outcome.OK else 0) - self.recorder.live_correction(result)
+        units = (result.output_tokens if result.outcome is Outcome.OK else 0) - Recorder.live_correction(
+            result
+        )
         # Convert the streamed units still sitting in the live counter at the current ratio first, so this
         # request's correction uses the same ratio its units were (or will be) converted at.
         self.live_carry += self.live.tokens * self.tokens_per_unit
@@ -319,16 +362,18 @@ class _Worker:
         if result.outcome is Outcome.OK:
             self.live_carry += result.output_tokens - counted
             if units > 0:
-                # Usage tokens per streamed unit, smoothed over recent successes.
-                self.tokens_per_unit += 0.05 * (result.output_tokens / units - self.tokens_per_unit)
+                # Usage tokens per streamed unit over recent successes (exact after the first one).
+                self.ratio_tokens = 0.98 * self.ratio_tokens + result.output_tokens
+                self.ratio_units = 0.98 * self.ratio_units + units
+                self.tokens_per_unit = self.ratio_tokens / self.ratio_units
         else:
             self.live_carry -= counted
 
-    def _trace(self, r: RequestResult) -> None:
+    def _trace(self, r: RequestResult, window: int) -> None:
         """One line per request (RAMP_TRACE_DIR): for joining against a server's own logs or ground truth."""
         assert self.trace is not None
         self.trace.write(
-            f'{{"request_id":"{r.request_id}","outcome":"{r.outcome.value}","intended_ns":{r.intended_ns},'
+            f'{{"request_id":"{r.request_id}","window":{window},"outcome":"{r.outcome.value}","intended_ns":{r.intended_ns},'
             f'"sent_ns":{r.sent_ns},"first_token_ns":{r.first_token_ns or "null"},'
             f'"last_token_ns":{r.last_token_ns or "null"},"end_ns":{r.end_ns},"output_tokens":{r.output_tokens},'
             f'"chunks":{len(r.chunk_times_ns)}}}\n'

@@ -33,3 +33,9 @@ class Watch:
             )
         )
         return snap
+
+    def after(self, snapshots: int) -> Snapshot:
+        """The snapshot ``snapshots`` publications from now (an observation period, not a synchronisation)."""
+        with self.cond:
+            start = self.snap.seq if self.snap is not None else 0
+        return self.until(lambda s: s.seq >= start + snapshots, 20.0, f"{snapshots} more snapshots")
