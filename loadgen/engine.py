@@ -23,7 +23,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -84,6 +84,10 @@ class RunConfig:
     max_connections: int = 0  # 0 = sized to the load
     cold: bool = False  # the server was just started: the first step is a cold step
     record_events: tuple[tuple[str, Any], ...] = ()  # (kind, data) events written right after the header
+    # A server ramp launched: its last log lines (the console shows them) and, once its process has exited,
+    # a description of how (the run then fails at once, its finished steps kept).
+    server_log: Callable[[], Sequence[str]] | None = None
+    server_exit: Callable[[], str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -826,6 +830,15 @@ class _Controller:
             self._advance("plan")
 
     def _check_health(self, now: int) -> None:
+        if self.config.server_exit is not None and self.state in ("running", "paused"):
+            try:
+                died = self.config.server_exit()
+            except Exception:
+                died = None
+            if died:
+                self.command("mark", (died,))
+                self.state, self.message, self.unreachable = "failed", died, True
+                return
         if self.fatal and not any(p.is_alive() for p in self.procs):
             self.state, self.message = "failed", "all load workers died: " + self.fatal[0]
             return
@@ -939,8 +952,17 @@ class _Controller:
             record_path=self.record_path if self.record is not None else None,
             marks=tuple(self.marks),
             message=self.message,
+            server_log=self._server_log(),
         )
         self.publish(snap)
+
+    def _server_log(self) -> tuple[str, ...]:
+        if self.config.server_log is None:
+            return ()
+        try:
+            return tuple(self.config.server_log())
+        except Exception:
+            return ()
 
     def _client_health(self) -> ClientHealth:
         if not self.health:
@@ -990,7 +1012,7 @@ class _Controller:
                 proc.join(timeout=1.0)
         if self.hub is not None:
             try:
-                await self.hub.stop()
+                await asyncio.wait_for(self.hub.stop(), 10.0)
             except Exception:
                 pass
         if self.record is not None:

@@ -661,7 +661,18 @@ def _run_launched(args: argparse.Namespace, srv: Launched, cold: dict[str, Any])
 
     config = cli.build_config(args, srv.url)
     # The served name, not the path the user typed, is what requests must carry (vLLM serves the path).
-    config = dataclasses.replace(config, cold=True, record_events=(("cold_start", cold),))
+    config = dataclasses.replace(
+        config,
+        cold=True,
+        record_events=(("cold_start", cold),),
+        server_log=lambda: srv.tail(40),
+        server_exit=lambda: (
+            f"the {srv.kind} server process exited during the run (code {srv.poll()}); "
+            "finished steps are in the record"
+            if srv.poll() is not None and not srv.stopped_by_us
+            else None
+        ),
+    )
     info = asyncio.run(probe(config.target))
     if not info.reachable:
         print(f"ramp: {info.error}", file=sys.stderr)

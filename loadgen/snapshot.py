@@ -233,3 +233,4 @@ class Snapshot:
     record_path: str | None = None
     marks: tuple[tuple[float, str], ...] = ()
     message: str = ""  # e.g. why the run failed
+    server_log: tuple[str, ...] = ()  # the last lines a server ramp launched printed

@@ -27,8 +27,9 @@ def render_errors(
     step = snapshot.windows.get("step")
     run_errors = dict(run.errors) if run is not None else {}
     step_errors = dict(step.errors) if step is not None else {}
+    log = _server_log(snapshot, width, height, dim)
     if not run_errors and not snapshot.recent_errors:
-        return Text("no errors", style=_s(styles, "good"))
+        return Text("\n").join([Text("no errors", style=_s(styles, "good")), *log][: max(1, height)])
     lines: list[Text] = []
     total = sum(run_errors.values())
     rate = run.success_rate if run is not None else None
@@ -57,7 +58,20 @@ def render_errors(
         room = max(1, height - len(lines))
         for message in snapshot.recent_errors[-room:][::-1]:
             lines.append(Text("  " + ellipsize(message, width - 2), no_wrap=True, overflow="ellipsis"))
+    if log:
+        lines = lines[: max(1, height - len(log))] + log
     return Text("\n").join(lines[: max(1, height)])
+
+
+def _server_log(snapshot: Snapshot, width: int, height: int, dim: Style) -> list[Text]:
+    """The launched server's last lines, under the errors (at most half the panel)."""
+    if not snapshot.server_log:
+        return []
+    room = max(1, height // 2 - 1)
+    tail = [Text("server log", style=dim)]
+    for line in snapshot.server_log[-room:]:
+        tail.append(Text("  " + ellipsize(line.rstrip(), width - 2), no_wrap=True, overflow="ellipsis"))
+    return tail
 
 
 class ErrorsPanel(SnapshotPanel):
@@ -71,6 +85,7 @@ class ErrorsPanel(SnapshotPanel):
             dict(step.errors) if step else None,
             snapshot.recent_errors,
             run.ok if run and run.errors else None,
+            snapshot.server_log,
         )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:

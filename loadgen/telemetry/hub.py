@@ -130,9 +130,10 @@ class TelemetryHub:
         tasks = [st.task for st in self._states.values() if st.task is not None]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            # Bounded: on Python < 3.12 asyncio.wait_for can swallow a cancel that races its inner poll's
+            # completion, leaving a poller running; _run's loop also checks _running, so it ends anyway.
+            await asyncio.wait(tasks, timeout=3.0)
         for st in self._states.values():
             st.task = None
             with contextlib.suppress(Exception):
@@ -149,7 +150,7 @@ class TelemetryHub:
         src = st.source
         # The source's own timeouts should fire first; this outer one only catches a poll that hangs.
         deadline = float(getattr(src, "timeout_s", 2.0)) + 3.0
-        while True:
+        while self._running:
             started = time.monotonic()
             try:
                 reading = await asyncio.wait_for(src.poll(), deadline)
