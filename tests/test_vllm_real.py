@@ -157,7 +157,7 @@ ignore_eos = true
 def test_headless_ramp_1_4_16_against_real_vllm(server: str, tmp_path: Path) -> None:
     out_tokens = 48
     profile = write_profile(tmp_path / "chat.toml", CHAT.format(output=out_tokens))
-    rec = ramp_run(server, tmp_path, profile, "--steps", "1,4,16", "--step-seconds", "6", "--warmup", "1.5")
+    rec = ramp_run(server, tmp_path, profile, "--steps", "1,4,16", "--step-seconds", "8", "--warmup", "1.5")
     h = rec.header
     assert h["runtime"] == "vllm" and h["runtime_version"] == "0.32.0"
     assert h["model"] == served_model(server) and h["max_model_len"] == 2048

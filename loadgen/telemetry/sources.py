@@ -97,6 +97,7 @@ class PrometheusSource:
         self._headers = headers or {}
         self._client: httpx.AsyncClient | None = None
         self._detected: str | None = None
+        self.last_fetch_s: float | None = None
 
     def _http(self) -> httpx.AsyncClient:
         import httpx
@@ -114,7 +115,10 @@ class PrometheusSource:
         import httpx
 
         try:
+            started = time.monotonic()
             response = await self._http().get(self.url)
+            # How long the server took to answer: the hub spaces polls by it (see POLITE_FACTOR).
+            self.last_fetch_s = time.monotonic() - started
             response.raise_for_status()
             return response.text
         except (httpx.HTTPError, OSError) as exc:
