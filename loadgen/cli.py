@@ -34,7 +34,9 @@ def _levels(text: str) -> tuple[float, ...]:
     try:
         values = tuple(float(v) for v in text.replace(" ", "").split(",") if v)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, like 1,2,4,8 — got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected numbers separated by commas, like 1,2,4,8 — got {text!r}"
+        ) from None
     if not values or any(v <= 0 for v in values):
         raise argparse.ArgumentTypeError(f"levels must be positive numbers, like 1,2,4,8 — got {text!r}")
     return values
@@ -55,9 +57,15 @@ def _add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     p.add_argument("--profile", default="chat", help="built-in profile name or a .toml file (default: chat)")
     p.add_argument("--model", default="", help="model name (default: the profile's, else the server's first)")
     p.add_argument("--api", choices=["chat", "completions"], default=None, help="override the profile's API")
-    p.add_argument("--steps", type=_levels, default=None, help="ramp levels, e.g. 1,2,4,8,16 (rates in open loop)")
-    p.add_argument("--step-seconds", type=float, default=None, help="seconds per step (default: profile or 30)")
-    p.add_argument("--warmup", type=float, default=None, help="warm-up seconds per step, excluded (default 5)")
+    p.add_argument(
+        "--steps", type=_levels, default=None, help="ramp levels, e.g. 1,2,4,8,16 (rates in open loop)"
+    )
+    p.add_argument(
+        "--step-seconds", type=float, default=None, help="seconds per step (default: profile or 30)"
+    )
+    p.add_argument(
+        "--warmup", type=float, default=None, help="warm-up seconds per step, excluded (default 5)"
+    )
     p.add_argument("--early-stop", action="store_true", help="stop at the first step that breaks the SLO")
     p.add_argument("--level", type=int, default=None, help="starting concurrency when no plan is given")
     p.add_argument("--open-loop", action="store_true", help="arrival-rate load instead of fixed concurrency")
@@ -70,13 +78,17 @@ def _add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     p.add_argument("--out", default=None, help="JSONL record path (default runs/<time>-<profile>.jsonl)")
     p.add_argument("--tag", type=_tag, action="append", default=[], help="condition key=value, repeatable")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
-    p.add_argument("--transport", choices=["h1", "aiohttp", "httpx"], default="h1", help="streaming HTTP client")
+    p.add_argument(
+        "--transport", choices=["h1", "aiohttp", "httpx"], default="h1", help="streaming HTTP client"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ttft-timeout", type=float, default=300.0)
     p.add_argument("--idle-timeout", type=float, default=120.0)
     p.add_argument("--total-timeout", type=float, default=1800.0)
     p.add_argument("--no-metrics", action="store_true", help="do not poll the server's /metrics")
-    p.add_argument("--gpu-cmd", default=None, help='command printing nvidia-smi CSV, e.g. "ssh gpu1 nvidia-smi ..."')
+    p.add_argument(
+        "--gpu-cmd", default=None, help='command printing nvidia-smi CSV, e.g. "ssh gpu1 nvidia-smi ..."'
+    )
     p.add_argument("--nvml", action="store_true", help="read local GPUs through NVML (extra: gpu)")
     p.add_argument("--dcgm-url", default=None, help="DCGM exporter metrics URL")
     p.add_argument("--refresh", type=float, default=4.0, help="console/snapshot refresh rate, Hz")
@@ -171,7 +183,9 @@ def _profiles(args: argparse.Namespace) -> int:
     if args.action == "show" or args.name:
         name = args.name
         if not name:
-            raise UsageError("ramp profiles show NAME — NAME is one of: " + ", ".join(builtin_profile_names()))
+            raise UsageError(
+                "ramp profiles show NAME — NAME is one of: " + ", ".join(builtin_profile_names())
+            )
         try:
             prof = load_profile(name)
         except ProfileError as exc:

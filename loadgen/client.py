@@ -184,7 +184,18 @@ class _Sink:
     event with nothing else on the fast path.
     """
 
-    __slots__ = ("client", "st", "feed", "parser", "add_time", "live", "keep_text", "stopped", "t", "error_body")
+    __slots__ = (
+        "client",
+        "st",
+        "feed",
+        "parser",
+        "add_time",
+        "live",
+        "keep_text",
+        "stopped",
+        "t",
+        "error_body",
+    )
 
     def __init__(self, client: Client, st: _Stream, keep_text: bool, live: LiveCounter | None) -> None:
         self.client = client

@@ -227,7 +227,11 @@ class Pool:
             factory: Callable[[], _Conn] = lambda: _Conn(self)  # noqa: E731
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    factory, self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
+                    factory,
+                    self.host,
+                    self.port,
+                    ssl=self.ssl,
+                    server_hostname=self.host if self.ssl else None,
                 ),
                 self.connect_timeout_s,
             )

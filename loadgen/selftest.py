@@ -231,8 +231,15 @@ def selftest_main(args: argparse.Namespace) -> int:
     try:
         for w in workers:
             for s in streams:
-                rows.append(run_one(handle.url, s, w, args.seconds, warmup=3.0, transport=args.transport, handle=handle))
-                print(format_rows(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_rows(rows), flush=True)
+                rows.append(
+                    run_one(
+                        handle.url, s, w, args.seconds, warmup=3.0, transport=args.transport, handle=handle
+                    )
+                )
+                print(
+                    format_rows(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_rows(rows),
+                    flush=True,
+                )
     finally:
         handle.stop()
     return 0
