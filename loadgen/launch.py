@@ -680,7 +680,7 @@ def _run_launched(args: argparse.Namespace, srv: Launched, cold: dict[str, Any])
     if not args.headless:
         from tui.app import run_console
 
-        outcome = run_console(config, refresh_hz=args.refresh)
+        outcome = run_console(config, refresh_hz=args.refresh or 4.0)
     else:
         engine = Engine(config)
         engine.start()

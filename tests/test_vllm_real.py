@@ -171,7 +171,7 @@ def test_headless_ramp_1_4_16_against_real_vllm(server: str, tmp_path: Path) -> 
         assert s["output_tokens_per_req"] == {"p50": out_tokens, "p95": out_tokens, "mean": out_tokens}
         srv = s["server"]
         for key in ("running_max", "waiting_max", "kv_usage_max", "preemptions"):
-            assert srv[key] is not None, (key, srv)
+            assert srv[key] is not None, (s["level"], key, srv)
     one, _, sixteen = (s["server"] for s in rec.steps)
     assert one["waiting_max"] == 0 and one["running_max"] <= 1
     # --max-num-seqs 8: 16 streams run 8 at a time and the rest wait, in the step where it happens.
@@ -283,7 +283,10 @@ def test_agreement_with_server_histograms_and_vllm_bench_serve(server: str, tmp_
     # for our telemetry each second) and both clients; there the API server stalls for hundreds of ms at
     # random (seen in CI: ours 309 ms vs bench 43 ms in one run, 50 vs 45 ms in the next). The band still
     # catches a systematic error — a wrong start time or unit — which the printout above would show too.
-    assert 0.5 < step["out_tok_s"] / bench["output_throughput"] < 2.0
+    # Throughput is checked against the server's own counters above (same window, 30 %); against bench it
+    # is another time window with another client's processes on the same two cores, where a CPU-starved
+    # API server's pace varies by 2x run to run (seen in CI: ours 354 = vLLM's own 356, bench 792).
+    assert 1 / 3 < step["out_tok_s"] / bench["output_throughput"] < 3.0
     assert abs(ours_ttft["p50"] - bench["median_ttft_ms"]) < max(
         400.0, 7 * min(ours_ttft["p50"], bench["median_ttft_ms"])
     )
@@ -302,7 +305,7 @@ def test_ramp_launch_vllm_cold_start_ramp_and_stop(tmp_path: Path) -> None:
     out = tmp_path / "launch.jsonl"
     args = [
         "launch", "vllm", VLLM_MODEL, "--python", VLLM_PYTHON, "--headless", "--profile", profile,
-        "--steps", "1,4", "--step-seconds", "4", "--warmup", "1", "--out", str(out), "--health-timeout", "300",
+        "--steps", "1,4", "--step-seconds", "6", "--warmup", "1", "--out", str(out), "--health-timeout", "300",
         "--", "--max-model-len", "2048", "--enforce-eager",
     ]  # fmt: skip
     proc = run_ramp(args, tmp_path, timeout=360, env=VLLM_ENV)

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 NS = 1_000_000_000
 POLITE_FACTOR = 10.0
+POLITE_MAX_S = 4.0
 
 # What the server says about itself (discover.SERVER_KEYS) plus what the GPU sources see.
 CONDITION_KEYS = (*SERVER_KEYS, "gpu_name", "gpu_count", "gpu_mem_total_mib", "driver_version")
@@ -174,8 +175,10 @@ class TelemetryHub:
             # /metrics page) is not repeated before POLITE_FACTOR times that, so our telemetry takes at most
             # ~10 % of the time of the process it watches (measured in CI: 1 s polls of a starved CPU vLLM
             # tripled the TTFT every client saw).
+            # Capped, so a step of a few seconds still gets a sample.
             busy = getattr(src, "last_fetch_s", None)
-            delay = max(delay, POLITE_FACTOR * (busy if busy is not None else time.monotonic() - started))
+            polite = POLITE_FACTOR * (busy if busy is not None else time.monotonic() - started)
+            delay = max(delay, min(polite, POLITE_MAX_S))
             await asyncio.sleep(max(0.0, delay - (time.monotonic() - started)))
 
     # --- feeding -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from loadgen.telemetry.reading import Reading, SourceError
 if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on first use here
     import httpx
 
-DEFAULT_TIMEOUT_S = 2.0
+DEFAULT_TIMEOUT_S = 5.0  # a busy server can take seconds to render /metrics; polls are spaced politely
 
 
 @runtime_checkable
