@@ -23,7 +23,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +44,15 @@ CLIENT_BOUND_LAG_MS = 5.0
 UNREACHABLE_AFTER_S = 10.0
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
 DRAIN_S = 60.0  # how long a graceful stop lets the streams in flight finish
+
+
+def _bound_reason(health: Mapping[str, float]) -> str | None:
+    """Why a worker's own health says its timings may suffer (the client-bound flag), or None."""
+    if health.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT:
+        return f"load worker at {health['cpu_pct']:.0f}% CPU: add --workers"
+    if health.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS:
+        return f"worker event loop lag p99 {health['loop_lag_ms_p99']:.1f} ms: timings may read high"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -606,13 +615,10 @@ class _Controller:
             seg.acc.add(delta)
             if seg.phase == "measure":
                 self.run_acc.add(delta)
-            h = delta.health or {}
-            if current and (
-                h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT
-                or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS
-            ):
+            reason = _bound_reason(delta.health or {}) if current else None
+            if reason:
                 seg.client_bound = True
-                seg.bound_reason = self._bound_reason(h)
+                seg.bound_reason = reason
         self.rolling.add(delta)
         if closed and seg is not None:
             seg.pending.discard(wid)
@@ -627,12 +633,6 @@ class _Controller:
         )
         for err in delta.recent_errors:
             self.recent_errors.append(str(err))
-
-    @staticmethod
-    def _bound_reason(h: dict[str, float]) -> str:
-        if h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT:
-            return f"load worker at {h['cpu_pct']:.0f}% CPU: add --workers"
-        return f"worker event loop lag p99 {h.get('loop_lag_ms_p99', 0.0):.1f} ms: timings may read high"
 
     # ---- steps ----------------------------------------------------------------------------------
     def _arrival_label(self) -> str:
@@ -970,14 +970,8 @@ class _Controller:
         cpus = tuple(round(self.health[w].get("cpu_pct", 0.0), 1) for w in sorted(self.health))
         lag99 = max(h.get("loop_lag_ms_p99", 0.0) for h in self.health.values())
         lagmax = max(h.get("loop_lag_ms_max", 0.0) for h in self.health.values())
-        bound, reason = False, ""
-        for h in self.health.values():
-            if (
-                h.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT
-                or h.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS
-            ):
-                bound, reason = True, self._bound_reason(h)
-        return ClientHealth(lag99, lagmax, cpus, bound, reason)
+        reasons = [r for r in map(_bound_reason, self.health.values()) if r]
+        return ClientHealth(lag99, lagmax, cpus, bool(reasons), reasons[-1] if reasons else "")
 
     # ---- shutdown -------------------------------------------------------------------------------
     async def _shutdown(self, cancel: bool) -> None:
