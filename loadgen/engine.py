@@ -38,21 +38,60 @@ from loadgen.snapshot import (
     WindowStats,
 )
 from loadgen.types import Target
+from loadgen.worker import CLIENT_BOUND_LAG_MS
 
 CLIENT_BOUND_CPU_PCT = 90.0
-CLIENT_BOUND_LAG_MS = 5.0
+CLIENT_BOUND_WAIT_PCT = 10.0  # of wall time spent ready to run but not given a core (Linux schedstat)
 UNREACHABLE_AFTER_S = 10.0
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
 DRAIN_S = 60.0  # how long a graceful stop lets the streams in flight finish
+RECENT_HEALTH = 12  # health reports (about 3 s) behind the live client-bound flag
+TELEMETRY_WAIT_S = 6.0  # how long a step's record waits for the server sample taken at its end
+
+
+class _BoundJudge:
+    """Whether one worker's health over a span (a step, the last seconds) says its timings may suffer.
+
+    Loop lag is judged on all of the span's 50 ms samples: over ``CLIENT_BOUND_LAG_MS`` in more than 1 %
+    of them (and at least twice), i.e. the span's p99 — one hiccup of a shared machine is not a client-
+    bound step. CPU shares arrive already taken over spans of at least a second.
+    """
+
+    __slots__ = ("n", "over", "lag_max", "cpu_max", "wait_max")
+
+    def __init__(self) -> None:
+        self.n = self.over = 0
+        self.lag_max = self.cpu_max = self.wait_max = 0.0
+
+    def add(self, health: Mapping[str, float]) -> None:
+        n = int(health.get("lag_n", 0))
+        self.n += n
+        self.over += int(health.get("lag_over", 0))
+        if n:
+            self.lag_max = max(self.lag_max, float(health.get("loop_lag_ms_max", 0.0)))
+        self.cpu_max = max(self.cpu_max, float(health.get("cpu_pct", 0.0)))
+        self.wait_max = max(self.wait_max, float(health.get("runq_wait_pct", 0.0)))
+
+    def reason(self) -> str | None:
+        if self.cpu_max > CLIENT_BOUND_CPU_PCT:
+            return f"load worker at {self.cpu_max:.0f}% CPU: add --workers"
+        if self.over >= 2 and self.over > 0.01 * self.n:
+            share = 100.0 * self.over / self.n
+            lag = f"loop lag over {CLIENT_BOUND_LAG_MS:g} ms in {share:.0f}% of samples, max {self.lag_max:.0f} ms"
+            if self.wait_max > CLIENT_BOUND_WAIT_PCT:
+                return (
+                    f"load worker waited for a CPU {self.wait_max:.0f}% of the time ({lag}): other processes "
+                    "hold this machine's cores; run ramp on another host"
+                )
+            return f"worker event {lag}: timings may read high"
+        return None
 
 
 def _bound_reason(health: Mapping[str, float]) -> str | None:
-    """Why a worker's own health says its timings may suffer (the client-bound flag), or None."""
-    if health.get("cpu_pct", 0.0) > CLIENT_BOUND_CPU_PCT:
-        return f"load worker at {health['cpu_pct']:.0f}% CPU: add --workers"
-    if health.get("loop_lag_ms_p99", 0.0) > CLIENT_BOUND_LAG_MS:
-        return f"worker event loop lag p99 {health['loop_lag_ms_p99']:.1f} ms: timings may read high"
-    return None
+    """The judge's verdict on a single health report (tests; the engine judges spans)."""
+    judge = _BoundJudge()
+    judge.add(health)
+    return judge.reason()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +162,16 @@ class _Segment:
     t0_ns: int
     acc: Any
     t1_ns: int | None = None
-    client_bound: bool = False
-    bound_reason: str = ""
+    judges: dict[int, _BoundJudge] = field(default_factory=dict)  # per worker: its health over the window
     pending: set[int] = field(default_factory=set)  # workers whose flush reply has not come yet
+
+    def bound_reason(self) -> str | None:
+        """Why this window's timings may read high (the client-bound flag), or None."""
+        for wid in sorted(self.judges):
+            reason = self.judges[wid].reason()
+            if reason:
+                return reason
+        return None
 
 
 class Engine:
@@ -294,6 +340,7 @@ class _Controller:
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=8)
         self.gauges: dict[int, tuple[int, int]] = {}  # worker -> (in_flight, queued)
         self.health: dict[int, dict[str, float]] = {}
+        self.recent_health: dict[int, collections.deque[dict[str, float]]] = {}  # the live flag judges these
         self.timeline: collections.deque[tuple[int, int, int, int, int]] = collections.deque()
         self.series: collections.deque[SeriesPoint] = collections.deque(maxlen=900)
         self.last_series_ns = 0
@@ -615,16 +662,17 @@ class _Controller:
             seg.acc.add(delta)
             if seg.phase == "measure":
                 self.run_acc.add(delta)
-            reason = _bound_reason(delta.health or {}) if current else None
-            if reason:
-                seg.client_bound = True
-                seg.bound_reason = reason
+            if current and delta.health:
+                seg.judges.setdefault(wid, _BoundJudge()).add(delta.health)
         self.rolling.add(delta)
         if closed and seg is not None:
             seg.pending.discard(wid)
         if current:
             self.gauges[wid] = (int(delta.in_flight), int(delta.queued))
             self.health[wid] = dict(delta.health or {})
+            self.recent_health.setdefault(wid, collections.deque(maxlen=RECENT_HEALTH)).append(
+                self.health[wid]
+            )
         ok = int(delta.ok)
         if ok:
             self.last_ok_ns = delta.t1_ns
@@ -666,7 +714,17 @@ class _Controller:
         self.next_seg += 1
         self.segments[seg.seg_id] = seg
         self._send_all(("flush", seg.seg_id, now))
+        if phase == "measure":
+            self._poke_telemetry()
         return seg
+
+    def _poke_telemetry(self) -> None:
+        """Sample the server at a window's edge, so its counters cover the same seconds as the window."""
+        if self.hub is not None:
+            try:
+                self.hub.poke()
+            except Exception:
+                pass
 
     def _send_all(self, cmd: tuple[Any, ...]) -> None:
         for q in self.cmd_queues:
@@ -720,6 +778,7 @@ class _Controller:
         seg.duration_s = (now - self.step_t0_ns) / 1e9  # type: ignore[attr-defined]
         seg.arrival = self._arrival_label()  # type: ignore[attr-defined]
         if seg.phase == "measure":
+            self._poke_telemetry()
             self.run_measured_s += (now - seg.t0_ns) / 1e9
             # Reported once every worker says none of the window's requests is still in flight.
             seg.closing = True  # type: ignore[attr-defined]
@@ -736,8 +795,20 @@ class _Controller:
             pending = seg.pending & self.alive
             if pending and not force and now < seg.close_deadline:  # type: ignore[attr-defined]
                 break  # steps are reported in order: a later one waits for this one
+            if not force and not self._telemetry_settled(seg, now):
+                break
             del self.segments[seg_id]
             self._finalize(seg)
+
+    def _telemetry_settled(self, seg: _Segment, now: int) -> bool:
+        """The server has been sampled after the window closed (the poke at its end answered), or it is
+        too late to wait for it; a slow or failing source never holds a step back for long."""
+        if self.hub is None or seg.t1_ns is None or now >= seg.t1_ns + int(TELEMETRY_WAIT_S * 1e9):
+            return True
+        try:
+            return bool(self.hub.settled(seg.t1_ns))
+        except Exception:
+            return True
 
     def _finalize(self, seg: _Segment) -> None:
         from loadgen.slo import best_step, evaluate
@@ -754,6 +825,7 @@ class _Controller:
                 server = dict(self.hub.window_summary(seg.t0_ns, seg.t1_ns or time.monotonic_ns()))
             except Exception:
                 server = {}
+        bound = seg.bound_reason()
         summary = StepSummary(
             index=len(self.steps),
             mode=seg.mode,  # type: ignore[attr-defined]
@@ -767,7 +839,7 @@ class _Controller:
             duration_s=round(seg.duration_s, 3),  # type: ignore[attr-defined]
             stats=stats,
             verdict=verdict,
-            client_bound=seg.client_bound,
+            client_bound=bound is not None,
             ended_by=seg.ended_by,  # type: ignore[attr-defined]
             server=server,
             marks=seg.marks,  # type: ignore[attr-defined]
@@ -775,7 +847,7 @@ class _Controller:
         self.steps.append(summary)
         self.best = best_step(self.steps)
         if self.record is not None:
-            extra = {"client_bound_reason": seg.bound_reason} if seg.client_bound else {}
+            extra = {"client_bound_reason": bound} if bound is not None else {}
             self.record.write_step(summary, seg.acc.encoded(), **extra) if extra else self.record.write_step(
                 summary, seg.acc.encoded()
             )
@@ -970,7 +1042,14 @@ class _Controller:
         cpus = tuple(round(self.health[w].get("cpu_pct", 0.0), 1) for w in sorted(self.health))
         lag99 = max(h.get("loop_lag_ms_p99", 0.0) for h in self.health.values())
         lagmax = max(h.get("loop_lag_ms_max", 0.0) for h in self.health.values())
-        reasons = [r for r in map(_bound_reason, self.health.values()) if r]
+        reasons = []
+        for wid in sorted(self.recent_health):
+            judge = _BoundJudge()
+            for h in self.recent_health[wid]:
+                judge.add(h)
+            reason = judge.reason()
+            if reason:
+                reasons.append(reason)
         return ClientHealth(lag99, lagmax, cpus, bool(reasons), reasons[-1] if reasons else "")
 
     # ---- shutdown -------------------------------------------------------------------------------
@@ -998,6 +1077,13 @@ class _Controller:
 
             for item in drain(self.delta_q):
                 self._on_item(item)
+        if not cancel:  # a finished plan: let the poke at its last window's end answer (bounded)
+            until = time.monotonic() + TELEMETRY_WAIT_S
+            while time.monotonic() < until and any(
+                not self._telemetry_settled(seg, time.monotonic_ns()) for seg in self.segments.values()
+            ):
+                if self.hub is None or not await self.hub.wait_changed(max(0.0, until - time.monotonic())):
+                    break
         self._try_finalize(force=True)
         for proc in self.procs:
             proc.join(timeout=0.2)

@@ -123,13 +123,26 @@ def _run_loop(main: Any) -> None:
     asyncio.run(main())
 
 
+CLIENT_BOUND_LAG_MS = 5.0  # a loop lag sample over this counts against the client (engine: > 1 % of them)
+
+
 class _Health:
-    """Event-loop lag and process CPU, sampled on the worker's own loop."""
+    """Event-loop lag, process CPU and time spent waiting for a CPU, sampled on the worker's own loop.
+
+    CPU shares are taken over spans of at least ``SPAN_S`` (a delta shipped a millisecond after the last
+    one would otherwise read 100 % from one busy millisecond). The run-queue wait (Linux schedstat) tells
+    a worker that is busy from one that is ready but not given a core by the OS.
+    """
+
+    SPAN_S = 1.0
 
     def __init__(self) -> None:
         self.lags_ms: list[float] = []
         self._cpu0 = time.process_time()
         self._wall0 = time.monotonic()
+        self._wait0 = _runqueue_wait_ns()
+        self._cpu_pct = 0.0
+        self._wait_pct: float | None = None
 
     async def watch(self, period_s: float = 0.05) -> None:
         while True:
@@ -139,14 +152,35 @@ class _Health:
 
     def take(self) -> dict[str, float]:
         cpu, wall = time.process_time(), time.monotonic()
-        cpu_pct = 100.0 * (cpu - self._cpu0) / max(1e-6, wall - self._wall0)
-        self._cpu0, self._wall0 = cpu, wall
+        span = wall - self._wall0
+        if span >= self.SPAN_S:
+            self._cpu_pct = 100.0 * (cpu - self._cpu0) / span
+            wait = _runqueue_wait_ns()
+            if wait is not None and self._wait0 is not None:
+                self._wait_pct = 100.0 * (wait - self._wait0) / 1e9 / span
+            self._cpu0, self._wall0, self._wait0 = cpu, wall, wait
+        out = {"cpu_pct": self._cpu_pct}
+        if self._wait_pct is not None:
+            out["runq_wait_pct"] = self._wait_pct
         lags = sorted(self.lags_ms)
         self.lags_ms = []
+        # The samples' count and how many passed the client-bound threshold: the engine judges a whole
+        # step's samples (its p99), not the few of one report.
+        out["lag_n"] = float(len(lags))
+        out["lag_over"] = float(sum(1 for v in lags if v > CLIENT_BOUND_LAG_MS))
         if not lags:
-            return {"cpu_pct": cpu_pct, "loop_lag_ms_p99": 0.0, "loop_lag_ms_max": 0.0}
+            return {**out, "loop_lag_ms_p99": 0.0, "loop_lag_ms_max": 0.0}
         p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
-        return {"cpu_pct": cpu_pct, "loop_lag_ms_p99": p99, "loop_lag_ms_max": lags[-1]}
+        return {**out, "loop_lag_ms_p99": p99, "loop_lag_ms_max": lags[-1]}
+
+
+def _runqueue_wait_ns() -> int | None:
+    """Nanoseconds this thread has spent ready to run but waiting for a CPU (Linux), else None."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class _Worker:

@@ -25,6 +25,7 @@ from loadgen.launch import (
     LaunchError,
     launch_and_wait,
     launch_server,
+    own_process_group,
     redact_argv,
     server_argv,
 )
@@ -193,7 +194,7 @@ def ramp(args: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.Pop
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
+        **own_process_group(),
     )
 
 

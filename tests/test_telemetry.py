@@ -571,3 +571,22 @@ def test_spec_acceptance_from_vllm_counters_and_sglang_gauge() -> None:
         )  # fmt: skip
         sg.record("metrics", parse_exposition(text, t * S))
     assert sg.window_summary(0, S)["spec_acceptance"] == pytest.approx(0.6)
+
+
+def test_window_counters_run_between_the_samples_nearest_its_edges() -> None:
+    """The engine pokes the hub at each boundary, so a sample just after a window's end (taken while the
+    step's last requests finish) is nearer the edge than the last one inside it, and is used."""
+    hub = TelemetryHub([FakeSource("metrics", "mixed")])
+    for t, gen in ((0.0, 0), (0.9, 90), (2.0, 200), (3.1, 310), (4.0, 400)):
+        hub.record("metrics", server_reading(t, gen=gen, prompt=0, running=1, kv=0.1))
+    w = hub.window_summary(1 * S, 3 * S)
+    assert w["server_span_s"] == pytest.approx(3.1 - 0.9)
+    assert w["server_edge_s"] == pytest.approx(0.1)
+    assert w["gen_tok_s"] == pytest.approx((310 - 90) / 2.2)
+    assert w["running_max"] == 1  # gauges: only the samples inside the window
+    # Only a sample before the window and one inside: the span is what there is, and says so.
+    hub2 = TelemetryHub([FakeSource("metrics", "mixed")])
+    for t, gen in ((0.0, 0), (2.0, 200)):
+        hub2.record("metrics", server_reading(t, gen=gen, prompt=0, running=1, kv=0.1))
+    w2 = hub2.window_summary(1 * S, 3 * S)
+    assert w2["server_span_s"] == pytest.approx(2.0) and w2["server_edge_s"] == pytest.approx(1.0)

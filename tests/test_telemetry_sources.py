@@ -393,3 +393,33 @@ async def test_window_summary_under_simulated_load() -> None:
     finally:
         await hub.stop()
         await sim.stop()
+
+
+async def test_a_poke_samples_the_server_at_a_step_boundary() -> None:
+    """With a long polling interval, a poke (what the engine does at each window edge) still gets a sample
+    within moments, ``settled`` says when the window's end has been sampled, and the window's counters run
+    between the samples nearest its edges."""
+    from loadgen.sim.server import SimServer
+
+    sim = SimServer()
+    url = await sim.start()
+    source = PrometheusAutoSource(url, interval_s=60.0, timeout_s=5.0)
+    hub = TelemetryHub([source])
+    await hub.start()
+    try:
+        await wait_until(lambda: len(hub.readings("metrics")) == 1)
+        t0 = time.monotonic_ns()
+        assert not hub.settled(t0)  # the only sample is older than t0
+        hub.poke()
+        await wait_until(lambda: hub.settled(t0))
+        assert len(hub.readings("metrics")) == 2
+        t1 = time.monotonic_ns()
+        hub.poke()
+        await wait_until(lambda: hub.settled(t1))
+        assert len(hub.readings("metrics")) == 3
+        w = hub.window_summary(t0, t1)
+        assert w["server_span_s"] is not None and w["server_span_s"] > 0
+        assert w["server_edge_s"] < 2.0
+    finally:
+        await hub.stop()
+        await sim.stop()

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+from loadgen.launch import own_process_group
 from loadgen.record import Record, read_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +117,7 @@ def run_ramp(
 
     proc = subprocess.Popen(
         [*RAMP, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, **(env or {})), start_new_session=True,
+        env=dict(os.environ, **(env or {})), **own_process_group(),
     )  # fmt: skip
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -274,26 +275,35 @@ def test_agreement_with_server_histograms_and_vllm_bench_serve(server: str, tmp_
     for name, a, b, c in table:
         print(f"  {name:<18} {_f(a):>10} {_f(b):>10} {_f(c):>10}")
     assert step["errors"] == {} and bench["failed"] == 0
-    # Same window: the server finished the requests we counted, give or take those in flight at the edges
-    # and the up to 1 s the last /metrics sample before the window's end leaves out.
-    assert abs(srv["server_requests"] - step["ok"]) <= conc + 0.25 * step["ok"]
-    assert srv["gen_tok_s"] == pytest.approx(step["out_tok_s"], rel=0.3)
-    # Another client on the same load, run right after ours: throughput within a factor 2, TTFT p50 within
-    # 400 ms or a factor 8. Two shared cores run vLLM's engine, its API server (which also renders /metrics
-    # for our telemetry each second) and both clients; there the API server stalls for hundreds of ms at
-    # random (seen in CI: ours 309 ms vs bench 43 ms in one run, 50 vs 45 ms in the next). The band still
-    # catches a systematic error — a wrong start time or unit — which the printout above would show too.
-    # Throughput is checked against the server's own counters above (same window, 30 %); against bench it
-    # is another time window with another client's processes on the same two cores, where a CPU-starved
-    # API server's pace varies by 2x run to run (seen in CI: ours 354 = vLLM's own 356, bench 792).
-    assert 1 / 3 < step["out_tok_s"] / bench["output_throughput"] < 3.0
-    assert abs(ours_ttft["p50"] - bench["median_ttft_ms"]) < max(
-        400.0, 7 * min(ours_ttft["p50"], bench["median_ttft_ms"])
+    # Same window: the engine samples /metrics at the window's edges (a busy server answers a little late, so
+    # the server's counters span server_span_s, printed, rather than exactly our window): compare per second.
+    # The server finished the requests we sent, give or take those in flight at the edges.
+    print(
+        f"  server sample span {srv['server_span_s']:.2f} s for our {step['window_s']:.2f} s window "
+        f"(edges off by up to {srv['server_edge_s']:.2f} s); client-bound: {step['client_bound']}"
     )
+    ours_rps = step["ok"] / step["window_s"]
+    srv_rps = srv["server_requests"] / srv["server_span_s"]
+    assert abs(srv_rps - ours_rps) <= (conc + 0.1 * step["ok"]) / step["window_s"]
+    assert srv["gen_tok_s"] == pytest.approx(step["out_tok_s"], rel=0.15)
     # The server's TTFT starts when the engine gets the request (after HTTP, templating and tokenizing)
     # and ends before detokenizing and SSE: it can only be lower than what a client sees, never higher
     # (histogram buckets give it some slack upward).
-    assert srv["server_ttft_p50_ms"] <= ours_ttft["p50"] * 1.5 + 20
+    assert srv["server_ttft_p50_ms"] <= ours_ttft["p50"] * 1.5 + 5
+    if step["client_bound"]:
+        # Our client said its own timings may read high (and why, in the record): only a unit or start-time
+        # error is caught then. On two cores this happened when the server ran in another session than
+        # ramp (Linux autogroups starved our worker); `ramp launch` and these tests keep them in one.
+        assert abs(ours_ttft["p50"] - bench["median_ttft_ms"]) < max(400.0, 7 * bench["median_ttft_ms"])
+        assert 1 / 3 < step["out_tok_s"] / bench["output_throughput"] < 3.0
+        return
+    # Another client on the same load and server, run right after ours. Ours must not read slower than the
+    # peer's (the point of this tool); measured here: TTFT p50 ours 22.7 ms, bench 35.5, vLLM's own 20.0;
+    # p99 35.0 vs 66.6. Throughput is another time window on two shared cores: within a factor 1.6.
+    assert ours_ttft["p50"] <= bench["median_ttft_ms"] * 1.5 + 10
+    assert ours_ttft["p99"] <= bench["p99_ttft_ms"] * 1.5 + 25
+    assert 1 / 1.6 < step["out_tok_s"] / bench["output_throughput"] < 1.6
+    assert ours_dec["p50"] == pytest.approx(bench_dec, rel=0.25)
 
 
 def _f(v: Any) -> str:
@@ -338,7 +348,7 @@ def test_a_vllm_that_dies_mid_run_is_reported_with_the_record_intact(tmp_path: P
     ]  # fmt: skip
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, **VLLM_ENV), start_new_session=True,
+        env=dict(os.environ, **VLLM_ENV), **own_process_group(),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300

@@ -72,7 +72,11 @@ WINDOW_KEYS = (
     "server_requests",
     "gen_tok_s",
     "prompt_tok_s",
+    "server_span_s",
+    "server_edge_s",
 )
+# A poke (a step boundary) polls at once, but never sooner than this after the source's last poll began.
+POKE_MIN_GAP_S = 0.5
 
 
 @dataclass
@@ -83,6 +87,7 @@ class _State:
     failures: int = 0
     polls: int = 0
     task: asyncio.Task | None = field(default=None, repr=False)
+    poked: asyncio.Event | None = field(default=None, repr=False)
 
 
 class TelemetryHub:
@@ -125,7 +130,26 @@ class TelemetryHub:
         self._running = True
         self._changed = asyncio.Event()
         for st in self._states.values():
+            st.poked = asyncio.Event()
             st.task = asyncio.create_task(self._run(st), name=f"telemetry:{st.source.name}")
+
+    def poke(self) -> None:
+        """Sample every source now (within ``POKE_MIN_GAP_S``): the engine calls this at each step boundary,
+        so counters and histograms are read at the window's edges instead of up to a polite interval away.
+        Must be called from the loop the hub runs in."""
+        for st in self._states.values():
+            if st.poked is not None:
+                st.poked.set()
+
+    def settled(self, t_ns: int) -> bool:
+        """Whether every healthy source has a reading taken after ``t_ns`` (a window's end is sampled)."""
+        if not self._running:
+            return True
+        with self._lock:
+            return all(
+                st.status != "ok" or st.task is None or (bool(st.readings) and st.readings[-1].t_ns >= t_ns)
+                for st in self._states.values()
+            )
 
     async def stop(self) -> None:
         self._running = False
@@ -154,6 +178,8 @@ class TelemetryHub:
         deadline = float(getattr(src, "timeout_s", 2.0)) + 3.0
         while self._running:
             started = time.monotonic()
+            if st.poked is not None:
+                st.poked.clear()
             try:
                 reading = await asyncio.wait_for(src.poll(), deadline)
             except asyncio.CancelledError:
@@ -179,7 +205,16 @@ class TelemetryHub:
             busy = getattr(src, "last_fetch_s", None)
             polite = POLITE_FACTOR * (busy if busy is not None else time.monotonic() - started)
             delay = max(delay, min(polite, POLITE_MAX_S))
-            await asyncio.sleep(max(0.0, delay - (time.monotonic() - started)))
+            remaining = max(0.0, delay - (time.monotonic() - started))
+            if st.poked is None:
+                await asyncio.sleep(remaining)
+                continue
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(st.poked.wait(), remaining)
+            if st.poked.is_set() and not st.failures:  # a step boundary: sample it (a failing source waits)
+                await asyncio.sleep(max(0.0, POKE_MIN_GAP_S - (time.monotonic() - started)))
+            elif st.poked.is_set():
+                await asyncio.sleep(max(0.0, delay - (time.monotonic() - started)))
 
     # --- feeding -----------------------------------------------------------------------------------
 
@@ -342,8 +377,20 @@ class TelemetryHub:
         if server_all is not None:
             inside = [r for r in server_all if t0_ns <= r.t_ns <= t1_ns]
             slack = int(max(5.0, 3 * self._interval_of(server_all)) * NS)
-            before = [r for r in server_all if t0_ns - slack <= r.t_ns < t0_ns]
-            span = before[-1:] + inside
+            # Counters and histograms: the difference between the samples nearest the window's edges (the
+            # engine pokes the hub at each boundary, so these are usually within a scrape's time of them).
+            first = min(
+                (r for r in server_all if t0_ns - slack <= r.t_ns <= t1_ns), key=lambda r: abs(r.t_ns - t0_ns)
+            )
+            last = min(
+                (r for r in server_all if first.t_ns < r.t_ns <= t1_ns + slack),
+                key=lambda r: abs(r.t_ns - t1_ns),
+                default=first,
+            )
+            span = [r for r in server_all if first.t_ns <= r.t_ns <= last.t_ns]
+            if last is not first:
+                out["server_span_s"] = (last.t_ns - first.t_ns) / NS
+                out["server_edge_s"] = max(abs(first.t_ns - t0_ns), abs(last.t_ns - t1_ns)) / NS
             out["kv_usage_max"], out["kv_usage_mean"] = _max_mean(inside, "kv_usage")
             out["running_max"], out["running_mean"] = _max_mean(inside, "running")
             out["waiting_max"], _ = _max_mean(inside, "waiting")

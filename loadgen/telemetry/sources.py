@@ -98,6 +98,7 @@ class PrometheusSource:
         self._client: httpx.AsyncClient | None = None
         self._detected: str | None = None
         self.last_fetch_s: float | None = None
+        self.last_mid_ns: int | None = None
 
     def _http(self) -> httpx.AsyncClient:
         import httpx
@@ -116,9 +117,13 @@ class PrometheusSource:
 
         try:
             started = time.monotonic()
+            started_ns = time.monotonic_ns()
             response = await self._http().get(self.url)
             # How long the server took to answer: the hub spaces polls by it (see POLITE_FACTOR).
             self.last_fetch_s = time.monotonic() - started
+            # The page shows the server's state at some moment of the exchange: take the middle, so a slow
+            # answer (a busy server) does not shift the sample's time by its whole duration.
+            self.last_mid_ns = (started_ns + time.monotonic_ns()) // 2
             response.raise_for_status()
             return response.text
         except (httpx.HTTPError, OSError) as exc:
@@ -126,7 +131,7 @@ class PrometheusSource:
 
     async def poll(self) -> Reading:
         text = await self.fetch()
-        t_ns = time.monotonic_ns()
+        t_ns = self.last_mid_ns or time.monotonic_ns()
         # Parsing a 50 KB vLLM page takes ~10 ms of Python: keep it off the controller's loop.
         samples = await asyncio.to_thread(parse_samples, text, self.url)
         runtime = self.runtime
