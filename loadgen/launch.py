@@ -569,18 +569,6 @@ class _Progress:
             self.stream.flush()
 
 
-def _watch(srv: Launched, engine: Any, stop: threading.Event) -> None:
-    """The moment the server process exits under load: mark the record and end the run (load on a dead
-    server measures nothing; without this the engine would report it only after its unreachable timeout)."""
-    while not stop.wait(0.5):
-        code = srv.poll()
-        if code is not None:
-            with contextlib.suppress(Exception):
-                engine.mark(f"{srv.kind} server process exited (code {code}) during the run")
-                engine.stop(cancel=True)
-            return
-
-
 def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """``ramp launch``: returns the exit code of ``ramp run`` (3 when the server would not start)."""
     from loadgen import cli
@@ -711,16 +699,11 @@ def _run_launched(args: argparse.Namespace, srv: Launched, cold: dict[str, Any])
 
         outcome = run_console(config, refresh_hz=args.refresh or 4.0)
     else:
+        # The engine itself watches the server (config.server_exit): the moment it exits under load the
+        # record gets a mark and the run ends as failed (load on a dead server measures nothing).
         engine = Engine(config)
         engine.start()
-        stop = threading.Event()
-        watcher = threading.Thread(target=_watch, args=(srv, engine, stop), name="server-watch", daemon=True)
-        watcher.start()
-        try:
-            outcome = cli._headless_wait(engine, config)
-        finally:
-            stop.set()
-            watcher.join(timeout=2.0)
+        outcome = cli._headless_wait(engine, config)
     died = srv.poll() is not None and not srv.stopped_by_us
     if outcome is not None and died:
         outcome = dataclasses.replace(

@@ -370,7 +370,7 @@ def test_a_vllm_that_dies_mid_run_is_reported_with_the_record_intact(tmp_path: P
     rec = read_record(out)
     assert len(rec.steps) >= 1 and rec.steps[0]["ok"] > 0 and not rec.truncated
     assert any("server process exited" in e.get("note", "") for e in rec.events if e["kind"] == "mark")
-    assert rec.events[-1]["kind"] == "end"
+    assert rec.events[-1]["kind"] == "end" and rec.events[-1]["state"] == "failed"
     # Nothing of the server's process group is left (killed children take a moment to be reaped).
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
