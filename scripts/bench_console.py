@@ -1,8 +1,8 @@
 """Does the console change what it measures? TTFT with the console open vs headless, same load, same server.
 
 Runs the simulator's fast preset (true TTFT 50 ms, 10 ms/token) in its own process, then alternates runs of
-``ramp run URL --steps 256`` headless and with the console open in a real terminal (tmux, 160x48, 4 Hz),
-and prints each run's TTFT p50/p99 from its record, and the console-minus-headless difference:
+``ramp run URL --steps 256`` headless and with the console open, each in a tmux session of its own (160x48,
+console at 4 Hz), and prints each run's TTFT p50/p99 from its record, and the console-minus-headless difference:
 
     python scripts/bench_console.py [--streams 256] [--seconds 10] [--rounds 2]
 
@@ -84,21 +84,23 @@ def main() -> int:
                 out = tmp / f"{face}-{rnd}.jsonl"
                 cmd = [sys.executable, "-m", "loadgen.cli", "run", handle.url, *common, "--out", str(out)]
                 if face == "headless":
-                    subprocess.run([*cmd, "--headless"], env=env, check=False, capture_output=True)
-                else:
-                    session = f"ramp-bench-{os.getpid()}-{rnd}"
-                    shell = " ".join(f"'{c}'" for c in cmd)
-                    subprocess.run(
-                        ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
-                         f"env TERM=xterm-256color RAMP_WORKER_CPUS={env['RAMP_WORKER_CPUS']} {shell}"],
-                        check=True,
-                    )  # fmt: skip
-                    deadline = time.monotonic() + opts.warmup + opts.seconds + 60
-                    while time.monotonic() < deadline and not has_end(out):
-                        time.sleep(0.5)  # waiting for a run to finish, in a benchmark
+                    cmd.append("--headless")
+                # Both faces run in a tmux session of their own: on Linux a session is a scheduler autogroup,
+                # so running one face from this script's session (the simulator's) would favour it.
+                session = f"ramp-bench-{os.getpid()}-{face}-{rnd}"
+                shell = " ".join(f"'{c}'" for c in cmd)
+                subprocess.run(
+                    ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
+                     f"env TERM=xterm-256color RAMP_WORKER_CPUS={env['RAMP_WORKER_CPUS']} {shell}"],
+                    check=True,
+                )  # fmt: skip
+                deadline = time.monotonic() + opts.warmup + opts.seconds + 60
+                while time.monotonic() < deadline and not has_end(out):
+                    time.sleep(0.5)  # waiting for a run to finish, in a benchmark
+                if face == "console":
                     subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
-                    time.sleep(1.0)
-                    subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
+                time.sleep(1.0)
+                subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
                 step = last_step(out) if out.exists() else None
                 if step is None:
                     print(f"{face} round {rnd}: no step recorded", file=sys.stderr)
