@@ -175,7 +175,10 @@ def test_headless_ramp_1_4_16_against_real_vllm(server: str, tmp_path: Path) -> 
             assert srv[key] is not None, (s["level"], key, srv)
         # Same window (the engine samples /metrics at each window edge): the tokens we counted arriving are
         # the tokens vLLM says it generated. Measured: 208/208, 718/716, 1,299/1,294 tok/s.
-        assert s["out_tok_s"] == pytest.approx(srv["gen_tok_s"], rel=0.1), (s["level"], srv)
+        # A busy server answers the edge samples late (server_edge_s), shifting its span into the next
+        # level's load by that much: the tolerance grows with it.
+        rel = 0.1 + 2 * srv["server_edge_s"] / s["window_s"]
+        assert s["out_tok_s"] == pytest.approx(srv["gen_tok_s"], rel=rel), (s["level"], srv)
     one, _, sixteen = (s["server"] for s in rec.steps)
     assert one["waiting_max"] == 0 and one["running_max"] <= 1
     # --max-num-seqs 8: 16 streams run 8 at a time and the rest wait, in the step where it happens.
