@@ -840,6 +840,7 @@ class _Controller:
             stats=stats,
             verdict=verdict,
             client_bound=bound is not None,
+            bound_reason=bound or "",
             ended_by=seg.ended_by,  # type: ignore[attr-defined]
             server=server,
             marks=seg.marks,  # type: ignore[attr-defined]
@@ -847,10 +848,7 @@ class _Controller:
         self.steps.append(summary)
         self.best = best_step(self.steps)
         if self.record is not None:
-            extra = {"client_bound_reason": bound} if bound is not None else {}
-            self.record.write_step(summary, seg.acc.encoded(), **extra) if extra else self.record.write_step(
-                summary, seg.acc.encoded()
-            )
+            self.record.write_step(summary, seg.acc.encoded())
         if (
             self.plan is not None
             and self.plan.early_stop

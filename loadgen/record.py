@@ -219,6 +219,11 @@ class RecordWriter:
                 "slo_met": step.verdict.met,
                 "slo_failures": list(step.verdict.failures),
                 "client_bound": step.client_bound,
+                **(
+                    {"client_bound_reason": step.bound_reason}
+                    if step.client_bound and step.bound_reason
+                    else {}
+                ),
                 "server": dict(step.server),
                 "marks": list(step.marks),
             }
@@ -373,4 +378,5 @@ def step_from_line(line: Mapping[str, Any]) -> StepSummary:
         marks=tuple(line.get("marks") or ()),
         window_t0_ns=int(line.get("window_t0_ns") or 0),
         window_t1_ns=int(line.get("window_t1_ns") or 0),
+        bound_reason=str(line.get("client_bound_reason") or ""),
     )

@@ -206,6 +206,9 @@ def format_step_table(steps: Sequence[StepSummary], best: int | None, width: int
             lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(step.verdict.failures))
     if bound:
         lines.append("  ! client-bound: the load generator, not the server, may have limited these steps")
+        for step in steps:
+            if step.client_bound and step.bound_reason:
+                lines.append(f"    step {step.index + 1}: {step.bound_reason}")
     return "\n".join(lines)
 
 

@@ -153,6 +153,7 @@ class StepSummary:
     # logs or a simulator's ground truth taken on the same host.
     window_t0_ns: int = 0
     window_t1_ns: int = 0
+    bound_reason: str = ""  # why client_bound (which worker symptom), "" when not
 
 
 @dataclass(frozen=True, slots=True)

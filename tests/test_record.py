@@ -72,6 +72,7 @@ def make_step(index: int, level: int, ttft_ms: float, slo: SLO) -> tuple[StepSum
         stats=stats,
         verdict=evaluate(slo, stats),
         client_bound=index == 1,
+        bound_reason="load worker at 97% CPU: add --workers" if index == 1 else "",
         server={"kv_cache_usage_max": 0.8, "waiting_max": None},
         marks=("swapped config",) if index == 0 else (),
     )
@@ -154,6 +155,7 @@ def test_step_line_carries_the_summary_figures(tmp_path: Path) -> None:
     assert set(line["decode_tok_s"]) == {"p50", "p95"}
     assert line["slo_met"] is False and line["slo_failures"][0].startswith("TTFT p95 9")
     assert line["client_bound"] is True
+    assert line["client_bound_reason"] == "load worker at 97% CPU: add --workers"
     assert line["server"] == {"kv_cache_usage_max": 0.8, "waiting_max": None}
     assert "ttft_ms|cache:hit" in line["hists"]
 
@@ -283,6 +285,9 @@ def test_step_table_marks_the_best_step() -> None:
     assert "✓" in rows[0] and "✗" in rows[2] and "!" in rows[1]
     assert f"best under SLO: step {best + 1}, " in text and "out tok/s" in text
     assert "step 3 ✗ TTFT p95" in text
+    # which symptom made a step client-bound, from the record (a table reader can act on it)
+    assert "    step 2: load worker at 97% CPU: add --workers" in text
+    assert "step 1:" not in text and "step 3:" not in text
 
 
 def test_step_table_fits_80_columns() -> None:
