@@ -423,3 +423,19 @@ async def test_a_poke_samples_the_server_at_a_step_boundary() -> None:
     finally:
         await hub.stop()
         await sim.stop()
+
+
+async def test_a_poke_leaves_gpu_command_sources_at_their_own_pace() -> None:
+    """nvidia-smi over ssh keeps its once-a-second pace: pokes at step boundaries are for server counters."""
+    path = H200 / "nvidia-smi-query-noheader-nounits.csv"
+    source = CommandGPUSource(f"cat {shlex.quote(str(path))}", columns=H200_QUERY.split(","), interval_s=60.0)
+    hub = TelemetryHub([source])
+    await hub.start()
+    try:
+        await wait_until(lambda: len(hub.readings(source.name)) == 1)
+        t = time.monotonic_ns()
+        hub.poke()
+        assert not hub._states[source.name].poked.is_set()  # type: ignore[union-attr]
+        assert hub.settled(t)  # nothing to wait for: no server source
+    finally:
+        await hub.stop()

@@ -134,21 +134,25 @@ class TelemetryHub:
             st.task = asyncio.create_task(self._run(st), name=f"telemetry:{st.source.name}")
 
     def poke(self) -> None:
-        """Sample every source now (within ``POKE_MIN_GAP_S``): the engine calls this at each step boundary,
+        """Sample every server source now (within ``POKE_MIN_GAP_S``): the engine calls this at each step boundary,
         so counters and histograms are read at the window's edges instead of up to a polite interval away.
         Must be called from the loop the hub runs in."""
         for st in self._states.values():
-            if st.poked is not None:
+            # Only a server's counters need the window's edges; GPU gauges are read inside it, and an
+            # nvidia-smi over ssh keeps its once-a-second pace.
+            if st.poked is not None and _kind(st.source) != "gpu":
                 st.poked.set()
 
     def settled(self, t_ns: int) -> bool:
-        """Whether every healthy source has a reading taken after ``t_ns`` (a window's end is sampled)."""
+        """Whether every healthy server source has a reading taken after ``t_ns`` (a window's end is
+        sampled)."""
         if not self._running:
             return True
         with self._lock:
             return all(
                 st.status != "ok" or st.task is None or (bool(st.readings) and st.readings[-1].t_ns >= t_ns)
                 for st in self._states.values()
+                if _kind(st.source) != "gpu"
             )
 
     async def stop(self) -> None:
