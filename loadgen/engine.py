@@ -1066,7 +1066,8 @@ class _Controller:
                 self._send_all(("stop", True))
                 deadline = time.monotonic() + 2.0
             if self.delta_q is not None:
-                for item in self._drain_blocking(0.05):
+                # In a thread: the loop stays free for telemetry (the sample at the last window's end).
+                for item in await asyncio.to_thread(self._drain_blocking, 0.05):
                     self._on_item(item)
             if not any(p.is_alive() for p in self.procs):
                 break

@@ -75,8 +75,9 @@ WINDOW_KEYS = (
     "server_span_s",
     "server_edge_s",
 )
-# A poke (a step boundary) polls at once, but never sooner than this after the source's last poll began.
-POKE_MIN_GAP_S = 0.5
+# A poke (a step boundary) polls at once, but never sooner than this, or twice the time the server took to
+# answer the last scrape, after the source's last poll began.
+POKE_MIN_GAP_S = 0.1
 
 
 @dataclass
@@ -134,7 +135,7 @@ class TelemetryHub:
             st.task = asyncio.create_task(self._run(st), name=f"telemetry:{st.source.name}")
 
     def poke(self) -> None:
-        """Sample every server source now (within ``POKE_MIN_GAP_S``): the engine calls this at each step boundary,
+        """Sample every server source now (see ``POKE_MIN_GAP_S``): the engine calls this at each step boundary,
         so counters and histograms are read at the window's edges instead of up to a polite interval away.
         Must be called from the loop the hub runs in."""
         for st in self._states.values():
@@ -216,7 +217,8 @@ class TelemetryHub:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(st.poked.wait(), remaining)
             if st.poked.is_set() and not st.failures:  # a step boundary: sample it (a failing source waits)
-                await asyncio.sleep(max(0.0, POKE_MIN_GAP_S - (time.monotonic() - started)))
+                gap = max(POKE_MIN_GAP_S, 2.0 * (busy if busy is not None else 0.0))
+                await asyncio.sleep(max(0.0, gap - (time.monotonic() - started)))
             elif st.poked.is_set():
                 await asyncio.sleep(max(0.0, delay - (time.monotonic() - started)))
 
