@@ -65,7 +65,7 @@ async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> li
                 and len(snap.steps) >= min_steps
                 and not snap.warming_up
                 and step
-                and step.ok >= 100
+                and step.ok >= 64
             ):
                 break
             await pilot.pause(0.25)
@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--preset", default="h200-llama8b")
     parser.add_argument("--out", default=str(ROOT / "screenshots"))
     parser.add_argument("--steps", default="4,16,64,128")
-    parser.add_argument("--step-seconds", default="8")
+    parser.add_argument("--step-seconds", default="10")
     parser.add_argument("--timeout", type=float, default=90.0)
     opts = parser.parse_args()
     out = Path(opts.out)

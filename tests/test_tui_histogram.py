@@ -9,6 +9,7 @@ from tui_fakes import make_snapshot
 from loadgen.snapshot import HistogramView, Percentiles, ServerTelemetry
 from tui.control import health_line, steering_line, window_line
 from tui.errors import render_errors
+from tui.format import fmt_ms
 from tui.histogram import axis_range, data_range, rebin, render_histogram
 from tui.plot import LogScale, bar_heights, bar_rows, nice_log_ticks, place_labels, resample, sparkline
 from tui.server import render_server
@@ -156,6 +157,12 @@ def test_steps_table_and_curve() -> None:
     assert "level" in render_curve(snap.steps, snap.best_step, "level", 40, 10).plain
     with_slo = render_curve(snap.steps, snap.best_step, "out_tok_s", 40, 12, slo_ttft_p95_ms=500.0).plain
     assert "SLO 500 ms" in with_slo and "┄┄┄" in with_slo
+    # An SLO far above every step (10 s here) would flatten the curve onto its bottom row: the axis keeps
+    # to the data, the title's arrow says the SLO is above it, and no SLO line is drawn.
+    top = max(s.stats.pct("ttft_ms").p95 or 0.0 for s in snap.steps)
+    far = render_curve(snap.steps, snap.best_step, "out_tok_s", 40, 12, slo_ttft_p95_ms=10_000.0).plain
+    assert "SLO 10.0 s ↑" in far and "┄┄┄" not in far
+    assert fmt_ms(top * 1.05) in far  # the y axis tops out just above the highest point
 
 
 def test_throughput_and_errors() -> None:

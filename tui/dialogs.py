@@ -114,6 +114,7 @@ class HelpScreen(ModalScreen[None]):
         "┃ and ┊ the SLO threshold, bars past it in red. Percentiles come from the engine's HDR histograms.\n"
         "Throughput: output tok/s bars, ┊ and numbers mark where each step began; prefill tok/s and req/s below.\n"
         "Server: n/a means the source did not report it; the reason follows. Ramp table: ★ is the best step under the SLO.\n"
+        "Throughput–latency: each step's number at its TTFT p95; ┄ the SLO, or SLO ↑ when it lies far above the points.\n"
         "More actions (refresh rate, curve axis, x2 / ÷2) are in the command palette: ctrl+p."
     )
 

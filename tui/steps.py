@@ -69,6 +69,9 @@ def render_steps_table(
     return table
 
 
+SLO_SPAN = 4.0  # the curve's y axis stretches to an SLO up to this many times the highest point
+
+
 def render_curve(
     steps: Sequence[StepSummary],
     best_step: int | None,
@@ -97,18 +100,25 @@ def render_curve(
         points.append((x, y, str((step.index + 1) % 10), style))
     x_name = "out tok/s" if x_axis == "out_tok_s" else "level"
     title = Text.assemble(("TTFT p95 ", _s(styles, "strong")), ("vs ", dim), (x_name, _s(styles, "strong")))
+    data_hi = max((p[1] for p in points), default=0.0)
+    # The SLO line is drawn when it lies within SLO_SPAN of the data; far above it would flatten every
+    # point onto the bottom row, so the curve keeps its shape and the title says where the SLO is.
+    slo_drawn = slo_ttft_p95_ms is not None and (not points or slo_ttft_p95_ms <= SLO_SPAN * data_hi)
     if slo_ttft_p95_ms is not None:
-        title.append_text(Text.assemble(("  ┄ SLO ", _s(styles, "slo")), (fmt_ms(slo_ttft_p95_ms), dim)))
+        where = "" if slo_drawn else " ↑"  # above the plot
+        title.append_text(
+            Text.assemble((" ┄ SLO ", _s(styles, "slo")), (fmt_ms(slo_ttft_p95_ms) + where, dim))
+        )
     if not points or width < 16 or height < 5:
         return Text.assemble(title, ("\n", ""), ("needs a finished step", dim))
     gutter = 8
     plot_w = width - gutter
     plot_h = height - 3  # title, x axis, x labels
-    ys = [p[1] for p in points] + ([slo_ttft_p95_ms] if slo_ttft_p95_ms is not None else [])
+    ys = [p[1] for p in points] + ([slo_ttft_p95_ms] if slo_drawn and slo_ttft_p95_ms is not None else [])
     y_hi = max(ys) * 1.05
     x_hi = max(p[0] for p in points) * 1.05 or 1.0
     fill: dict[int, tuple[str, Style | str]] = {}
-    if slo_ttft_p95_ms is not None and y_hi > 0:
+    if slo_drawn and slo_ttft_p95_ms is not None and y_hi > 0:
         slo_row = plot_h - 1 - min(plot_h - 1, max(0, round(slo_ttft_p95_ms / y_hi * (plot_h - 1))))
         fill[slo_row] = ("┄", _s(styles, "slo"))
     grid = scatter(points, plot_w, plot_h, x_range=(0.0, x_hi), y_range=(0.0, y_hi), row_fill=fill)
@@ -125,7 +135,8 @@ def render_curve(
     )
     x_labels = place_labels(plot_w, [(plot_w, f"{fmt_si(x_hi)} {x_name}", dim), (0, "0", dim)])
     lines.append(Text.assemble(" " * gutter, x_labels, no_wrap=True, overflow="crop"))
-    return Text("\n").join(lines[:height])
+    # Crop, never wrap: a wrapped title would push the x axis out of the panel.
+    return Text("\n", no_wrap=True, overflow="crop").join(lines[:height])
 
 
 class StepsPanel(SnapshotPanel):
