@@ -466,7 +466,8 @@ class _Controller:
                 conditions = {}
             conditions.pop("reachable", None)
             conditions.pop("error", None)
-        self.hub = TelemetryHub(sources, conditions=conditions)
+        # The server's "last N s" figures cover the client's rolling window.
+        self.hub = TelemetryHub(sources, conditions=conditions, hist_window_s=self.config.rolling_s)
         await self.hub.start()
         # A moment for the first scrape, so the record's header has the GPU and server conditions.
         await self.hub.ready(3.0)
@@ -977,6 +978,10 @@ class _Controller:
         if self.hub is not None:
             try:
                 self.server = self.hub.latest()
+                cur = self.current
+                if self.server is not None and cur is not None and cur.phase == "measure":
+                    p50, p95 = self.hub.ttft_since(cur.t0_ns)
+                    self.server = replace(self.server, step_ttft_ms_p50=p50, step_ttft_ms_p95=p95)
             except Exception:
                 self.server = None
         step_count = len(self.plan.levels) if self.plan is not None else None

@@ -178,8 +178,10 @@ class ServerTelemetry:
     preemptions_total: float | None = None
     prefix_cache_hit_rate: float | None = None  # 0..1 over the window
     spec_acceptance: float | None = None  # 0..1
-    server_ttft_ms_p50: float | None = None
+    server_ttft_ms_p50: float | None = None  # over the last ``hist_window_s`` (the rolling window)
     server_ttft_ms_p95: float | None = None
+    step_ttft_ms_p50: float | None = None  # over the current step's measurement window (engine fills it)
+    step_ttft_ms_p95: float | None = None
     server_itl_ms_p50: float | None = None
     gen_tok_s: float | None = None
     prompt_tok_s: float | None = None

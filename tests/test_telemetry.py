@@ -590,3 +590,19 @@ def test_window_counters_run_between_the_samples_nearest_its_edges() -> None:
         hub2.record("metrics", server_reading(t, gen=gen, prompt=0, running=1, kv=0.1))
     w2 = hub2.window_summary(1 * S, 3 * S)
     assert w2["server_span_s"] == pytest.approx(2.0) and w2["server_edge_s"] == pytest.approx(1.0)
+
+
+def test_ttft_since_a_steps_start_for_the_console() -> None:
+    """The server's TTFT over the current step: from the sample nearest the step's start to the latest."""
+    hub = TelemetryHub([FakeSource("metrics", "mixed")])
+    # cumulative TTFT buckets (<=0.1, <=0.2, <=0.4, +Inf): 10 fast requests before the step, then 10 slow
+    for t, counts in ((0.0, (10, 10, 10, 10)), (5.1, (10, 10, 10, 10)), (8.0, (10, 10, 15, 15))):
+        hub.record("metrics", server_reading(t, gen=0, prompt=0, running=1, kv=0.1, ttft_counts=counts))
+    p50, p95 = hub.ttft_since(5 * S)
+    assert p50 is not None and 200.0 < p50 <= 400.0 and p95 is not None and p95 <= 400.0  # fast ones excluded
+    hub.record(
+        "metrics", server_reading(9.0, gen=0, prompt=0, running=1, kv=0.1, ttft_counts=(15, 15, 20, 20))
+    )
+    p50, _ = hub.ttft_since(5 * S)  # a new sample: recomputed, not the cached answer
+    assert p50 is not None and p50 <= 200.0
+    assert hub.ttft_since(9 * S) == (None, None)  # one sample since the start: nothing to difference

@@ -48,13 +48,21 @@ def test_a_ramp_with_telemetry_fills_the_panel_and_the_record(sim: Any, tmp_path
     engine.start()
     try:
         live = watch.until(
-            lambda s: s.server is not None and s.server.running is not None and s.server.running > 0,
+            lambda s: (
+                s.server is not None
+                and s.server.running is not None
+                and s.server.running > 0
+                and s.server.step_ttft_ms_p50 is not None
+            ),
             30.0,
-            "the server panel showing running requests",
+            "the server panel showing running requests and its TTFT for this step",
         )
         assert live.server is not None and live.server.sources.get("metrics") == "ok"
         assert live.server.runtime == "ramp-sim" and live.server.kv_cache_usage is not None
         assert live.server.gpus and live.server.gpus[0].mem_used_mib is not None  # DCGM names on the page
+        # The server's TTFT for this step sits beside the client's: it cannot exceed it by more than a bucket.
+        client = live.windows["step"].pct("ttft_ms").p95
+        assert client is not None and live.server.step_ttft_ms_p50 <= client * 1.5 + 5  # type: ignore[operator]
         outcome = engine.wait(60.0)
     finally:
         if not engine.done:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from rich.text import Text
 from tui_fakes import make_snapshot
@@ -139,6 +141,26 @@ def test_server_panel_never_fakes_a_zero() -> None:
     assert " 0" not in text
     full = render_server(make_snapshot().server, 100).plain
     assert "GPU0 H200" in full and "125.0/140.4 GiB" in full and "62.4%" in full and "running 61" in full
+
+
+def test_server_ttft_sits_beside_the_clients_for_the_same_window() -> None:
+    snap = make_snapshot()
+    step_pct = snap.windows["step"].pct("ttft_ms")
+    roll_pct = snap.windows["rolling"].pct("ttft_ms")
+    step = render_server(snap.server, 100, client=snap, window="step").plain.splitlines()
+    server_row = next(line for line in step if line.startswith("server TTFT"))
+    client_row = next(line for line in step if line.startswith("client TTFT"))
+    assert "p50 371 ms" in server_row and "p95 598 ms" in server_row and "this step" in server_row
+    assert f"p50 {fmt_ms(step_pct.p50)}" in client_row and f"p95 {fmt_ms(step_pct.p95)}" in client_row
+    rolling = render_server(snap.server, 100, client=snap, window="rolling").plain.splitlines()
+    server_row = next(line for line in rolling if line.startswith("server TTFT"))
+    client_row = next(line for line in rolling if line.startswith("client TTFT"))
+    assert "p50 380 ms" in server_row and f"last {snap.rolling_s:g} s" in server_row
+    assert f"p50 {fmt_ms(roll_pct.p50)}" in client_row
+    # No step figure from the server yet (a step just began): the last N s, labelled so, never a blank.
+    early = replace(snap.server, step_ttft_ms_p50=None, step_ttft_ms_p95=None)
+    text = render_server(early, 100, client=snap, window="step").plain
+    assert "p50 380 ms" in text and "last" in text
 
 
 def test_steps_table_and_curve() -> None:

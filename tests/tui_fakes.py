@@ -176,6 +176,8 @@ def make_snapshot(**overrides: Any) -> Snapshot:
             prefix_cache_hit_rate=0.452,
             server_ttft_ms_p50=380.0,
             server_ttft_ms_p95=610.0,
+            step_ttft_ms_p50=371.0,
+            step_ttft_ms_p95=598.0,
             gen_tok_s=4790.0,
             prompt_tok_s=9600.0,
             gpus=(

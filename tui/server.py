@@ -40,8 +40,16 @@ def meter_style(fraction: float, styles: Mapping[str, Style]) -> Style:
 
 
 def render_server(
-    server: ServerTelemetry | None, width: int, *, styles: Mapping[str, Style] | None = None
+    server: ServerTelemetry | None,
+    width: int,
+    *,
+    styles: Mapping[str, Style] | None = None,
+    client: Snapshot | None = None,
+    window: str = "step",
 ) -> Text:
+    """The server/GPU rows; with ``client``, the client's TTFT for the same window under the server's
+    (this step when the histograms show the step, else the last N seconds), so the gap between the two
+    (network, HTTP, templating, the client itself) reads at a glance."""
     styles = styles or {}
     dim, strong = _s(styles, "dim"), _s(styles, "strong")
     if server is None:
@@ -114,14 +122,33 @@ def render_server(
     )
     if server.spec_acceptance is not None:
         row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
-    if server.server_ttft_ms_p50 is not None or server.server_ttft_ms_p95 is not None:
+    step = window == "step" and (server.step_ttft_ms_p50 is not None or server.step_ttft_ms_p95 is not None)
+    p50, p95 = (
+        (server.step_ttft_ms_p50, server.step_ttft_ms_p95)
+        if step
+        else (server.server_ttft_ms_p50, server.server_ttft_ms_p95)
+    )
+    if p50 is not None or p95 is not None:
+        rolling_s = client.rolling_s if client is not None else None
+        label = "this step" if step else (f"last {rolling_s:g} s" if rolling_s else "recent")
         row(
             "server TTFT",
             ("p50 ", dim),
-            (fmt_ms(server.server_ttft_ms_p50), strong),
+            (fmt_ms(p50), strong),
             ("  p95 ", dim),
-            (fmt_ms(server.server_ttft_ms_p95), strong),
+            (fmt_ms(p95), strong),
+            (f"  · {label}", dim),
         )
+        stats = client.windows.get("step" if step else "rolling") if client is not None else None
+        if stats is not None and stats.ok:
+            pct = stats.pct("ttft_ms")
+            row(
+                "client TTFT",
+                ("p50 ", dim),
+                (fmt_ms(pct.p50), strong),
+                ("  p95 ", dim),
+                (fmt_ms(pct.p95), strong),
+            )
     if server.gen_tok_s is not None or server.prompt_tok_s is not None:
         row(
             "server tok/s",
@@ -147,7 +174,7 @@ class ServerPanel(SnapshotPanel):
     COMPONENT_CLASSES = {"server--dim", "server--strong", "server--good", "server--warn", "server--bad"}
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return snapshot.server
+        return (snapshot.server, view.window, snapshot.windows.get("step"), snapshot.windows.get("rolling"))
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         runtime = snapshot.server.runtime if snapshot.server is not None else None
@@ -155,4 +182,4 @@ class ServerPanel(SnapshotPanel):
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("server--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return render_server(snapshot.server, width, styles=styles)
+        return render_server(snapshot.server, width, styles=styles, client=snapshot, window=view.window)

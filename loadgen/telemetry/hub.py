@@ -122,6 +122,7 @@ class TelemetryHub:
         self._latest = ServerTelemetry(sources=self._statuses())
         self._running = False
         self._changed: asyncio.Event | None = None
+        self._ttft_cache: tuple[tuple[int, int], tuple[float | None, float | None]] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -365,6 +366,30 @@ class TelemetryHub:
             gpus=gpus_series[-1].gpus or () if gpus_series else (),
             sources=statuses,
         )
+
+    def ttft_since(self, t0_ns: int) -> tuple[float | None, float | None]:
+        """The server's own TTFT p50/p95 (ms) from the sample nearest ``t0_ns`` to the latest one: the
+        console puts it beside the client's figures for the same step. Cheap enough for every snapshot:
+        one histogram difference, cached until a new sample arrives."""
+        with self._lock:
+            last_t = max((st.readings[-1].t_ns for st in self._states.values() if st.readings), default=0)
+        key = (t0_ns, last_t)
+        if self._ttft_cache is not None and self._ttft_cache[0] == key:
+            return self._ttft_cache[1]
+        tail_s = max(0.0, (last_t - t0_ns) / NS) + 10.0
+        entries = self._snapshot(ok_only=True, tail_s=tail_s)
+        out: tuple[float | None, float | None] = (None, None)
+        server = _first(
+            [r for r in rs if "ttft_s" in r.histograms] for rs in self._ordered(entries, "server")
+        )
+        if server is not None:
+            first = min(server, key=lambda r: abs(r.t_ns - t0_ns))
+            last = server[-1]
+            if last.t_ns > first.t_ns and last.t_ns > t0_ns:
+                hist = _hist_window([first, last], "ttft_s")
+                out = (_ms(hist, 0.50), _ms(hist, 0.95))
+        self._ttft_cache = (key, out)
+        return out
 
     def window_summary(self, t0_ns: int, t1_ns: int) -> dict[str, float | None]:
         """Figures for a step record line over ``[t0_ns, t1_ns]`` (monotonic ns); ``None`` = n/a.
