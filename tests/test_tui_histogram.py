@@ -8,7 +8,7 @@ import pytest
 from rich.text import Text
 from tui_fakes import make_snapshot
 
-from loadgen.snapshot import HistogramView, Percentiles, ServerTelemetry
+from loadgen.snapshot import GPUSample, HistogramView, Percentiles, ServerTelemetry
 from tui.control import health_line, steering_line, window_line
 from tui.errors import render_errors
 from tui.format import fmt_ms
@@ -141,6 +141,12 @@ def test_server_panel_never_fakes_a_zero() -> None:
     assert " 0" not in text
     full = render_server(make_snapshot().server, 100).plain
     assert "GPU0 H200" in full and "125.0/140.4 GiB" in full and "62.4%" in full and "running 61" in full
+
+
+def test_a_long_gpu_name_is_cut_visibly() -> None:
+    gpu = GPUSample(0, "NVIDIA H200 (simulated)", mem_used_mib=1.0, mem_total_mib=2.0)
+    text = render_server(ServerTelemetry(gpus=(gpu,)), 100).plain
+    assert text.startswith("GPU0 H200 (s… ")
 
 
 def test_server_ttft_sits_beside_the_clients_for_the_same_window() -> None:

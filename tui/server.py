@@ -70,7 +70,9 @@ def render_server(
     if server.gpus:
         for gpu in server.gpus:
             name = gpu.name.removeprefix("NVIDIA ").strip()
-            label = f"GPU{gpu.index} {name}".strip()[: LABEL_W - 1]
+            label = f"GPU{gpu.index} {name}".strip()
+            if len(label) > LABEL_W - 1:  # "GPU0 H200 (si…": cut, and say so
+                label = label[: LABEL_W - 2] + "…"
             if gpu.mem_used_mib is not None and gpu.mem_total_mib:
                 frac = gpu.mem_used_mib / gpu.mem_total_mib
                 mem: list[tuple[str, Style | str]] = [
