@@ -205,9 +205,10 @@ class TelemetryHub:
                 delay = src.interval_s
             # Polite polling: a scrape the server was slow to answer (a busy API server rendering a big
             # /metrics page) is not repeated before POLITE_FACTOR times that, so our telemetry takes at most
-            # ~10 % of the time of the process it watches (measured in CI: 1 s polls of a starved CPU vLLM
-            # tripled the TTFT every client saw).
-            # Capped, so a step of a few seconds still gets a sample.
+            # ~10 % of the time of the process it watches. (Added when a starved CPU vLLM read 300-500 ms TTFT
+            # in CI; most of that turned out to be session scheduling, see launch.own_process_group, but a
+            # 50 KB page rendered every second by a busy API server is still load we should not add.)
+            # Capped, so a step of a few seconds still gets a sample; step edges are sampled apart (poke).
             busy = getattr(src, "last_fetch_s", None)
             polite = POLITE_FACTOR * (busy if busy is not None else time.monotonic() - started)
             delay = max(delay, min(polite, POLITE_MAX_S))
