@@ -355,6 +355,7 @@ def _headless_wait(engine: Any, config: Any) -> Any:
     tty = sys.stderr.isatty()
     last_step = -1
     last_print = 0.0
+    warned = 0
     try:
         while True:
             outcome = engine.wait(timeout=0.5)
@@ -363,6 +364,9 @@ def _headless_wait(engine: Any, config: Any) -> Any:
             snap = engine.latest()
             if snap is None or snap.state == "starting":
                 continue
+            for text in snap.warnings[warned:]:
+                print(("\r\033[K" if tty else "") + f"ramp: warning: {text}", file=sys.stderr, flush=True)
+            warned = len(snap.warnings)
             now = time.monotonic()
             if tty:
                 sys.stderr.write("\r\033[K" + _progress_line(snap)[:200])

@@ -338,6 +338,7 @@ class _Controller:
         self.best: int | None = None
         self.marks: list[tuple[float, str]] = []
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=8)
+        self.warnings: list[str] = []
         self.gauges: dict[int, tuple[int, int]] = {}  # worker -> (in_flight, queued)
         self.health: dict[int, dict[str, float]] = {}
         self.recent_health: dict[int, collections.deque[dict[str, float]]] = {}  # the live flag judges these
@@ -435,9 +436,30 @@ class _Controller:
         sizer = await calibrate_sizer(target, self.model, api)
         if self.config.telemetry or self.config.gpu_cmd or self.config.nvml or self.config.dcgm_url:
             await self._start_telemetry()
+        self._check_context(getattr(info, "max_model_len", None))
         self._open_record(info)
+        for text in self.warnings:
+            if self.record is not None:
+                self.record.write_event("warning", {"note": text})
         self._spawn_workers(sizer)
         await self._wait_ready()
+
+    def _check_context(self, max_model_len: int | None) -> None:
+        """Warn before the load starts when the profile asks for more context than the server serves."""
+        from loadgen.profile import Profile, context_overflow
+
+        if not isinstance(max_model_len, int) or not isinstance(self.profile, Profile):
+            return
+        found = context_overflow(self.profile, max_model_len)
+        if found is None:
+            return
+        share, largest = found
+        text = (
+            f"profile '{self.profile.name}': about {share:.1%} of requests ask for more than the server's "
+            f"max_model_len {max_model_len:,} (prompt + max_tokens up to {largest:,}); the server will reject "
+            "them as errors. Use a profile that fits, or serve a longer context."
+        )
+        self.warnings.append(text)
 
     async def _start_telemetry(self) -> None:
         try:
@@ -1023,6 +1045,7 @@ class _Controller:
             slo=self.slo,
             health=self._client_health(),
             recent_errors=tuple(self.recent_errors),
+            warnings=tuple(self.warnings),
             server=self.server,
             record_path=self.record_path if self.record is not None else None,
             marks=tuple(self.marks),

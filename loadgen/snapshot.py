@@ -232,6 +232,7 @@ class Snapshot:
     slo: SLO = field(default_factory=SLO)
     health: ClientHealth = field(default_factory=ClientHealth)
     recent_errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # found before the load started (e.g. the profile overflows the context)
     server: ServerTelemetry | None = None
     record_path: str | None = None
     marks: tuple[tuple[float, str], ...] = ()

@@ -359,3 +359,16 @@ def test_pricing() -> None:
     per_token = Pricing(usd_per_1m_input=1.0, usd_per_1m_output=2.0, usd_per_1m_cache_read=0.1)
     assert per_token.cost_per_1m_output_tokens(1000.0) is None
     assert per_token.cost_usd(1_000_000, 1_000_000, cached_tokens=500_000) == pytest.approx(0.5 + 0.05 + 2.0)
+
+
+def test_context_overflow_estimates_what_the_server_will_reject() -> None:
+    from loadgen.profile import context_overflow, load_profile
+
+    # chat: lognormal prompts (to 8,192) + replies (to 2,048); against a 2,048-token server a few percent
+    share, largest = context_overflow(load_profile("chat"), 2048) or (0.0, 0)
+    assert 0.005 < share < 0.08 and 2048 < largest <= 8192 + 2048
+    # SGLang's fixed 8,192 in / 1,024 out never fits 8,192 and always fits 32k
+    assert context_overflow(load_profile("sglang-8k-1k"), 8192) == (1.0, 9216)
+    assert context_overflow(load_profile("sglang-8k-1k"), 32768) is None
+    # A session's context grows turn by turn: no per-request estimate
+    assert context_overflow(load_profile("agent-long-context"), 512) is None

@@ -94,3 +94,51 @@ def test_a_ramp_with_telemetry_fills_the_panel_and_the_record(sim: Any, tmp_path
     # The server's TTFT (from its engine's arrival) cannot exceed what the client saw by more than a
     # histogram bucket's width.
     assert eight["server"]["server_ttft_p50_ms"] <= eight["pct"]["ttft_ms"]["p50"] * 1.5 + 5
+
+
+def test_a_profile_that_overflows_the_servers_context_is_warned_before_the_load(tmp_path: Path) -> None:
+    """The server serves 1,024 tokens; the profile asks up to 1,220: the engine says so before the load
+    starts (snapshot, record), and the requests the server then rejects are counted as errors."""
+    handle = run_sim_in_thread(build_config("h200-llama8b", seed=3, max_model_len=1024))
+    profile = parse_profile(
+        """
+name = "too-long"
+[[bucket]]
+input = { min = 200, max = 1200 }
+output = 20
+[sampling]
+ignore_eos = true
+""",
+        source="<too-long>",
+    )
+    out = tmp_path / "run.jsonl"
+    try:
+        config = RunConfig(
+            Target(handle.url),
+            profile,
+            plan=RampPlan((4,), step_s=3.0, warmup_s=0.0),
+            out=str(out),
+            telemetry=False,
+        )
+        watch = Watch()
+        engine = Engine(config, on_snapshot=watch)
+        engine.start()
+        snap = watch.until(lambda s: bool(s.warnings), 30.0, "the context warning")
+        outcome = engine.wait(60.0)
+    finally:
+        handle.stop()
+    (warning,) = snap.warnings
+    # inputs uniform on 200..1,200 + 20 out: those above 1,004 overflow, about 196/1,001 = 19.6 %
+    assert (
+        "profile 'too-long': about 1" in warning
+        and "max_model_len 1,024" in warning
+        and "up to 1,2" in warning
+    )
+    assert outcome is not None
+    rec = read_record(out)
+    assert [e["note"] for e in rec.events if e["kind"] == "warning"] == [warning]
+    (step,) = rec.steps
+    rejected = step["errors"].get("http_status", 0)
+    total = rejected + step["ok"]
+    # about 100 requests: the rejected share is 19.6 % +- 4 % (one sigma)
+    assert total >= 40 and 0.05 < rejected / total < 0.4, (step["errors"], step["ok"])

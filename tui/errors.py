@@ -28,9 +28,12 @@ def render_errors(
     run_errors = dict(run.errors) if run is not None else {}
     step_errors = dict(step.errors) if step is not None else {}
     log = _server_log(snapshot, width, height, dim)
+    # Found before the load started (a profile that overflows the server's context): always on top.
+    warnings = [Text("⚠ " + text, style=_s(styles, "warn")) for text in snapshot.warnings]
     if not run_errors and not snapshot.recent_errors:
-        return Text("\n").join([Text("no errors", style=_s(styles, "good")), *log][: max(1, height)])
-    lines: list[Text] = []
+        head = warnings or [Text("no errors", style=_s(styles, "good"))]
+        return Text("\n").join([*head, *log][: max(1, height)])
+    lines: list[Text] = list(warnings)
     total = sum(run_errors.values())
     rate = run.success_rate if run is not None else None
     share = f" ({fmt_pct(1 - rate)} of requests)" if rate is not None else ""
@@ -75,7 +78,7 @@ def _server_log(snapshot: Snapshot, width: int, height: int, dim: Style) -> list
 
 
 class ErrorsPanel(SnapshotPanel):
-    COMPONENT_CLASSES = {"errors--dim", "errors--bad", "errors--good"}
+    COMPONENT_CLASSES = {"errors--dim", "errors--bad", "errors--good", "errors--warn"}
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         run = snapshot.windows.get("run")
@@ -84,6 +87,7 @@ class ErrorsPanel(SnapshotPanel):
             dict(run.errors) if run else None,
             dict(step.errors) if step else None,
             snapshot.recent_errors,
+            snapshot.warnings,
             run.ok if run and run.errors else None,
             snapshot.server_log,
         )
