@@ -23,7 +23,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,6 +63,13 @@ class _BoundJudge:
         self.n = self.over = 0
         self.lag_max = self.cpu_max = self.wait_max = 0.0
 
+    @classmethod
+    def of(cls, healths: Iterable[Mapping[str, float]]) -> _BoundJudge:
+        judge = cls()
+        for health in healths:
+            judge.add(health)
+        return judge
+
     def add(self, health: Mapping[str, float]) -> None:
         n = int(health.get("lag_n", 0))
         self.n += n
@@ -85,13 +92,6 @@ class _BoundJudge:
                 )
             return f"worker event {lag}: timings may read high"
         return None
-
-
-def _bound_reason(health: Mapping[str, float]) -> str | None:
-    """The judge's verdict on a single health report (tests; the engine judges spans)."""
-    judge = _BoundJudge()
-    judge.add(health)
-    return judge.reason()
 
 
 @dataclass(frozen=True, slots=True)
@@ -1068,14 +1068,8 @@ class _Controller:
         cpus = tuple(round(self.health[w].get("cpu_pct", 0.0), 1) for w in sorted(self.health))
         lag99 = max(h.get("loop_lag_ms_p99", 0.0) for h in self.health.values())
         lagmax = max(h.get("loop_lag_ms_max", 0.0) for h in self.health.values())
-        reasons = []
-        for wid in sorted(self.recent_health):
-            judge = _BoundJudge()
-            for h in self.recent_health[wid]:
-                judge.add(h)
-            reason = judge.reason()
-            if reason:
-                reasons.append(reason)
+        verdicts = (_BoundJudge.of(self.recent_health[wid]).reason() for wid in sorted(self.recent_health))
+        reasons = [r for r in verdicts if r]
         return ClientHealth(lag99, lagmax, cpus, bool(reasons), reasons[-1] if reasons else "")
 
     # ---- shutdown -------------------------------------------------------------------------------

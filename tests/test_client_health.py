@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from loadgen.engine import _bound_reason, _BoundJudge
+from loadgen.engine import _BoundJudge
 from loadgen.worker import _Health, _runqueue_wait_ns
 
 
@@ -44,6 +44,10 @@ def test_runqueue_wait_is_read_on_linux() -> None:
     h.SPAN_S = 0.01
     _spin(0.02)
     assert 0.0 <= h.take()["runq_wait_pct"] <= 100.0
+
+
+def _bound_reason(health: dict[str, float]) -> str | None:
+    return _BoundJudge.of([health]).reason()
 
 
 def test_bound_reasons_name_the_cause() -> None:

@@ -133,24 +133,15 @@ def render_server(
     if p50 is not None or p95 is not None:
         rolling_s = client.rolling_s if client is not None else None
         label = "this step" if step else (f"last {rolling_s:g} s" if rolling_s else "recent")
-        row(
-            "server TTFT",
-            ("p50 ", dim),
-            (fmt_ms(p50), strong),
-            ("  p95 ", dim),
-            (fmt_ms(p95), strong),
-            (f"  · {label}", dim),
-        )
+
+        def p50_p95(lo: float | None, hi: float | None) -> tuple[tuple[str, Style | str], ...]:
+            return (("p50 ", dim), (fmt_ms(lo), strong), ("  p95 ", dim), (fmt_ms(hi), strong))
+
+        row("server TTFT", *p50_p95(p50, p95), (f"  · {label}", dim))
         stats = client.windows.get("step" if step else "rolling") if client is not None else None
         if stats is not None and stats.ok:
             pct = stats.pct("ttft_ms")
-            row(
-                "client TTFT",
-                ("p50 ", dim),
-                (fmt_ms(pct.p50), strong),
-                ("  p95 ", dim),
-                (fmt_ms(pct.p95), strong),
-            )
+            row("client TTFT", *p50_p95(pct.p50, pct.p95))
     if server.gen_tok_s is not None or server.prompt_tok_s is not None:
         row(
             "server tok/s",

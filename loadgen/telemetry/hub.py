@@ -142,7 +142,7 @@ class TelemetryHub:
         for st in self._states.values():
             # Only a server's counters need the window's edges; GPU gauges are read inside it, and an
             # nvidia-smi over ssh keeps its once-a-second pace.
-            if st.poked is not None and _kind(st.source) != "gpu":
+            if st.poked is not None and _edge_sampled(st.source):
                 st.poked.set()
 
     def settled(self, t_ns: int) -> bool:
@@ -154,7 +154,7 @@ class TelemetryHub:
             return all(
                 st.status != "ok" or st.task is None or (bool(st.readings) and st.readings[-1].t_ns >= t_ns)
                 for st in self._states.values()
-                if _kind(st.source) != "gpu"
+                if _edge_sampled(st.source)
             )
 
     async def stop(self) -> None:
@@ -495,6 +495,11 @@ class TelemetryHub:
 
 def _kind(source: Source) -> str:
     return str(getattr(source, "kind", "mixed"))
+
+
+def _edge_sampled(source: Source) -> bool:
+    """Sampled at step edges (poke) and awaited at a window's end: the sources with server counters."""
+    return _kind(source) != "gpu"
 
 
 def _first(groups: Iterable[list[Reading] | None]) -> list[Reading] | None:
