@@ -485,18 +485,21 @@ def launch_and_wait(
     """``launch_server`` + ``wait_healthy``; a picked port that turns out taken is retried on a new one.
     The server is stopped before any exception leaves (KeyboardInterrupt included)."""
     for attempt in range(retries):
-        srv = launch_server(
-            kind, model, extra_args, python=python, host=host, port=port, env=env, log_path=log_path
-        )
-        try:
+        srv: Launched | None = None
+        try:  # a Ctrl-C the moment the process exists (before the health wait) must stop it too
+            srv = launch_server(
+                kind, model, extra_args, python=python, host=host, port=port, env=env, log_path=log_path
+            )
             srv.wait_healthy(timeout, progress_cb)
             return srv
         except PortInUse:
-            srv.stop()
+            if srv is not None:
+                srv.stop()
             if attempt + 1 >= retries:
                 raise
         except BaseException:
-            srv.stop()
+            if srv is not None:
+                srv.stop()
             raise
     raise LaunchError("unreachable")  # pragma: no cover
 
