@@ -23,12 +23,12 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from loadgen.config import SLO, RampPlan, RunConfig, RunOutcome, SetupError
 from loadgen.snapshot import (
-    SLO,
     ClientHealth,
     SeriesPoint,
     ServerTelemetry,
@@ -37,8 +37,9 @@ from loadgen.snapshot import (
     StepSummary,
     WindowStats,
 )
-from loadgen.types import Target
 from loadgen.worker import CLIENT_BOUND_LAG_MS
+
+__all__ = ["Engine", "RampPlan", "RunConfig", "RunOutcome", "SetupError"]  # until the callers import config
 
 CLIENT_BOUND_CPU_PCT = 90.0
 CLIENT_BOUND_WAIT_PCT = 10.0  # of wall time spent ready to run but not given a core (Linux schedstat)
@@ -92,64 +93,6 @@ class _BoundJudge:
                 )
             return f"worker event {lag}: timings may read high"
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class RampPlan:
-    """Levels are concurrencies in closed loop and arrival rates (req/s) in open loop."""
-
-    levels: tuple[float, ...]
-    step_s: float = 30.0
-    warmup_s: float = 5.0
-    early_stop: bool = False  # stop the plan at the first step that breaks the SLO
-
-
-@dataclass(frozen=True, slots=True)
-class RunConfig:
-    target: Target
-    profile: Any  # loadgen.profile.Profile
-    plan: RampPlan | None = None  # None: manual steering (console), one open-ended step at a time
-    mode: str = "closed"  # "closed" | "open"
-    level: int = 1  # initial concurrency (closed) / concurrency cap (open, 0 = none)
-    rate_rps: float = 1.0  # initial arrival rate (open)
-    arrival: str = "poisson"  # "constant" | "poisson" | "gamma"
-    burstiness: float = 1.0  # gamma shape k (< 1 burstier, > 1 smoother)
-    workers: int = 1
-    out: str | None = None  # JSONL record path
-    tags: tuple[tuple[str, str], ...] = ()
-    cancel_on_lower: bool = False
-    rolling_s: float = 10.0
-    snapshot_hz: float = 4.0
-    seed: int = 0
-    transport: str = "h1"  # hot streaming path: "h1" (httptools protocol) | "aiohttp" | "httpx"
-    warmup_s: float = 0.0  # warm-up of manually started steps (a plan carries its own)
-    auto_step_s: float = 30.0  # auto-ramp without a plan: double the level this often
-    telemetry: bool = True  # poll the target's /metrics
-    gpu_cmd: str | None = None
-    nvml: bool = False
-    dcgm_url: str | None = None
-    slo: SLO | None = None  # overrides the profile's SLO
-    max_connections: int = 0  # 0 = sized to the load
-    cold: bool = False  # the server was just started: the first step is a cold step
-    record_events: tuple[tuple[str, Any], ...] = ()  # (kind, data) events written right after the header
-    # A server ramp launched: its last log lines (the console shows them) and, once its process has exited,
-    # a description of how (the run then fails at once, its finished steps kept).
-    server_log: Callable[[], Sequence[str]] | None = None
-    server_exit: Callable[[], str | None] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    state: str  # "finished" | "stopped" | "failed"
-    steps: tuple[StepSummary, ...]
-    best_step: int | None
-    record_path: str | None
-    message: str = ""
-    unreachable: bool = False
-
-
-class SetupError(Exception):
-    """The run could not start (target unreachable, no model...). The message is for the operator."""
 
 
 @dataclass

@@ -91,9 +91,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from loadgen.config import SLO, SLO_KEYS, RampPlan
 from loadgen.distributions import Distribution, DistributionError, parse_distribution
-from loadgen.engine import RampPlan
-from loadgen.snapshot import SLO
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -290,7 +289,6 @@ class Profile:
         }
 
 
-SLO_KEYS = ("ttft_p95_ms", "ttft_p99_ms", "decode_p50_tok_s", "itl_p99_ms", "e2e_p95_s", "max_error_rate")
 
 # ---------------------------------------------------------------------------------------------- finding files
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from loadgen.config import SLO, WINDOWS
+
 
 class _EmptyMapping(Mapping):
     """An immutable, hashable empty mapping: Python >= 3.11 dataclasses refuse unhashable defaults
@@ -44,7 +46,7 @@ METRICS: dict[str, str] = {
     "lag_ms": "ms",  # schedule lag: actual send - intended send
 }
 
-WINDOWS = ("step", "rolling", "run")
+__all__ = ["SLO", "WINDOWS"]  # re-exported for the faces: both belong to config
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,19 +112,6 @@ class ClientHealth:
     cpu_pct: tuple[float, ...] = ()  # per worker process, 100 = one core
     client_bound: bool = False
     reason: str = ""  # why the client is (or may be) the bottleneck
-
-
-@dataclass(frozen=True, slots=True)
-class SLO:
-    ttft_p95_ms: float | None = None
-    ttft_p99_ms: float | None = None
-    decode_p50_tok_s: float | None = None  # at least
-    itl_p99_ms: float | None = None
-    e2e_p95_s: float | None = None
-    max_error_rate: float | None = None  # 0.01 = 1 %
-
-    def is_empty(self) -> bool:
-        return all(getattr(self, f) is None for f in self.__slots__)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)

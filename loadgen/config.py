@@ -1,0 +1,129 @@
+"""The run's settings, owned once: ``RunConfig`` (flags and profile merged in ``loadgen.runargs``), the
+ramp plan, the SLO, how a run ended, and the closed sets (mode, arrival, state, ...) as ``Literal`` types.
+
+A leaf: it imports nothing from the project at run time (the types it names only for type checking), so
+every layer can depend on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:  # these import the closed sets, RampPlan and SLO from here
+    from loadgen.profile import Profile
+    from loadgen.snapshot import StepSummary
+    from loadgen.types import Target
+
+Mode = Literal["closed", "open"]  # closed loop: levels are concurrencies; open loop: arrival rates (req/s)
+Arrival = Literal["constant", "poisson", "gamma"]
+RunState = Literal["starting", "running", "paused", "finished", "stopped", "failed"]
+EndedBy = Literal["plan", "next", "level", "mode", "pause", "stop", "slo", "error"]
+Window = Literal["step", "rolling", "run"]
+Phase = Literal["warmup", "measure"]
+Api = Literal["chat", "completions"]
+Transport = Literal["h1", "aiohttp", "httpx"]
+
+MODES: tuple[Mode, ...] = get_args(Mode)
+ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
+APIS: tuple[Api, ...] = get_args(Api)
+TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
+WINDOWS: tuple[Window, ...] = get_args(Window)
+FINAL_STATES: tuple[RunState, ...] = ("finished", "stopped", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """The service-level objective a step is judged against; ``None`` clauses are not checked."""
+
+    ttft_p95_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    decode_p50_tok_s: float | None = None  # at least
+    itl_p99_ms: float | None = None
+    e2e_p95_s: float | None = None
+    max_error_rate: float | None = None  # 0.01 = 1 %
+
+    def is_empty(self) -> bool:
+        return all(value is None for value in self.as_dict().values())
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+SLO_KEYS: tuple[str, ...] = tuple(f.name for f in fields(SLO))
+
+
+@dataclass(frozen=True, slots=True)
+class RampPlan:
+    """Levels are concurrencies in closed loop and arrival rates (req/s) in open loop (``mode``)."""
+
+    levels: tuple[float, ...]
+    step_s: float = 30.0
+    warmup_s: float = 5.0
+    early_stop: bool = False  # stop the plan at the first step that breaks the SLO
+    mode: Mode = "closed"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "mode": self.mode,
+            "levels": list(self.levels),
+            "step_s": self.step_s,
+            "warmup_s": self.warmup_s,
+            "early_stop": self.early_stop,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything a run needs, resolved once: ``target.api`` is the API the workers speak, the sizer is
+    fitted to and the record states; ``mode`` is what the plan's levels mean."""
+
+    target: Target
+    profile: Profile
+    plan: RampPlan | None = None  # None: manual steering (console), one open-ended step at a time
+    mode: Mode = "closed"
+    level: int = 1  # initial concurrency (closed) / concurrency cap (open, 0 = none)
+    rate_rps: float = 1.0  # initial arrival rate (open)
+    arrival: Arrival = "poisson"
+    burstiness: float = 1.0  # gamma shape k (< 1 burstier, > 1 smoother)
+    workers: int = 1
+    out: str | None = None  # JSONL record path
+    tags: tuple[tuple[str, str], ...] = ()
+    cancel_on_lower: bool = False
+    rolling_s: float = 10.0
+    snapshot_hz: float = 4.0
+    seed: int = 0
+    transport: Transport = "h1"  # hot streaming path: h1 (httptools protocol), aiohttp or httpx
+    warmup_s: float = 0.0  # warm-up of manually started steps (a plan carries its own)
+    auto_step_s: float = 30.0  # auto-ramp without a plan: double the level this often
+    telemetry: bool = True  # poll the target's /metrics
+    gpu_cmd: str | None = None
+    nvml: bool = False
+    dcgm_url: str | None = None
+    slo: SLO | None = None  # overrides the profile's SLO
+    max_connections: int = 0  # 0 = sized to the load
+    cold: bool = False  # the server was just started: the first step is a cold step
+    record_events: tuple[tuple[str, dict[str, object]], ...] = ()  # events written right after the header
+    # A server ramp launched: its last log lines (the console shows them) and, once its process has exited,
+    # a description of how (the run then fails at once, its finished steps kept).
+    server_log: Callable[[], Sequence[str]] | None = None
+    server_exit: Callable[[], str | None] | None = None
+
+    @property
+    def api(self) -> Api:
+        return self.target.api
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    state: RunState
+    steps: tuple[StepSummary, ...]
+    best_step: int | None
+    record_path: str | None
+    message: str = ""
+    unreachable: bool = False
+
+
+class SetupError(Exception):
+    """The run could not start (target unreachable, no model...). The message is for the operator."""
