@@ -1,0 +1,1 @@
+"""The run: the controller and its parts (protocol, health, worker, steps, snapshots) behind the ``Engine`` facade."""
