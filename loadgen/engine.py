@@ -375,8 +375,8 @@ class _Controller:
         if not self.model:
             raise SetupError(f"{target.base_url}/v1/models lists no model: pass --model NAME")
         self.runtime, self.runtime_version = info.runtime, info.runtime_version
-        api = getattr(self.profile, "api", None) or target.api
-        sizer = await calibrate_sizer(target, self.model, api)
+        # The resolved API (flags over profile, merged once into the target) is what the workers speak.
+        sizer = await calibrate_sizer(target, self.model, self.config.api)
         if self.config.telemetry or self.config.gpu_cmd or self.config.nvml or self.config.dcgm_url:
             await self._start_telemetry()
         self._check_context(getattr(info, "max_model_len", None))
@@ -468,7 +468,7 @@ class _Controller:
             "profile_hash": getattr(profile, "content_hash", None),
             "profile_content": profile.to_dict() if hasattr(profile, "to_dict") else None,
             "target_url": self.config.target.base_url,
-            "api": getattr(profile, "api", None) or self.config.target.api,
+            "api": self.config.api,
             "mode": self.mode,
             "arrival": self._arrival_label(),
             "workers": self.config.workers,

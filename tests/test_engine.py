@@ -270,3 +270,27 @@ def test_open_loop_cap_queues_and_latency_includes_the_wait(sim: Any, tmp_path: 
     assert step["pct"]["lag_ms"]["count"] == step["ok"]
     assert ttft["p50"] >= lag["p50"]
     assert e2e["p50"] > lag["p50"] + 300  # ~0.4 s of streaming on top of the wait
+
+
+def test_api_flag_reaches_the_sizer_the_record_and_the_server(sim: Any, tmp_path: Path) -> None:
+    """``--api completions`` on a chat profile: the resolved API (``target.api``) is what the record header
+    states and what the server receives, not the profile's ``api``."""
+    out = tmp_path / "api.jsonl"
+    chat_profile = profile(output=16)
+    assert chat_profile.api == "chat"
+    before = len(sim.ground_truth())
+    config = RunConfig(
+        target=Target(url=sim.url, api="completions"),
+        profile=chat_profile,
+        plan=RampPlan((2,), step_s=1.2, warmup_s=0.2),
+        out=str(out),
+    )
+    engine, _ = run_engine(config)
+    outcome = engine.wait(30)
+    assert outcome is not None and outcome.state == "finished", outcome
+    assert read_record(out).header["api"] == "completions"
+    sent = sim.ground_truth()[before:]
+    assert sent and {r["api"] for r in sent} == {"completions"}
+    # The sizer was fitted to completions: the prompts are the profile's 24 tokens (a chat-fitted sizer
+    # leaves out the chat template's tokens, and the completions prompts come out short).
+    assert all(abs(r["prompt_tokens"] - 24) <= 1 for r in sent), sorted({r["prompt_tokens"] for r in sent})
