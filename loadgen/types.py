@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from loadgen.config import Api
+
 
 class ErrorKind(str, enum.Enum):
     """Why a request failed. A cancelled request is not an error (see ``Outcome.CANCELLED``)."""
@@ -40,7 +42,7 @@ class RequestSpec:
     ``extra_body`` carries sampling parameters (temperature, ignore_eos, stop, ...) merged into the JSON body.
     """
 
-    api: str  # "chat" | "completions"
+    api: Api
     model: str
     max_tokens: int
     messages: tuple[tuple[str, str], ...] = ()  # (role, content) pairs
@@ -117,7 +119,7 @@ class Target:
     """Where the load goes. The API key is never stored here: only the name of the environment variable."""
 
     url: str  # base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted and stripped)
-    api: str = "chat"
+    api: Api = "chat"
     model: str = ""  # "" = discover from /v1/models
     api_key_env: str = "OPENAI_API_KEY"
     connect_timeout_s: float = 10.0
@@ -128,5 +130,12 @@ class Target:
 
     @property
     def base_url(self) -> str:
-        url = self.url.rstrip("/")
-        return url[:-3] if url.endswith("/v1") else url
+        return server_root(self.url)
+
+
+def server_root(url: str) -> str:
+    """``http://h:8000/v1/`` -> ``http://h:8000``: the API paths, /metrics, /version and /tokenize hang from it.
+
+    Defined here, with ``Target``, so the hot path and ``loadgen.target.http`` share one definition."""
+    url = url.strip().rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url

@@ -1,0 +1,246 @@
+"""The small pieces every off-hot-path call to the server shares: who we are, where the root is, what went
+wrong, which runtime answered, and never a secret in any text we print or record.
+
+Owns ``auth_headers`` (the Bearer header from an environment variable's value), ``server_root`` (the URL
+that ``/metrics``, ``/version`` and ``/tokenize`` hang from), ``scrub`` (secrets out of any text),
+``reason`` / ``describe_error`` (an exception chain turned into a short human reason / one line naming the
+URL) and the runtime identity (``RuntimeDocs`` → ``identify_runtime``; ``fetch_runtime_docs`` asks the
+endpoints). The hot path (``loadgen.client``) builds its headers once per client with ``auth_headers`` and
+maps its errors with ``reason``; everything else (probe, /tokenize, telemetry, launch) goes through here.
+
+httpx is imported on first use, not with this module: httpx imports its command-line module, and with it
+``rich``, whenever ``rich`` is installed, and ``loadgen`` must not pull in ``rich``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import re
+import socket
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from loadgen.types import Target, server_root
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "RuntimeDocs",
+    "api_key",
+    "auth_headers",
+    "describe_error",
+    "fetch_runtime_docs",
+    "identify_runtime",
+    "reason",
+    "scrub",
+    "server_root",
+    "target_headers",
+]
+
+MASK = "***"
+_REASON_CHARS = 120
+
+# user:password@ (or a bare token@) in a URL; ?api_key=... / &token=... in a query string; a Bearer token in a header dump.
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#\s@]+@")
+_SECRET_PARAMS = re.compile(
+    r"(?P<name>[?&;](?:api[_-]?key|key|token|access[_-]?token|auth|password|secret|sig|signature)=)[^&;#\s'\"]+",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?P<name>\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+
+
+# ------------------------------------------------------------------------------------------- identity
+
+
+def api_key(api_key_env: str | None) -> str:
+    """The key held by the environment variable ``api_key_env`` ("" when unnamed, unset or empty)."""
+    return os.environ.get(api_key_env, "") if api_key_env else ""
+
+
+def auth_headers(api_key_env: str | None) -> dict[str, str]:
+    """``{"Authorization": "Bearer <key>"}`` when the variable holds a key, else ``{}``."""
+    key = api_key(api_key_env)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def target_headers(target: Target) -> dict[str, str]:
+    """The target's extra headers plus the auth header: what every call to the target sends."""
+    return {**dict(target.headers), **auth_headers(target.api_key_env)}
+
+
+# ------------------------------------------------------------------------------------------- secrets
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with credentials masked: each of ``secrets`` verbatim, ``user:pass@`` in URLs, secret-looking
+    query parameters (``api_key=``, ``key=``, ``token=``...) and Bearer tokens."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK)
+    if "@" in text:
+        text = _URL_CREDENTIALS.sub(lambda m: m["scheme"] + MASK + "@", text)
+    if "=" in text:
+        text = _SECRET_PARAMS.sub(lambda m: m["name"] + MASK, text)
+    if "earer" in text:
+        text = _BEARER.sub(lambda m: m["name"] + MASK, text)
+    return text
+
+
+# ------------------------------------------------------------------------------------------- errors
+
+
+def reason(exc: BaseException) -> str:
+    """A short human reason ("connection refused", "unknown host", "network is unreachable"...) from an
+    exception and the chain under it: libraries wrap the socket error that says why."""
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror) or type(seen).__name__ == "ClientConnectorDNSError":
+            return "unknown host"
+        code = seen.errno if isinstance(seen, OSError) else None
+        if code is None:
+            os_error = getattr(seen, "os_error", None)  # aiohttp's ClientConnectorError keeps it there
+            code = os_error.errno if isinstance(os_error, OSError) else None
+        if isinstance(code, int) and code in errno.errorcode:
+            return os.strerror(code).lower()
+        seen = seen.__cause__ or seen.__context__
+    text = " ".join(str(exc).split())
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "unknown host"
+    return text[:_REASON_CHARS] if text else type(exc).__name__
+
+
+def describe_error(exc: BaseException, url: str, timeout_s: float | None = None) -> str:
+    """One line for a failed call: what went wrong, then the URL (``connection refused: http://h/metrics``)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError) or _is_httpx(exc, "TimeoutException"):
+        after = f" after {timeout_s:g} s" if timeout_s is not None else ""
+        return f"timeout{after}: {url}"
+    if _is_httpx(exc, "HTTPStatusError"):
+        import httpx
+
+        assert isinstance(exc, httpx.HTTPStatusError)
+        return f"HTTP {exc.response.status_code} from {url}"
+    if isinstance(exc, OSError) or _is_httpx(exc, "ConnectError"):
+        why = reason(exc)
+        if why in ("connection refused", "unknown host"):
+            return f"{why}: {url}"
+        return f"cannot connect ({text[:80] if text else 'connect error'}): {url}"
+    if _is_httpx(exc, "HTTPError"):
+        return f"{type(exc).__name__}: {url}"
+    return f"{type(exc).__name__}: {text[:_REASON_CHARS]} ({url})"
+
+
+def _is_httpx(exc: BaseException, name: str) -> bool:
+    """``isinstance(exc, httpx.<name>)`` without importing httpx for exceptions that cannot be its own."""
+    if not (type(exc).__module__ or "").startswith("httpx"):
+        return False
+    import httpx
+
+    cls = getattr(httpx, name)
+    return isinstance(exc, cls)
+
+
+# ------------------------------------------------------------------------------------------- runtime
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeDocs:
+    """What a server answered at the endpoints that name its runtime (``None``: no JSON object there)."""
+
+    sim: Mapping[str, object] | None = None  # ramp's simulator: /_sim/info
+    version: Mapping[str, object] | None = None  # vLLM (and the simulator): /version
+    sglang: Mapping[str, object] | None = None  # SGLang: /server_info (newer) or /get_server_info (older)
+    owners: frozenset[str] = field(default_factory=frozenset)  # owned_by of /v1/models entries, lowercased
+    models_answered: bool = False  # /v1/models answered with a model list
+    metrics_runtime: str | None = None  # detected from /metrics prefixes, when the caller scraped it
+
+
+def _text(value: object) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def identify_runtime(docs: RuntimeDocs) -> tuple[str | None, str | None]:
+    """(runtime, version), most specific answer first; (None, None) when nothing identifies the server.
+
+    The simulator answers ``/_sim/info``; vLLM marks its models ``owned_by: "vllm"`` and serves ``/version``
+    (``{"version": ...}``); SGLang marks them ``"sglang"`` and serves ``/server_info`` or
+    ``/get_server_info`` (with ``version``, ``tp_size``, ``model_path``). Anything else that serves
+    ``/v1/models`` is ``"openai-compatible"``.
+    """
+    version = _text(docs.version.get("version")) if docs.version is not None else None
+    if docs.sim is not None:
+        return str(docs.sim.get("runtime") or "ramp-sim"), _text(docs.sim.get("version")) or version
+    if "vllm" in docs.owners:
+        return "vllm", version
+    info = docs.sglang
+    if info is not None and ("version" in info or "tp_size" in info or "model_path" in info):
+        return "sglang", _text(info.get("version")) or version
+    if "sglang" in docs.owners:
+        return "sglang", version
+    if docs.metrics_runtime is not None:
+        return docs.metrics_runtime, version
+    if version is not None:
+        return "vllm", version  # /version with a bare {"version": ...} is vLLM's answer
+    if docs.models_answered:
+        return "openai-compatible", None
+    return None, None
+
+
+async def get_json(client: httpx.AsyncClient, url: str) -> object | None:
+    """GET a JSON document; ``None`` for any failure (the info endpoints are optional)."""
+    import httpx
+
+    try:
+        resp = await client.get(url)
+        if resp.status_code != 200:
+            return None
+        doc: object = resp.json()
+        return doc
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _mapping(doc: object) -> Mapping[str, object] | None:
+    return doc if isinstance(doc, Mapping) else None
+
+
+async def fetch_runtime_docs(
+    client: httpx.AsyncClient, root: str, models: object | None = None, metrics_runtime: str | None = None
+) -> RuntimeDocs:
+    """Ask every runtime's info endpoint under ``root`` at once. ``models`` is the ``/v1/models`` document
+    when the caller already has it (its ``owned_by`` names the runtime)."""
+    sim, version, info, info_old = await asyncio.gather(
+        get_json(client, root + "/_sim/info"),
+        get_json(client, root + "/version"),
+        get_json(client, root + "/server_info"),
+        get_json(client, root + "/get_server_info"),
+    )
+    return docs_from(sim, version, _mapping(info) or _mapping(info_old), models, metrics_runtime)
+
+
+def docs_from(
+    sim: object | None,
+    version: object | None,
+    sglang: object | None,
+    models: object | None,
+    metrics_runtime: str | None = None,
+) -> RuntimeDocs:
+    """``RuntimeDocs`` from raw JSON documents as the endpoints returned them (anything, or ``None``)."""
+    entries = models.get("data") if isinstance(models, Mapping) else None
+    listed = [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
+    return RuntimeDocs(
+        sim=_mapping(sim),
+        version=_mapping(version),
+        sglang=_mapping(sglang),
+        owners=frozenset(str(e.get("owned_by", "")).lower() for e in listed),
+        models_answered=bool(listed),
+        metrics_runtime=metrics_runtime,
+    )
