@@ -232,6 +232,10 @@ def build_config(args: argparse.Namespace, url: str) -> Any:
     # An explicit --level (or --rate) means manual steering: the profile's plan is not used.
     manual = args.steps is None and (args.level is not None or args.rate is not None)
     levels = args.steps or (base.levels if base is not None and not manual else None)
+    # The mode travels with the levels: the profile's plan runs in the profile's mode, levels given
+    # with --steps in the flags' mode (closed unless --open-loop).
+    profile_open = base is not None and not manual and args.steps is None and base.mode == "open"
+    open_loop = args.open_loop or args.rate is not None or profile_open
     plan = None
     if levels:
         plan = RampPlan(
@@ -239,9 +243,9 @@ def build_config(args: argparse.Namespace, url: str) -> Any:
             step_s=args.step_seconds if args.step_seconds is not None else (base.step_s if base else 30.0),
             warmup_s=args.warmup if args.warmup is not None else (base.warmup_s if base else 5.0),
             early_stop=args.early_stop or (base.early_stop if base else False),
+            mode="open" if open_loop else "closed",
         )
-    open_loop = args.open_loop or args.rate is not None
-    if open_loop and args.steps is None and args.rate is None:
+    if open_loop and args.steps is None and args.rate is None and not profile_open:
         raise UsageError("open loop needs --rate R or --steps R1,R2,... (req/s)")
     out = args.out or os.path.join(
         "runs", f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{getattr(profile, 'name', 'run')}.jsonl"

@@ -827,7 +827,11 @@ class _Reader:
         else:
             self.fail(w, None, "give 'levels = [1, 2, 4, 8]' or start/stop with factor and/or step")
         return RampPlan(
-            levels=levels, step_s=float(step_s), warmup_s=float(warmup_s), early_stop=bool(early_stop)
+            levels=levels,
+            step_s=float(step_s),
+            warmup_s=float(warmup_s),
+            early_stop=bool(early_stop),
+            mode="closed" if closed else "open",
         )
 
     def _ramp_series(self, w: _Where, t: dict[str, object], closed: bool, unit: str) -> tuple[float, ...]:

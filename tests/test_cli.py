@@ -160,3 +160,31 @@ def test_ctrl_c_keeps_finished_steps_and_ends_the_record(sim: Any, tmp_path: Pat
     end = record.events[-1]
     assert end["kind"] == "end" and end["state"] == "stopped" and end["steps"] == len(record.steps)
     no_secret(stdout, stderr, out.read_text())
+
+
+OPEN_PROFILE = """
+name = "cli-open"
+[[bucket]]
+input = 16
+output = 16
+[sampling]
+ignore_eos = true
+[ramp]
+mode = "open"
+levels = [2, 4]
+step_seconds = 1.5
+warmup_seconds = 0.2
+"""
+
+
+def test_a_profile_in_open_mode_ramps_rates(sim: Any, tmp_path: Path) -> None:
+    profile = tmp_path / "open.toml"
+    profile.write_text(OPEN_PROFILE)
+    out = tmp_path / "open.jsonl"
+    args = ["--arrival", "constant", "--no-metrics", "--out", str(out)]
+    proc = ramp("run", sim.url, "--headless", "--profile", str(profile), *args)
+    assert proc.returncode in (0, 1), (proc.stdout, proc.stderr)
+    record = read_record(out)
+    assert record.header["mode"] == "open"
+    assert [(s["mode"], s["rate_rps"]) for s in record.steps] == [("open", 2.0), ("open", 4.0)]
+    assert all(s["ok"] > 0 for s in record.steps)

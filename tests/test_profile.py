@@ -372,3 +372,10 @@ def test_context_overflow_estimates_what_the_server_will_reject() -> None:
     assert context_overflow(load_profile("sglang-8k-1k"), 32768) is None
     # A session's context grows turn by turn: no per-request estimate
     assert context_overflow(load_profile("agent-long-context"), 512) is None
+
+
+def test_ramp_mode_travels_with_the_plan() -> None:
+    open_plan = parse_profile(MINIMAL + '[ramp]\nmode = "open"\nlevels = [0.5, 2]\n').ramp
+    assert open_plan is not None and open_plan.mode == "open" and open_plan.levels == (0.5, 2.0)
+    closed_plan = parse_profile(MINIMAL + "[ramp]\nlevels = [1, 2]\n").ramp
+    assert closed_plan is not None and closed_plan.mode == "closed"
