@@ -10,13 +10,15 @@ import pytest
 
 from loadgen.sim import build_config, run_closed_loop, tokenizer
 from loadgen.sim.config import SimConfig
-from loadgen.sim.model import FixedLatencyEngine, GpuEngine, Seq
+from loadgen.sim.fixed import FixedLatencyEngine
+from loadgen.sim.model import GpuEngine
 from loadgen.sim.presets import (
     H200_DECODE_STEPS_MS,
     H200_KV_BYTES_PER_TOKEN,
     H200_PREFILL_MS,
     H200_WEIGHTS_BYTES,
 )
+from loadgen.sim.sequences import Seq
 
 FIX = Path(__file__).parent / "fixtures" / "h200-llama8b-steps"
 
@@ -164,7 +166,7 @@ def test_spec_decode_emits_several_tokens_per_step_at_the_configured_acceptance(
 def test_without_ignore_eos_outputs_can_stop_early() -> None:
     import random
 
-    from loadgen.sim.model import sample_output_len
+    from loadgen.sim.sequences import sample_output_len
 
     params = build_config("tiny-cpu").engine
     rng = random.Random(1)

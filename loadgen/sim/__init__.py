@@ -11,9 +11,12 @@ Use it to test the load generator without a GPU, with known ground truth (queuei
 
 from __future__ import annotations
 
+from .closed_loop import ClosedLoopResult, run_closed_loop
 from .config import FaultConfig, SimConfig, build_config
+from .fixed import FixedLatencyEngine
 from .handle import SimHandle, run_sim_in_thread, spawn_sim_process
-from .model import ClosedLoopResult, EngineParams, FixedLatencyEngine, GpuEngine, StepCost, run_closed_loop
+from .model import GpuEngine
+from .params import EngineParams, StepCost
 from .presets import PRESETS
 from .server import SimServer
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import EngineParams, StepCost
+from .params import EngineParams, StepCost
 from .presets import preset_params
 
 FAULT_KINDS = ("error", "429", "stall", "disconnect", "slow_ttft", "malformed", "empty")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from .model import Histogram
+from .stats import Histogram
 
 if TYPE_CHECKING:
     from .server import SimServer

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import EngineParams, StepCost
+from .params import EngineParams, StepCost
 
 # batch, cached context per sequence, one decode step in ms (CUDA graph replay), from decode_step_ms.csv
 H200_DECODE_STEPS_MS: tuple[tuple[int, int, float], ...] = (

@@ -25,7 +25,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from . import tokenizer
 from .config import FAULT_KINDS, SimConfig
 from .metrics import make_registry, render
-from .model import Engine, Seq, Step, make_engine, sample_output_len
+from .model import make_engine
+from .sequences import Engine, Seq, Step, sample_output_len
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 _DONE = b"data: [DONE]\n\n"
@@ -205,8 +206,8 @@ class SimServer:
         ntoks = len(toks)
         mono = time.monotonic_ns
         for e in step.emits:
-            st: _Stream | None = e.seq.stream
-            if st is None or st.closed:
+            st = e.seq.stream
+            if not isinstance(st, _Stream) or st.closed:
                 continue
             st.unsent += e.tokens
             finished = e.finished

@@ -1,9 +1,9 @@
 """Benchmarks of the simulator, printed as numbers (never asserted in tests).
 
-``python -m loadgen.sim.bench model [--preset h200-llama8b]``: the engine model on a fake clock, closed loop
+``python benchmarks/bench_sim.py model [--preset h200-llama8b]``: the engine model on a fake clock, closed loop
 at several concurrencies: aggregate output tok/s, per-request decode tok/s, TTFT.
 
-``python -m loadgen.sim.bench speed --streams 512 --seconds 10``: how many SSE chunks per second the "fast"
+``python benchmarks/bench_sim.py speed --streams 512 --seconds 10``: how many SSE chunks per second the "fast"
 preset serves, and how much of one core that costs the simulator process (it runs in its own process; the
 client here only counts bytes).
 """
@@ -19,9 +19,7 @@ from collections.abc import Sequence
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from .config import build_config
-from .handle import spawn_sim_process
-from .model import run_closed_loop
+from loadgen.sim import build_config, run_closed_loop, spawn_sim_process
 
 
 def bench_model(preset: str, prompt: int, output: int, levels: Sequence[int], seconds: float) -> None:
@@ -110,7 +108,7 @@ def bench_speed(streams: Sequence[int], seconds: float, max_tokens: int) -> None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadgen.sim.bench")
+    parser = argparse.ArgumentParser(prog="python benchmarks/bench_sim.py")
     sub = parser.add_subparsers(dest="what", required=True)
     m = sub.add_parser("model", help="engine model on a fake clock")
     m.add_argument("--preset", default="h200-llama8b")
