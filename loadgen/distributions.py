@@ -185,7 +185,10 @@ def parse_distribution(value: object, *, integer: bool = True) -> Distribution:
         return Fixed(float(value))
     if not isinstance(value, Mapping):
         raise DistributionError(f"expected {what} or a distribution table, got {_show(value)}")
+    return _parse_table(value, integer=integer, floor=floor, what=what)
 
+
+def _parse_table(value: Mapping[str, object], *, integer: bool, floor: float, what: str) -> Distribution:
     kind = value.get("dist")
     if kind is None:
         kind = _infer_kind(value)
@@ -219,20 +222,27 @@ def parse_distribution(value: object, *, integer: bool = True) -> Distribution:
             raise DistributionError(f"'std' must be >= 0, got {_fmt(std)}")
         return Normal(mean, std, lo, hi)
     if kind == "lognormal":
-        sigma = _req_number(value, "sigma", kind)
-        if sigma < 0:
-            raise DistributionError(f"'sigma' must be >= 0, got {_fmt(sigma)}")
-        if ("mean" in value) == ("median" in value):
-            raise DistributionError(
-                "a lognormal distribution needs exactly one of 'median' or 'mean' (with 'sigma')"
-            )
-        centre_key = "median" if "median" in value else "mean"
-        centre = _req_number(value, centre_key, kind)
-        if centre <= 0:
-            raise DistributionError(f"'{centre_key}' must be > 0, got {_fmt(centre)}")
-        mu = math.log(centre) if centre_key == "median" else math.log(centre) - sigma**2 / 2
-        return LogNormal(mu, sigma, lo, hi)
-    # empirical
+        return _lognormal(value, lo, hi)
+    return _empirical(value, integer=integer, floor=floor, what=what)
+
+
+def _lognormal(value: Mapping[str, object], lo: float | None, hi: float | None) -> LogNormal:
+    sigma = _req_number(value, "sigma", "lognormal")
+    if sigma < 0:
+        raise DistributionError(f"'sigma' must be >= 0, got {_fmt(sigma)}")
+    if ("mean" in value) == ("median" in value):
+        raise DistributionError(
+            "a lognormal distribution needs exactly one of 'median' or 'mean' (with 'sigma')"
+        )
+    centre_key = "median" if "median" in value else "mean"
+    centre = _req_number(value, centre_key, "lognormal")
+    if centre <= 0:
+        raise DistributionError(f"'{centre_key}' must be > 0, got {_fmt(centre)}")
+    mu = math.log(centre) if centre_key == "median" else math.log(centre) - sigma**2 / 2
+    return LogNormal(mu, sigma, lo, hi)
+
+
+def _empirical(value: Mapping[str, object], *, integer: bool, floor: float, what: str) -> Empirical:
     values = value.get("values")
     if not isinstance(values, list) or not values:
         raise DistributionError(
