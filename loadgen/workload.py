@@ -3,7 +3,7 @@ shared or unique prefixes, multi-turn sessions with a growing history).
 
 Text is made of ordinary English words from a fixed vocabulary in this module (no downloads). Each
 ``Workload`` owns a seeded pool of random words joined into one string; a prompt is a slice of it, so making
-a 16k-token prompt costs a string copy, not 12k random draws (``python -m loadgen.workload`` prints the cost).
+a 16k-token prompt costs a string copy, not 12k random draws (``benchmarks/bench_workload.py`` prints the cost).
 Every unique text starts with a few freshly drawn words, so two unique texts never share their first block
 (no accidental prefix-cache hit), while a shared prefix is a pool slice chosen from (seed, group, index) only:
 every worker process with the same seed and sizer builds byte-identical prefixes, so hits land across
@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import random
-import time
 from array import array
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import httpx
-
+from loadgen.config import APIS, Api
 from loadgen.distributions import sample_seconds, sample_tokens
 from loadgen.profile import Bucket, PrefixGroup, Profile
+from loadgen.target.tokenize import TokenizeError, count_tokens, tokenize_body, tokenize_client, tokenize_url
 from loadgen.types import Outcome, RequestResult, RequestSpec, Target
 
 # About 400 common English words, mostly one token each in current BPE vocabularies (with the leading space).
@@ -101,11 +99,11 @@ class PromptSizer:
     overhead_tokens: int = 0
     per_message_tokens: int = 0
     exact: bool = False  # True when fitted to the server's /tokenize
-    api: str = "chat"
+    api: Api = "chat"
     note: str = ""  # where the numbers came from, e.g. "estimate: /tokenize returned HTTP 404"
 
     @classmethod
-    def estimate(cls, api: str, note: str = "estimate") -> PromptSizer:
+    def estimate(cls, api: Api, note: str = "estimate") -> PromptSizer:
         overhead, per_message = FALLBACK_OVERHEAD.get(api, (0, 0))
         return cls(FALLBACK_WORDS_PER_TOKEN, overhead, per_message, exact=False, api=api, note=note)
 
@@ -116,28 +114,12 @@ class PromptSizer:
         return words / self.words_per_token
 
 
-class _NoTokenize(Exception):
-    pass
-
-
-async def _count_tokens(client: httpx.AsyncClient, url: str, body: dict[str, object]) -> int:
-    try:
-        response = await client.post(url, json=body)
-    except httpx.HTTPError as exc:
-        raise _NoTokenize(f"{url}: {type(exc).__name__}: {exc}".rstrip(": ")) from None
-    if response.status_code != 200:
-        raise _NoTokenize(f"{url} returned HTTP {response.status_code}")
-    try:
-        reply = response.json()
-    except ValueError:
-        raise _NoTokenize(f"{url} returned a body that is not JSON") from None
-    if isinstance(reply, dict):
-        if isinstance(reply.get("count"), int):
-            return int(reply["count"])
-        for key in ("tokens", "input_ids"):
-            if isinstance(reply.get(key), list):
-                return len(reply[key])
-    raise _NoTokenize(f"{url} returned no token count")
+def as_api(value: str) -> Api:
+    """``value`` as the closed set of APIs (profiles are validated, so anything else is a bug)."""
+    for api in APIS:
+        if value == api:
+            return api
+    raise ValueError(f"unknown api {value!r}: use one of {', '.join(APIS)}")
 
 
 def _vocabulary_passes(passes: int) -> str:
@@ -151,7 +133,7 @@ def _vocabulary_passes(passes: int) -> str:
     return " ".join(words)
 
 
-async def calibrate_sizer(target: Target, model: str, api: str) -> PromptSizer:
+async def calibrate_sizer(target: Target, model: str, api: Api) -> PromptSizer:
     """Fit words-per-token and the template overhead to the server's ``POST /tokenize``.
 
     The two sample texts hold every vocabulary word once and three times. Prompts draw words uniformly
@@ -162,33 +144,24 @@ async def calibrate_sizer(target: Target, model: str, api: str) -> PromptSizer:
     count) this returns ``PromptSizer.estimate`` with ``exact=False`` and the reason in ``note``; it never
     raises for a server problem.
     """
-    url = target.base_url + "/tokenize"
-    headers = dict(target.headers)
-    key = os.environ.get(target.api_key_env)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
+    url = tokenize_url(target)
     short_words, long_words = len(VOCABULARY), CALIBRATION_PASSES * len(VOCABULARY)
     short, long = _vocabulary_passes(1), _vocabulary_passes(CALIBRATION_PASSES)
-    timeout = httpx.Timeout(30.0, connect=target.connect_timeout_s)
     try:
-        async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+        async with tokenize_client(target, 30.0, connect_timeout_s=target.connect_timeout_s) as client:
             if api == "chat":
 
                 def chat(*messages: tuple[str, str]) -> dict[str, object]:
-                    return {
-                        "model": model,
-                        "messages": [{"role": r, "content": c} for r, c in messages],
-                        "add_generation_prompt": True,
-                    }
+                    return tokenize_body(model, messages=messages, add_generation_prompt=True)
 
-                c_short = await _count_tokens(client, url, chat(("user", short)))
-                c_long = await _count_tokens(client, url, chat(("user", long)))
-                c_pair = await _count_tokens(client, url, chat(("system", short), ("user", short)))
+                c_short = await count_tokens(client, url, chat(("user", short)))
+                c_long = await count_tokens(client, url, chat(("user", long)))
+                c_pair = await count_tokens(client, url, chat(("system", short), ("user", short)))
             else:
-                c_short = await _count_tokens(client, url, {"model": model, "prompt": short})
-                c_long = await _count_tokens(client, url, {"model": model, "prompt": long})
+                c_short = await count_tokens(client, url, tokenize_body(model, short))
+                c_long = await count_tokens(client, url, tokenize_body(model, long))
                 c_pair = None
-    except _NoTokenize as exc:
+    except TokenizeError as exc:
         return PromptSizer.estimate(api, note=f"estimate: {exc}")
     tokens_per_word = (c_long - c_short) / (long_words - short_words)
     if tokens_per_word <= 0:
@@ -211,7 +184,7 @@ async def calibrate_sizer(target: Target, model: str, api: str) -> PromptSizer:
 # ---------------------------------------------------------------------------------------------- text
 
 
-class _TextPool:
+class TextPool:
     """Seeded random words joined once; any window of words is one slice of one string."""
 
     __slots__ = ("size", "text", "starts")
@@ -235,13 +208,13 @@ class _TextPool:
         return " ".join(parts)
 
 
-_POOLS: dict[int, _TextPool] = {}
+_POOLS: dict[int, TextPool] = {}
 
 
-def text_pool(seed: int) -> _TextPool:
+def text_pool(seed: int) -> TextPool:
     pool = _POOLS.get(seed)
     if pool is None:
-        pool = _POOLS[seed] = _TextPool(seed)
+        pool = _POOLS[seed] = TextPool(seed)
     return pool
 
 
@@ -262,13 +235,13 @@ class Workload:
     """
 
     def __init__(
-        self, profile: Profile, sizer: PromptSizer, model: str, seed: int = 0, *, api: str | None = None
+        self, profile: Profile, sizer: PromptSizer, model: str, seed: int = 0, *, api: Api | None = None
     ) -> None:
         self.profile = profile
         self.sizer = sizer
         self.model = model
         self.seed = seed
-        self.api = api or profile.api
+        self.api: Api = api or as_api(profile.api)
         self.extra_body = profile.sampling.extra_body()
         self._pool = text_pool(seed)
         self._buckets = profile.buckets
@@ -386,27 +359,7 @@ class Session:
                 return None
         if self._multi and not chat and self.turn == 0:
             overhead += TRANSCRIPT_LABEL_TOKENS
-        body = w.unique_text(rng, sizer.words_for(max(1, new_tokens - overhead)))
-
-        messages: tuple[tuple[str, str], ...] = ()
-        prompt = ""
-        if chat:
-            if self.turn == 0 and self._prefix and not self._system_prefix:
-                body = f"{self._prefix}\n\n{body}"
-            self._history.append(("user", body))
-            messages = tuple(self._history)
-            if not self._multi:
-                self._history.pop()
-        elif self._multi:
-            self._transcript = (
-                f"{self._transcript}\n\nUser: {body}\n\nAssistant:"
-                if self._transcript
-                else f"User: {body}\n\nAssistant:"
-            )
-            prompt = self._transcript
-        else:
-            prompt = f"{self._prefix}\n\n{body}" if self._prefix else body
-
+        messages, prompt = self._shape(w.unique_text(rng, sizer.words_for(max(1, new_tokens - overhead))))
         spec = RequestSpec(
             api=w.api,
             model=w.model,
@@ -425,6 +378,25 @@ class Session:
         self.turn += 1
         self._pending = spec
         return spec
+
+    def _shape(self, body: str) -> tuple[tuple[tuple[str, str], ...], str]:
+        """(messages, prompt) of this turn around its fresh ``body``: chat history or completions transcript."""
+        if self.workload.api == "chat":
+            if self.turn == 0 and self._prefix and not self._system_prefix:
+                body = f"{self._prefix}\n\n{body}"
+            self._history.append(("user", body))
+            messages = tuple(self._history)
+            if not self._multi:
+                self._history.pop()
+            return messages, ""
+        if self._multi:
+            self._transcript = (
+                f"{self._transcript}\n\nUser: {body}\n\nAssistant:"
+                if self._transcript
+                else f"User: {body}\n\nAssistant:"
+            )
+            return (), self._transcript
+        return (), f"{self._prefix}\n\n{body}" if self._prefix else body
 
     def on_result(self, result: RequestResult) -> None:
         spec = self._pending
@@ -460,51 +432,3 @@ class Session:
         else:
             self._transcript = f"{self._transcript} {text}"
             self._context_tokens = prompt_tokens + output_tokens
-
-
-# ---------------------------------------------------------------------------------------------- benchmark
-
-
-def bench(profile_name: str = "rag-prefill-heavy", requests: int = 2000, seed: int = 0) -> dict[str, float]:
-    """Time prompt generation: pool build, and per-request cost of ``next_request`` (microseconds)."""
-    from loadgen.profile import load_profile
-
-    _POOLS.pop(seed, None)
-    t0 = time.perf_counter_ns()
-    pool = text_pool(seed)
-    pool_ms = (time.perf_counter_ns() - t0) / 1e6
-    profile = load_profile(profile_name)
-    sizer = PromptSizer.estimate(profile.api)
-    workload = Workload(profile, sizer, "bench", seed)
-    rng = random.Random(1)
-    tokens = 0
-    worst = 0
-    t0 = time.perf_counter_ns()
-    for _ in range(requests):
-        s0 = time.perf_counter_ns()
-        spec = workload.new_session(rng).next_request()
-        worst = max(worst, time.perf_counter_ns() - s0)
-        assert spec is not None
-        tokens += spec.input_tokens_target
-    per_request_us = (time.perf_counter_ns() - t0) / 1e3 / requests
-    # One 16k-token prompt, the size the brief asks about.
-    s0 = time.perf_counter_ns()
-    for _ in range(200):
-        workload.unique_text(rng, sizer.words_for(16384))
-    text16k_us = (time.perf_counter_ns() - s0) / 1e3 / 200
-    return {
-        "pool_build_ms": pool_ms,
-        "pool_chars": float(len(pool.text)),
-        "next_request_us_mean": per_request_us,
-        "next_request_us_max": worst / 1e3,
-        "mean_input_tokens": tokens / requests,
-        "text_16k_tokens_us": text16k_us,
-    }
-
-
-if __name__ == "__main__":
-    import sys
-
-    for name in sys.argv[1:] or ["rag-prefill-heavy", "chat", "agent-long-context"]:
-        result = bench(name)
-        print(name + ": " + ", ".join(f"{k}={v:,.1f}" for k, v in result.items()))
