@@ -16,6 +16,7 @@ from loadgen.metrics import (
     RollingWindow,
     decode_histogram,
     layout_for,
+    recorder,
     view_from_hdr,
 )
 from loadgen.types import ErrorKind, Outcome, RequestResult
@@ -107,10 +108,16 @@ def test_index_and_range_match_hdrh(key: str) -> None:
     values = np.array(edges + list(rng.integers(0, layout.highest * 2, 5000)) + [-1, -5], dtype=np.int64)
     index, bad = layout.index_of(values)
     for v, i, b in zip(values.tolist(), index.tolist(), bad.tolist(), strict=True):
-        fits = v >= 0 and hdr._counts_index_for(v) < hdr.counts_len
+        fits = v >= 0 and hdr.get_counts_array_index(v) < hdr.counts_len
         assert b == (not fits), v
         if fits:
-            assert i == hdr._counts_index_for(v), v
+            assert i == hdr.get_counts_array_index(v), v
+
+
+def hdrh_median_equivalent(hdr: HdrHistogram, value: int) -> int:
+    """hdrh's ``_hdr_median_equiv_value``, from its public methods: the middle of the value's bucket."""
+    low = hdr.get_lowest_equivalent_value(value)
+    return low + ((hdr.get_highest_equivalent_value(value) - low + 1) >> 1)
 
 
 def test_value_tables_match_hdrh() -> None:
@@ -120,7 +127,7 @@ def test_value_tables_match_hdrh() -> None:
         low = hdr.get_value_from_index(i)
         assert layout.lowest_eq[i] == hdr.get_lowest_equivalent_value(low) == low
         assert layout.highest_eq[i] == hdr.get_highest_equivalent_value(low)
-        assert layout.median_eq[i] == hdr._hdr_median_equiv_value(low)
+        assert layout.median_eq[i] == hdrh_median_equivalent(hdr, low)
 
 
 # ---- counters ------------------------------------------------------------------------------------------
@@ -209,11 +216,12 @@ def test_one_value_gives_one_bin() -> None:
 def itl_values(results: list[RequestResult]) -> list[float]:
     """Every ITL sample (ms) the accumulator holds, expanded by count, at HDR resolution."""
     _, acc = stats_of(results)
-    hist = acc._hists["itl_ms"]
+    counts = acc.counts("itl_ms")
+    assert counts is not None
     layout = layout_for("itl_ms")
     out: list[float] = []
-    for i in np.flatnonzero(hist.counts):
-        out += [float(layout.lowest_eq[i]) / 1000] * int(hist.counts[i])
+    for i in np.flatnonzero(counts):
+        out += [float(layout.lowest_eq[i]) / 1000] * int(counts[i])
     return out
 
 
@@ -386,7 +394,7 @@ def test_many_intervals_equal_one() -> None:
 def test_spilled_buffers_equal_unspilled(monkeypatch: pytest.MonkeyPatch) -> None:
     results = mixed_results(150, 4)
     _, plain = stats_of(results)
-    monkeypatch.setattr(metrics, "SPILL_AT", 50)
+    monkeypatch.setattr(recorder, "SPILL_AT", 50)
     _, spilled = stats_of(results)
     assert spilled.stats("step", 1.0) == plain.stats("step", 1.0)
 

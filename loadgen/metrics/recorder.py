@@ -1,0 +1,330 @@
+"""The worker side of the metrics: ``Recorder`` folds ``RequestResult``s, ``take()`` ships an ``IntervalDelta``.
+
+A worker records every finished request into counters and per-interval value buffers; every ~250 ms
+``take()`` turns them into a small picklable ``IntervalDelta`` (counters plus sparse histogram counts)
+and starts the next interval empty. Values are buffered and indexed in one numpy pass (``Layout.index_of``),
+because ``hdrh``'s ``record_value`` costs ~2.5 µs a call and one request can bring hundreds of ITL samples.
+Values that fall outside a layout (negative, or past the top) are counted under ``oor:<metric>``, never
+dropped silently.
+
+Latency histograms hold successful requests only; the schedule lag holds every request that was sent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from loadgen.metrics.hdr import IntArray, Layout, spec_for
+from loadgen.snapshot import EMPTY
+from loadgen.types import Outcome, RequestResult
+
+__all__ = [
+    "DEFAULT_BUCKET",
+    "MAX_ERRORS_PER_INTERVAL",
+    "SPILL_AT",
+    "IntervalDelta",
+    "Recorder",
+    "SparseCounts",
+]
+
+SparseCounts = tuple[npt.NDArray[np.unsignedinteger[Any]], npt.NDArray[np.unsignedinteger[Any]]]
+RawParts = dict[str, list[tuple[IntArray, IntArray | None]]]  # key -> (values, counts; None = 1 each)
+
+MAX_ERRORS_PER_INTERVAL = 5
+# Past this many buffered values a Recorder folds its buffers into sparse counts, so that a worker that is
+# never asked for a delta (a script, a stalled controller) stays bounded in memory.
+SPILL_AT = 65_536
+# Class-split histograms: (metric, class key). Bucket "default" is the no-bucket case and would only
+# repeat the overall figures.
+DEFAULT_BUCKET = "default"
+
+
+@dataclass(frozen=True)  # no slots: pickling frozen slotted dataclasses breaks on early 3.10 releases
+class IntervalDelta:
+    """What one worker measured over [t0_ns, t1_ns): counters and sparse histogram counts.
+
+    ``hists`` maps a histogram key to (counts-array indices, counts) as the smallest unsigned numpy
+    integer types that hold them, sorted by index, non-empty only. ``live_tokens`` is the output tokens
+    streamed in the interval, corrections of finished requests included (what the aggregate out tok/s is
+    made of).
+    """
+
+    t0_ns: int
+    t1_ns: int
+    worker_id: int
+    counters: Mapping[str, int]
+    hists: Mapping[str, SparseCounts]
+    live_tokens: int = 0
+    in_flight: int = 0
+    queued: int = 0
+    sent: int = 0
+    health: Mapping[str, float] = EMPTY
+    recent_errors: tuple[str, ...] = ()  # "kind: message", the last few of the interval
+
+    @property
+    def ok(self) -> int:
+        return self.counters.get("ok", 0)
+
+    @property
+    def error_count(self) -> int:
+        return sum(v for k, v in self.counters.items() if k.startswith("err:"))
+
+    @property
+    def cancelled(self) -> int:
+        return self.counters.get("cancelled", 0)
+
+    @property
+    def input_tokens(self) -> int:
+        return self.counters.get("input_tokens", 0)
+
+    @property
+    def output_tokens(self) -> int:
+        """Successful requests' output tokens (usage), as opposed to ``live_tokens`` (streamed)."""
+        return self.counters.get("output_tokens", 0)
+
+
+def _sparse(
+    parts: Sequence[tuple[IntArray, IntArray | None]], layout: Layout
+) -> tuple[SparseCounts | None, int]:
+    """Raw integer values (with optional per-value counts) -> sorted sparse (index, count), out-of-range."""
+    indices: list[IntArray] = []
+    weights: list[IntArray] = []
+    out_of_range = 0
+    for values, counts in parts:
+        if values.size == 0:
+            continue
+        index, bad = layout.index_of(values)
+        if counts is None:
+            counts = np.ones(values.size, dtype=np.int64)
+        if bad.any():
+            out_of_range += int(counts[bad].sum())
+            keep = ~bad
+            index, counts = index[keep], counts[keep]
+        indices.append(index)
+        weights.append(counts)
+    if not indices:
+        return None, out_of_range
+    index = np.concatenate(indices)
+    if index.size == 0:
+        return None, out_of_range
+    weight = np.concatenate(weights)
+    dense = np.bincount(index, weights=weight.astype(np.float64))
+    nonzero = np.flatnonzero(dense)
+    if nonzero.size == 0:
+        return None, out_of_range
+    counts = dense[nonzero]
+    # the smallest integer types that hold them: a delta is pickled 4 times a second per worker
+    index_type = np.uint16 if layout.counts_len <= 1 << 16 else np.uint32
+    top = counts.max()
+    count_type = np.uint16 if top < 1 << 16 else np.uint32 if top < 1 << 32 else np.uint64
+    return (nonzero.astype(index_type), counts.astype(count_type)), out_of_range
+
+
+def _itl_samples(
+    items: Sequence[tuple[tuple[int, ...], tuple[int, ...] | None, int]],
+) -> tuple[IntArray, IntArray]:
+    """Per-token ITL in µs and its count from each request's chunk times, in one vectorized pass.
+
+    The gap before a chunk of k tokens is spread over its k tokens (value gap/k, count k). Tokens of the
+    first chunk beyond the first token have no gap of their own and are not samples. A chunk with no token
+    hands its gap on to the next chunk that has some.
+    """
+    lengths = np.fromiter((len(t) for t, _, _ in items), dtype=np.int64, count=len(items))
+    total = int(lengths.sum())
+    times = np.fromiter(chain.from_iterable(t for t, _, _ in items), dtype=np.int64, count=total)
+    seg = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
+    starts = np.cumsum(lengths) - lengths
+    pos = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
+    # output tokens spread as evenly as possible; the remainder goes to the last chunks so that
+    # fewer tokens hide in the first chunk (which yields no ITL samples)
+    out = np.fromiter((o for _, _, o in items), dtype=np.int64, count=len(items))
+    n = lengths[seg]
+    t_out = out[seg]
+    base = t_out // n
+    rem = t_out - base * n
+    tokens = base + (pos >= n - rem)
+    exact = [i for i, (t, k, _) in enumerate(items) if k is not None and len(k) == len(t)]
+    if exact:
+        mask = np.zeros(len(items), dtype=bool)
+        mask[exact] = True
+        given = np.fromiter(
+            chain.from_iterable(items[i][1] or () for i in exact),
+            dtype=np.int64,
+            count=int(lengths[exact].sum()),
+        )
+        tokens[mask[seg]] = given
+    keep = tokens > 0
+    times, tokens, seg = times[keep], tokens[keep], seg[keep]
+    same = seg[1:] == seg[:-1]
+    gaps = np.diff(times)[same]
+    k = tokens[1:][same]
+    values = np.rint(gaps / (k * 1000.0)).astype(np.int64)
+    return values, k
+
+
+class Recorder:
+    """Folds RequestResults inside a worker; ``take()`` ships and resets the interval's figures."""
+
+    def __init__(self, worker_id: int = 0) -> None:
+        self.worker_id = worker_id
+        self._reset()
+
+    def _reset(self) -> None:
+        self._counters: dict[str, int] = {}
+        self._values: dict[str, list[float]] = {}
+        self._itl: list[tuple[tuple[int, ...], tuple[int, ...] | None, int]] = []
+        self._spilled: RawParts = {}
+        self._buffered = 0
+        self._errors: deque[str] = deque(maxlen=MAX_ERRORS_PER_INTERVAL)
+
+    def _push(self, key: str, value: float) -> None:
+        bucket = self._values.get(key)
+        if bucket is None:
+            self._values[key] = [value]
+        else:
+            bucket.append(value)
+
+    def _latencies(self, result: RequestResult) -> None:
+        push = self._push
+        e2e = result.end_ns - result.intended_ns
+        push("e2e_ms", e2e)
+        ttft = result.ttft_ns
+        if ttft is not None:
+            push("ttft_ms", ttft)
+        decode = result.decode_tok_s
+        if decode is not None:
+            push("decode_tok_s", decode)
+        if len(result.chunk_times_ns) >= 2:
+            self._itl.append((result.chunk_times_ns, result.chunk_tokens, result.output_tokens))
+        if result.cache_class is not None:
+            cls = "|cache:" + result.cache_class
+            push("e2e_ms" + cls, e2e)
+            if ttft is not None:
+                push("ttft_ms" + cls, ttft)
+        if ttft is not None and result.bucket != DEFAULT_BUCKET:
+            push("ttft_ms|bucket:" + result.bucket, ttft)
+
+    def record(self, result: RequestResult) -> None:
+        counters = self._counters
+        push = self._push
+        if result.sent_ns > 0:
+            push("lag_ms", result.sent_ns - result.intended_ns)
+        if result.input_tokens is not None:
+            counters["input_tokens"] = counters.get("input_tokens", 0) + result.input_tokens
+        if result.cached_tokens:
+            counters["cached_tokens"] = counters.get("cached_tokens", 0) + result.cached_tokens
+        outcome = result.outcome
+        if outcome is Outcome.OK:
+            counters["ok"] = counters.get("ok", 0) + 1
+            counters["output_tokens"] = counters.get("output_tokens", 0) + result.output_tokens
+            if not result.tokens_exact:
+                counters["approx_tokens"] = counters.get("approx_tokens", 0) + 1
+            if result.input_tokens is not None:
+                push("input_tokens", result.input_tokens)
+            push("output_tokens", result.output_tokens)
+            self._latencies(result)
+        elif outcome is Outcome.ERROR:
+            kind = result.error_kind.value if result.error_kind is not None else "other"
+            key = "err:" + kind
+            counters[key] = counters.get(key, 0) + 1
+            message = result.error_message.strip().replace("\n", " ")
+            self._errors.append(f"{kind}: {message[:200]}" if message else kind)
+        else:
+            counters["cancelled"] = counters.get("cancelled", 0) + 1
+        self._buffered += 8 + len(result.chunk_times_ns)
+        if self._buffered > SPILL_AT:
+            self._spill()
+
+    @staticmethod
+    def live_correction(result: RequestResult) -> int:
+        """What to add to the live token counter when ``result`` completes.
+
+        While streaming the client counts ``len(token_ids)`` (or 1) per content chunk; at completion this
+        replaces the estimate with usage's count for a success and removes it for a failure, so the live
+        counter sums to the successful requests' output tokens.
+        """
+        live = sum(result.chunk_tokens) if result.chunk_tokens else len(result.chunk_times_ns)
+        if result.outcome is Outcome.OK:
+            return result.output_tokens - live
+        return -live
+
+    def _raw_parts(self) -> RawParts:
+        """Turn buffered source values (ns, tok/s, tokens) into integer histogram units."""
+        parts = self._spilled
+        self._spilled = {}
+        for key, values in self._values.items():
+            metric = key.split("|", 1)[0]
+            arr = np.asarray(values, dtype=np.float64 if metric == "decode_tok_s" else np.int64)
+            if metric == "decode_tok_s":
+                ints = np.rint(arr * 100.0).astype(np.int64)
+            elif metric.endswith("_ms"):
+                ints = np.floor_divide(arr + 500, 1000)  # ns -> µs, rounded
+            else:
+                ints = arr
+            parts.setdefault(key, []).append((ints, None))
+        self._values = {}
+        if self._itl:
+            itl, itl_counts = _itl_samples(self._itl)
+            parts.setdefault("itl_ms", []).append((itl, itl_counts))
+            self._itl = []
+        return parts
+
+    def _fold(self, key: str, parts: list[tuple[IntArray, IntArray | None]]) -> SparseCounts | None:
+        """One key's buffered parts as sparse counts; values outside its layout go to ``oor:<metric>``."""
+        sparse, out_of_range = _sparse(parts, spec_for(key).layout)
+        if out_of_range:
+            oor = "oor:" + key.split("|", 1)[0]
+            self._counters[oor] = self._counters.get(oor, 0) + out_of_range
+        return sparse
+
+    def _spill(self) -> None:
+        """Fold buffers into sparse counts (still one vectorized pass), keeping memory bounded."""
+        spilled: RawParts = {}
+        for key, parts in self._raw_parts().items():
+            sparse = self._fold(key, parts)
+            if sparse is not None:
+                # kept as (lowest equivalent value, count): take() indexes them again to the same slots
+                index, count = sparse
+                lowest_eq = spec_for(key).layout.lowest_eq
+                spilled[key] = [(lowest_eq[index.astype(np.int64)], count.astype(np.int64))]
+        self._spilled = spilled
+        self._buffered = 0
+
+    def take(
+        self,
+        t0_ns: int,
+        t1_ns: int,
+        live_tokens: int = 0,
+        in_flight: int = 0,
+        queued: int = 0,
+        sent: int = 0,
+        health: Mapping[str, float] | None = None,
+    ) -> IntervalDelta:
+        """The interval's delta; the recorder starts the next interval empty."""
+        hists: dict[str, SparseCounts] = {}
+        for key, parts in self._raw_parts().items():
+            sparse = self._fold(key, parts)
+            if sparse is not None:
+                hists[key] = sparse
+        delta = IntervalDelta(
+            t0_ns=t0_ns,
+            t1_ns=t1_ns,
+            worker_id=self.worker_id,
+            counters=dict(self._counters),
+            hists=hists,
+            live_tokens=live_tokens,
+            in_flight=in_flight,
+            queued=queued,
+            sent=sent,
+            health=dict(health) if health else {},
+            recent_errors=tuple(self._errors),
+        )
+        self._reset()
+        return delta
