@@ -228,7 +228,7 @@ def build_config(args: argparse.Namespace, url: str) -> Any:
         idle_timeout_s=args.idle_timeout,
         total_timeout_s=args.total_timeout,
     )
-    base = profile.ramp_plan() if hasattr(profile, "ramp_plan") else None
+    base = profile.ramp
     # An explicit --level (or --rate) means manual steering: the profile's plan is not used.
     manual = args.steps is None and (args.level is not None or args.rate is not None)
     levels = args.steps or (base.levels if base is not None and not manual else None)

@@ -22,7 +22,7 @@ from loadgen.distributions import (
     sample_seconds,
     sample_tokens,
 )
-from loadgen.engine import RampPlan
+from loadgen.config import SLO, RampPlan
 from loadgen.profile import (
     Pricing,
     ProfileError,
@@ -32,7 +32,6 @@ from loadgen.profile import (
     load_profile,
     parse_profile,
 )
-from loadgen.snapshot import SLO
 
 BUILTINS = {
     "chat",
@@ -82,7 +81,7 @@ def test_every_builtin_loads(name: str) -> None:
     assert profile.buckets
     assert profile.api in ("chat", "completions")
     assert not profile.slo.is_empty()
-    plan = profile.ramp_plan()
+    plan = profile.ramp
     assert isinstance(plan, RampPlan) and plan.levels and plan.warmup_s < plan.step_s
     path = builtin_profile_path(name)
     assert profile.content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -114,7 +113,7 @@ def test_path_and_name_both_work(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL)
     profile = load_profile(path)
     assert profile.name == "t" and profile.source == str(Path(path).resolve())
-    assert profile.model == "auto" and profile.api == "chat" and profile.ramp_plan() is None
+    assert profile.model == "auto" and profile.api == "chat" and profile.ramp is None
 
 
 def test_unknown_builtin_name() -> None:
@@ -291,7 +290,7 @@ def test_not_utf8(tmp_path: Path) -> None:
 
 
 def ramp_of(text: str) -> RampPlan:
-    plan = parse_profile(MINIMAL + "[ramp]\n" + text).ramp_plan()
+    plan = parse_profile(MINIMAL + "[ramp]\n" + text).ramp
     assert plan is not None
     return plan
 
@@ -312,8 +311,8 @@ def test_ramp_factor_and_step_and_rounding() -> None:
 
 def test_ramp_open_mode_rates() -> None:
     profile = parse_profile(MINIMAL + '[ramp]\nmode = "open"\nstart = 0.5\nstop = 4\nfactor = 2\n')
-    assert profile.ramp_mode == "open"
-    assert profile.ramp_plan().levels == (0.5, 1.0, 2.0, 4.0)  # type: ignore[union-attr]
+    assert profile.ramp is not None and profile.ramp.mode == "open"
+    assert profile.ramp.levels == (0.5, 1.0, 2.0, 4.0)
 
 
 def test_ramp_explicit_levels_and_errors(tmp_path: Path) -> None:
