@@ -234,10 +234,10 @@ async def test_quit_does_not_hang_on_a_stuck_engine() -> None:
         await pilot.press("q")
         # the fallback timer exits the app although engine.wait() has not returned
         for _ in range(300):
-            if app._exit:
+            if app.return_code is not None:  # set by App.exit()
                 break
             await pilot.pause(0.02)
-        assert app._exit
+        assert app.return_code is not None
         release.set()
 
 

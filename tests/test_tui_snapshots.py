@@ -22,7 +22,9 @@ def make_app(**changes: Any) -> RampApp:
 
 
 async def drawn(pilot: Pilot) -> None:
-    pilot.app.redraw(force=True)  # type: ignore[attr-defined]
+    app = pilot.app
+    assert isinstance(app, RampApp)
+    app.redraw(force=True)
     await pilot.pause()
 
 

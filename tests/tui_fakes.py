@@ -124,6 +124,31 @@ def series(points: int = 150) -> tuple[SeriesPoint, ...]:
     return tuple(out)
 
 
+def server_telemetry() -> ServerTelemetry:
+    """A vLLM server at 62% KV cache on one H200, every source answering."""
+    return ServerTelemetry(
+        runtime="vllm",
+        kv_cache_usage=0.624,
+        running=61.0,
+        waiting=0.0,
+        preemptions_per_s=0.0,
+        preemptions_total=0.0,
+        prefix_cache_hit_rate=0.452,
+        server_ttft_ms_p50=380.0,
+        server_ttft_ms_p95=610.0,
+        step_ttft_ms_p50=371.0,
+        step_ttft_ms_p95=598.0,
+        gen_tok_s=4790.0,
+        prompt_tok_s=9600.0,
+        gpus=(
+            GPUSample(
+                0, "H200", mem_used_mib=128_000.0, mem_total_mib=143_771.0, util_pct=97.0, power_w=612.0
+            ),
+        ),
+        sources={"vllm /metrics": "ok", "nvml": "ok"},
+    )
+
+
 def make_snapshot(**overrides: Any) -> Snapshot:
     """A mid-run snapshot in closed loop (step 5 of 8, level 64), with every panel populated."""
     errors = {"http_429": 3, "stream_cut": 1}
@@ -166,27 +191,7 @@ def make_snapshot(**overrides: Any) -> Snapshot:
             "HTTP 429 Too Many Requests: rate limit exceeded (step 4)",
             "stream cut after 112 tokens: connection reset by peer",
         ),
-        server=ServerTelemetry(
-            runtime="vllm",
-            kv_cache_usage=0.624,
-            running=61.0,
-            waiting=0.0,
-            preemptions_per_s=0.0,
-            preemptions_total=0.0,
-            prefix_cache_hit_rate=0.452,
-            server_ttft_ms_p50=380.0,
-            server_ttft_ms_p95=610.0,
-            step_ttft_ms_p50=371.0,
-            step_ttft_ms_p95=598.0,
-            gen_tok_s=4790.0,
-            prompt_tok_s=9600.0,
-            gpus=(
-                GPUSample(
-                    0, "H200", mem_used_mib=128_000.0, mem_total_mib=143_771.0, util_pct=97.0, power_w=612.0
-                ),
-            ),
-            sources={"vllm /metrics": "ok", "nvml": "ok"},
-        ),
+        server=server_telemetry(),
         record_path="runs/ramp-demo.jsonl",
         marks=((75.0, "bumped max_num_seqs"),),
     )

@@ -116,6 +116,67 @@ def percentile_line(view: HistogramView, width: int, style: HistogramStyle) -> T
     return line
 
 
+def bar_lines(
+    bars: Sequence[str], slo_col: int | None, higher_is_better: bool, style: HistogramStyle
+) -> list[Text]:
+    """The bar rows, bins past the SLO column in the bad colour and the SLO line through the gaps."""
+    lines: list[Text] = []
+    for row_text in bars:
+        line = Text(no_wrap=True, overflow="crop")
+        for col, glyph in enumerate(row_text):
+            if slo_col is not None and col == slo_col and glyph == " ":
+                line.append(SLO_LINE, style=style.slo)
+                continue
+            bad = False
+            if slo_col is not None:
+                bad = col < slo_col if higher_is_better else col > slo_col
+            line.append(glyph, style=style.bar_bad if bad else style.bar)
+        lines.append(line)
+    return lines
+
+
+def percentile_markers(
+    view: HistogramView, scale: LogScale, style: HistogramStyle
+) -> list[tuple[int, str, Style]]:
+    """(column, name, style) of each positive percentile, most important first: a crowded label row keeps
+    p99 and the SLO before p50 and p95."""
+    pct = view.pct
+    return [
+        (scale.column(value), name, marker_style)
+        for name, value, marker_style in (
+            ("99", pct.p99, style.p99),
+            ("50", pct.p50, style.p50),
+            ("95", pct.p95, style.p95),
+        )
+        if value is not None and value > 0
+    ]
+
+
+def axis_line(
+    width: int,
+    markers: Sequence[tuple[int, str, Style]],
+    slo_col: int | None,
+    slo_value: float | None,
+    span: tuple[float, float],
+    style: HistogramStyle,
+) -> Text:
+    axis = ["─"] * width
+    axis_styles: list[Style] = [style.axis] * width
+    if slo_col is not None:
+        axis[slo_col], axis_styles[slo_col] = SLO_GLYPH, style.slo
+    for col, _name, marker_style in reversed(markers):
+        axis[col], axis_styles[col] = MARKER_GLYPH, marker_style
+    line = Text(no_wrap=True, overflow="crop")
+    for glyph, glyph_style in zip(axis, axis_styles, strict=True):
+        line.append(glyph, style=glyph_style)
+    if slo_value is not None and slo_col is None:
+        # Threshold far off the data: say on which side it lies instead of drawing it.
+        edge = "SLO→" if slo_value > span[1] else "←SLO"
+        start = width - len(edge) if edge.startswith("SLO") else 0
+        line = line[:start] + Text(edge, style=style.slo) + line[start + len(edge) :]
+    return line
+
+
 def render_histogram(
     view: HistogramView | None,
     width: int,
@@ -143,52 +204,13 @@ def render_histogram(
     extras = 1 + show_ticks + show_header + show_marker_labels  # the axis row is always drawn
     rows = max(1, height - extras)
 
-    columns = rebin(view.bins, scale)
-    bars = bar_rows(columns, rows, basic=basic)
+    bars = bar_rows(rebin(view.bins, scale), rows, basic=basic)
     slo_col = scale.column(slo_value) if slo_value is not None and span[0] <= slo_value <= span[1] else None
 
-    lines: list[Text] = []
-    if show_header:
-        lines.append(percentile_line(view, width, style))
-
-    for row_text in bars:
-        line = Text(no_wrap=True, overflow="crop")
-        for col, glyph in enumerate(row_text):
-            if slo_col is not None and col == slo_col and glyph == " ":
-                line.append(SLO_LINE, style=style.slo)
-                continue
-            bad = False
-            if slo_col is not None:
-                bad = col < slo_col if higher_is_better else col > slo_col
-            line.append(glyph, style=style.bar_bad if bad else style.bar)
-        lines.append(line)
-
-    markers: list[tuple[int, str, Style]] = []
-    pct = view.pct
-    # Most important first: a crowded label row keeps p99 and the SLO before p50 and p95.
-    for name, value, marker_style in (
-        ("99", pct.p99, style.p99),
-        ("50", pct.p50, style.p50),
-        ("95", pct.p95, style.p95),
-    ):
-        if value is not None and value > 0:
-            markers.append((scale.column(value), name, marker_style))
-
-    axis = ["─"] * width
-    axis_styles: list[Style] = [style.axis] * width
-    if slo_col is not None:
-        axis[slo_col], axis_styles[slo_col] = SLO_GLYPH, style.slo
-    for col, _name, marker_style in reversed(markers):
-        axis[col], axis_styles[col] = MARKER_GLYPH, marker_style
-    axis_line = Text(no_wrap=True, overflow="crop")
-    for glyph, glyph_style in zip(axis, axis_styles, strict=True):
-        axis_line.append(glyph, style=glyph_style)
-    if slo_value is not None and slo_col is None:
-        # Threshold far off the data: say on which side it lies instead of drawing it.
-        edge = "SLO→" if slo_value > span[1] else "←SLO"
-        start = width - len(edge) if edge.startswith("SLO") else 0
-        axis_line = axis_line[:start] + Text(edge, style=style.slo) + axis_line[start + len(edge) :]
-    lines.append(axis_line)
+    lines: list[Text] = [percentile_line(view, width, style)] if show_header else []
+    lines += bar_lines(bars, slo_col, higher_is_better, style)
+    markers = percentile_markers(view, scale, style)
+    lines.append(axis_line(width, markers, slo_col, slo_value, span, style))
 
     if show_marker_labels:
         labels: list[tuple[int, str, Style | str]] = [

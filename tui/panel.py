@@ -7,6 +7,8 @@ function of the snapshot, the view and the panel's size, called by Textual's ``r
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
@@ -14,6 +16,15 @@ from textual.widget import Widget
 
 from loadgen.snapshot import Snapshot
 from tui.view import ViewState
+
+
+@runtime_checkable
+class PanelHost(Protocol):
+    """What a panel reads from the app it is mounted in (``RampApp``)."""
+
+    shown_snapshot: Snapshot | None
+    view: ViewState
+    basic_glyphs: bool
 
 
 class SnapshotPanel(Widget):
@@ -27,9 +38,9 @@ class SnapshotPanel(Widget):
 
     def on_mount(self) -> None:
         # A panel created after a layout switch draws the snapshot already on screen at once.
-        snapshot = getattr(self.app, "shown_snapshot", None)
-        if snapshot is not None:
-            self.show(snapshot, getattr(self.app, "view", ViewState()))
+        host = self.app
+        if isinstance(host, PanelHost) and host.shown_snapshot is not None:
+            self.show(host.shown_snapshot, host.view)
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         """What this panel's drawing depends on; the default is every new snapshot."""
@@ -49,7 +60,8 @@ class SnapshotPanel(Widget):
 
     @property
     def basic_glyphs(self) -> bool:
-        return bool(getattr(self.app, "basic_glyphs", False))
+        host = self.app
+        return isinstance(host, PanelHost) and host.basic_glyphs
 
     def style_of(self, component: str) -> Style:
         return self.get_component_rich_style(component, partial=True)

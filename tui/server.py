@@ -8,6 +8,7 @@ no telemetry at all says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from rich.style import Style
 from rich.text import Text
@@ -39,6 +40,149 @@ def meter_style(fraction: float, styles: Mapping[str, Style]) -> Style:
     return _s(styles, "good")
 
 
+Part = tuple[str, Style | str]
+
+
+@dataclass(slots=True)
+class ServerRows:
+    """The rows being built: a label column, then styled parts, each row cut at the panel's width."""
+
+    width: int
+    styles: Mapping[str, Style]
+    lines: list[Text] = field(default_factory=list)
+
+    def style(self, name: str) -> Style:
+        return _s(self.styles, name)
+
+    @property
+    def dim(self) -> Style:
+        return self.style("dim")
+
+    @property
+    def strong(self) -> Style:
+        return self.style("strong")
+
+    def row(self, label: str, *parts: Part) -> None:
+        line = Text.assemble((f"{label:<{LABEL_W}}", self.dim), *parts, no_wrap=True, overflow="ellipsis")
+        line.truncate(self.width, overflow="ellipsis")
+        self.lines.append(line)
+
+    def value(self, number: str, missing: bool, reason: str) -> Part:
+        return (na(reason), self.dim) if missing else (number, self.strong)
+
+
+def gpu_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int) -> None:
+    dim, strong = rows.dim, rows.strong
+    if not server.gpus:
+        rows.row("GPU", (na(reason), dim))
+    for gpu in server.gpus:
+        name = gpu.name.removeprefix("NVIDIA ").strip()
+        label = f"GPU{gpu.index} {name}".strip()
+        if len(label) > LABEL_W - 1:  # "GPU0 H200 (si…": cut, and say so
+            label = label[: LABEL_W - 2] + "…"
+        if gpu.mem_used_mib is not None and gpu.mem_total_mib:
+            frac = gpu.mem_used_mib / gpu.mem_total_mib
+            mem: list[Part] = [
+                (meter(frac, bar_w), meter_style(frac, rows.styles)),
+                (f" {fmt_gib(gpu.mem_used_mib)}/{fmt_gib(gpu.mem_total_mib)} GiB", strong),
+            ]
+        else:
+            mem = [("mem ", dim), (na(reason), dim)]
+        util = fmt_pct(gpu.util_pct / 100, 0) if gpu.util_pct is not None else "n/a"
+        power = f" {gpu.power_w:.0f} W" if gpu.power_w is not None else ""
+        rows.row(label, *mem, ("  util ", dim), (util, strong), (power, ""))
+
+
+def scheduler_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int) -> None:
+    """KV cache, running/waiting, preemptions, prefix cache and speculative decoding."""
+    dim, strong = rows.dim, rows.strong
+    if server.kv_cache_usage is not None:
+        frac = server.kv_cache_usage
+        rows.row(
+            "KV cache", (meter(frac, bar_w), meter_style(frac, rows.styles)), (f" {fmt_pct(frac)}", strong)
+        )
+    else:
+        rows.row("KV cache", (na(reason), dim))
+    rows.row(
+        "requests",
+        ("running ", dim),
+        rows.value(fmt_gauge(server.running), server.running is None, ""),
+        ("  waiting ", dim),
+        rows.value(fmt_gauge(server.waiting), server.waiting is None, ""),
+        (f"  ({reason})" if server.running is None and server.waiting is None else "", dim),
+    )
+    if server.preemptions_per_s is None and server.preemptions_total is None:
+        rows.row("preemptions", (na(reason), dim))
+    else:
+        total = (
+            f" (total {fmt_count(int(server.preemptions_total))})"
+            if server.preemptions_total is not None
+            else ""
+        )
+        bad = bool(server.preemptions_per_s)
+        rows.row(
+            "preemptions",
+            (f"{fmt_si(server.preemptions_per_s)}/s", rows.style("bad") if bad else strong),
+            (total, dim),
+        )
+    rows.row(
+        "prefix cache",
+        rows.value(
+            f"hit {fmt_pct(server.prefix_cache_hit_rate)}",
+            server.prefix_cache_hit_rate is None,
+            reason,
+        ),
+    )
+    if server.spec_acceptance is not None:
+        rows.row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
+
+
+def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None, window: str) -> None:
+    """The server's TTFT for this step (or the last N s), and the client's for the same window under it."""
+    dim, strong = rows.dim, rows.strong
+    step = window == "step" and (server.step_ttft_ms_p50 is not None or server.step_ttft_ms_p95 is not None)
+    p50, p95 = (
+        (server.step_ttft_ms_p50, server.step_ttft_ms_p95)
+        if step
+        else (server.server_ttft_ms_p50, server.server_ttft_ms_p95)
+    )
+    if p50 is None and p95 is None:
+        return
+    rolling_s = client.rolling_s if client is not None else None
+    label = "this step" if step else (f"last {rolling_s:g} s" if rolling_s else "recent")
+
+    def p50_p95(lo: float | None, hi: float | None) -> tuple[Part, ...]:
+        return (("p50 ", dim), (fmt_ms(lo), strong), ("  p95 ", dim), (fmt_ms(hi), strong))
+
+    rows.row("server TTFT", *p50_p95(p50, p95), (f"  · {label}", dim))
+    stats = client.windows.get("step" if step else "rolling") if client is not None else None
+    if stats is not None and stats.ok:
+        pct = stats.pct("ttft_ms")
+        rows.row("client TTFT", *p50_p95(pct.p50, pct.p95))
+
+
+def rate_and_source_rows(rows: ServerRows, server: ServerTelemetry) -> None:
+    dim, strong = rows.dim, rows.strong
+    if server.gen_tok_s is not None or server.prompt_tok_s is not None:
+        rows.row(
+            "server tok/s",
+            ("gen ", dim),
+            (fmt_si(server.gen_tok_s), strong),
+            ("  prompt ", dim),
+            (fmt_si(server.prompt_tok_s), strong),
+        )
+    if server.sources:
+        parts: list[Part] = []
+        for name, state in server.sources.items():
+            if parts:
+                parts.append(("  ", ""))
+            ok = state == "ok"
+            parts.append(
+                (f"{name} {'ok' if ok else 'n/a'}", rows.style("good") if ok else rows.style("warn"))
+            )
+        rows.row("sources", *parts)
+
+
 def render_server(
     server: ServerTelemetry | None,
     width: int,
@@ -50,117 +194,17 @@ def render_server(
     """The server/GPU rows; with ``client``, the client's TTFT for the same window under the server's
     (this step when the histograms show the step, else the last N seconds), so the gap between the two
     (network, HTTP, templating, the client itself) reads at a glance."""
-    styles = styles or {}
-    dim, strong = _s(styles, "dim"), _s(styles, "strong")
+    rows = ServerRows(width, styles or {})
     if server is None:
-        return Text("no telemetry source", style=dim)
+        return Text("no telemetry source", style=rows.dim)
     server_reason = source_reasons(server.sources, gpu=False) or "not reported"
     gpu_reason = source_reasons(server.sources, gpu=True) or "no GPU source"
-    lines: list[Text] = []
     bar_w = max(4, min(16, width - LABEL_W - 34))
-
-    def row(label: str, *parts: tuple[str, Style | str]) -> None:
-        line = Text.assemble((f"{label:<{LABEL_W}}", dim), *parts, no_wrap=True, overflow="ellipsis")
-        line.truncate(width, overflow="ellipsis")
-        lines.append(line)
-
-    def value(number: str, missing: bool, reason: str) -> tuple[str, Style | str]:
-        return (na(reason), dim) if missing else (number, strong)
-
-    if server.gpus:
-        for gpu in server.gpus:
-            name = gpu.name.removeprefix("NVIDIA ").strip()
-            label = f"GPU{gpu.index} {name}".strip()
-            if len(label) > LABEL_W - 1:  # "GPU0 H200 (si…": cut, and say so
-                label = label[: LABEL_W - 2] + "…"
-            if gpu.mem_used_mib is not None and gpu.mem_total_mib:
-                frac = gpu.mem_used_mib / gpu.mem_total_mib
-                mem: list[tuple[str, Style | str]] = [
-                    (meter(frac, bar_w), meter_style(frac, styles)),
-                    (f" {fmt_gib(gpu.mem_used_mib)}/{fmt_gib(gpu.mem_total_mib)} GiB", strong),
-                ]
-            else:
-                mem = [("mem ", dim), (na(gpu_reason), dim)]
-            util = fmt_pct(gpu.util_pct / 100, 0) if gpu.util_pct is not None else "n/a"
-            power = f" {gpu.power_w:.0f} W" if gpu.power_w is not None else ""
-            row(label, *mem, ("  util ", dim), (util, strong), (power, ""))
-    else:
-        row("GPU", (na(gpu_reason), dim))
-
-    if server.kv_cache_usage is not None:
-        frac = server.kv_cache_usage
-        row("KV cache", (meter(frac, bar_w), meter_style(frac, styles)), (f" {fmt_pct(frac)}", strong))
-    else:
-        row("KV cache", (na(server_reason), dim))
-    row(
-        "requests",
-        ("running ", dim),
-        value(fmt_gauge(server.running), server.running is None, ""),
-        ("  waiting ", dim),
-        value(fmt_gauge(server.waiting), server.waiting is None, ""),
-        (f"  ({server_reason})" if server.running is None and server.waiting is None else "", dim),
-    )
-    if server.preemptions_per_s is None and server.preemptions_total is None:
-        row("preemptions", (na(server_reason), dim))
-    else:
-        total = (
-            f" (total {fmt_count(int(server.preemptions_total))})"
-            if server.preemptions_total is not None
-            else ""
-        )
-        bad = bool(server.preemptions_per_s)
-        row(
-            "preemptions",
-            (f"{fmt_si(server.preemptions_per_s)}/s", _s(styles, "bad") if bad else strong),
-            (total, dim),
-        )
-    row(
-        "prefix cache",
-        value(
-            f"hit {fmt_pct(server.prefix_cache_hit_rate)}",
-            server.prefix_cache_hit_rate is None,
-            server_reason,
-        ),
-    )
-    if server.spec_acceptance is not None:
-        row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
-    step = window == "step" and (server.step_ttft_ms_p50 is not None or server.step_ttft_ms_p95 is not None)
-    p50, p95 = (
-        (server.step_ttft_ms_p50, server.step_ttft_ms_p95)
-        if step
-        else (server.server_ttft_ms_p50, server.server_ttft_ms_p95)
-    )
-    if p50 is not None or p95 is not None:
-        rolling_s = client.rolling_s if client is not None else None
-        label = "this step" if step else (f"last {rolling_s:g} s" if rolling_s else "recent")
-
-        def p50_p95(lo: float | None, hi: float | None) -> tuple[tuple[str, Style | str], ...]:
-            return (("p50 ", dim), (fmt_ms(lo), strong), ("  p95 ", dim), (fmt_ms(hi), strong))
-
-        row("server TTFT", *p50_p95(p50, p95), (f"  · {label}", dim))
-        stats = client.windows.get("step" if step else "rolling") if client is not None else None
-        if stats is not None and stats.ok:
-            pct = stats.pct("ttft_ms")
-            row("client TTFT", *p50_p95(pct.p50, pct.p95))
-    if server.gen_tok_s is not None or server.prompt_tok_s is not None:
-        row(
-            "server tok/s",
-            ("gen ", dim),
-            (fmt_si(server.gen_tok_s), strong),
-            ("  prompt ", dim),
-            (fmt_si(server.prompt_tok_s), strong),
-        )
-    if server.sources:
-        parts: list[tuple[str, Style | str]] = []
-        for name, state in server.sources.items():
-            if parts:
-                parts.append(("  ", ""))
-            ok = state == "ok"
-            parts.append(
-                (f"{name} {'ok' if ok else 'n/a'}", _s(styles, "good") if ok else _s(styles, "warn"))
-            )
-        row("sources", *parts)
-    return Text("\n").join(lines)
+    gpu_rows(rows, server, gpu_reason, bar_w)
+    scheduler_rows(rows, server, server_reason, bar_w)
+    ttft_rows(rows, server, client, window)
+    rate_and_source_rows(rows, server)
+    return Text("\n").join(rows.lines)
 
 
 class ServerPanel(SnapshotPanel):

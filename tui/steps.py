@@ -72,6 +72,25 @@ def render_steps_table(
 SLO_SPAN = 4.0  # the curve's y axis stretches to an SLO up to this many times the highest point
 
 
+def curve_points(
+    steps: Sequence[StepSummary], best_step: int | None, x_axis: str, styles: Mapping[str, Style]
+) -> list[tuple[float, float, str, Style]]:
+    """(x, TTFT p95, the step's last digit, style) of each step that has both numbers."""
+    points = []
+    for position, step in enumerate(steps):
+        y = step.stats.pct("ttft_ms").p95
+        x = (
+            step.stats.out_tok_s
+            if x_axis == "out_tok_s"
+            else float(step.rate_rps or 0 if step.mode == "open" else step.level)
+        )
+        if x is None or y is None:
+            continue
+        style = _s(styles, "best") if position == best_step else _s(styles, "point")
+        points.append((x, y, str((step.index + 1) % 10), style))
+    return points
+
+
 def render_curve(
     steps: Sequence[StepSummary],
     best_step: int | None,
@@ -86,18 +105,7 @@ def render_curve(
     TTFT p95 SLO, when set, as a dashed horizontal line."""
     styles = styles or {}
     dim = _s(styles, "dim")
-    points = []
-    for position, step in enumerate(steps):
-        y = step.stats.pct("ttft_ms").p95
-        x = (
-            step.stats.out_tok_s
-            if x_axis == "out_tok_s"
-            else float(step.rate_rps or 0 if step.mode == "open" else step.level)
-        )
-        if x is None or y is None:
-            continue
-        style = _s(styles, "best") if position == best_step else _s(styles, "point")
-        points.append((x, y, str((step.index + 1) % 10), style))
+    points = curve_points(steps, best_step, x_axis, styles)
     x_name = "out tok/s" if x_axis == "out_tok_s" else "level"
     title = Text.assemble(("TTFT p95 ", _s(styles, "strong")), ("vs ", dim), (x_name, _s(styles, "strong")))
     data_hi = max((p[1] for p in points), default=0.0)

@@ -21,6 +21,82 @@ def _s(styles: Mapping[str, Style], name: str) -> Style:
     return styles.get(name, Style.null())
 
 
+def throughput_header(out_now: float, peak: float, width: int, styles: Mapping[str, Style]) -> Text:
+    dim = _s(styles, "dim")
+    header = Text.assemble(
+        ("out tok/s ", dim),
+        (fmt_si(out_now), _s(styles, "strong")),
+        ("  peak ", dim),
+        (fmt_si(peak), ""),
+        ("  ·  step boundaries ", dim),
+        (BOUNDARY, _s(styles, "boundary")),
+        no_wrap=True,
+        overflow="ellipsis",
+    )
+    header.truncate(width, overflow="ellipsis")
+    return header
+
+
+def chart_lines(rows: Sequence[str], boundary_cols: set[int], styles: Mapping[str, Style]) -> list[Text]:
+    """The bar rows, with the step boundaries drawn through the gaps between bars."""
+    lines = []
+    for row in rows:
+        line = Text(no_wrap=True, overflow="crop")
+        for col, glyph in enumerate(row):
+            if glyph == " " and col in boundary_cols:
+                line.append(BOUNDARY, style=_s(styles, "boundary"))
+            else:
+                line.append(glyph, style=_s(styles, "bar"))
+        lines.append(line)
+    return lines
+
+
+def step_number_line(
+    step_starts_s: Sequence[float], t0: float, t1: float, width: int, styles: Mapping[str, Style]
+) -> Text:
+    # Step numbers under their boundaries; the latest steps matter most, so they are placed first.
+    starts = [(i, t) for i, t in enumerate(step_starts_s) if t0 <= t <= t1]
+    labels = [
+        (time_column(t, t0, t1, width), str(i + 1), _s(styles, "boundary")) for i, t in reversed(starts)
+    ]
+    return place_labels(width, labels)
+
+
+def time_axis_line(t0: float, t1: float, width: int, dim: Style) -> Text:
+    mid = (t0 + t1) / 2
+    return place_labels(
+        width,
+        [
+            (0, fmt_duration(t0), dim),
+            (width, fmt_duration(t1), dim),
+            (width // 2 - 2, fmt_duration(mid), dim),
+        ],
+        gap=2,
+    )
+
+
+def spark_lines(
+    series: Sequence[SeriesPoint], width: int, styles: Mapping[str, Style], basic: bool
+) -> list[Text]:
+    """Prefill tok/s and req/s as sparklines over the same time span, each with its latest value."""
+    times = [p.t_s for p in series]
+    t0, t1 = times[0], times[-1]
+    label_w, value_w = 8, 12
+    spark_w = max(1, width - label_w - value_w)
+    lines = []
+    for name, values, unit in (
+        ("prefill", [p.prefill_tok_s for p in series], " tok/s"),
+        ("req/s", [p.req_s for p in series], ""),
+    ):
+        cols = resample(times, values, t0, t1, spark_w)
+        line = Text(no_wrap=True, overflow="crop")
+        line.append(f"{name:<{label_w}}", style=_s(styles, "dim"))
+        line.append(sparkline(cols, basic=basic), style=_s(styles, "spark"))
+        line.append(f" {fmt_si(values[-1])}{unit}".rjust(value_w), style=_s(styles, "strong"))
+        lines.append(line)
+    return lines
+
+
 def render_throughput(
     series: Sequence[SeriesPoint],
     step_starts_s: Sequence[float],
@@ -31,7 +107,7 @@ def render_throughput(
     basic: bool = False,
 ) -> Text:
     styles = styles or {}
-    dim, strong = _s(styles, "dim"), _s(styles, "strong")
+    dim = _s(styles, "dim")
     if width < 10 or height < 1:
         return Text("")
     if not series:
@@ -40,17 +116,6 @@ def render_throughput(
     t0, t1 = times[0], times[-1]
     out = [p.out_tok_s for p in series]
     peak = max(out)
-    header = Text.assemble(
-        ("out tok/s ", dim),
-        (fmt_si(out[-1]), strong),
-        ("  peak ", dim),
-        (fmt_si(peak), ""),
-        ("  ·  step boundaries ", dim),
-        (BOUNDARY, _s(styles, "boundary")),
-        no_wrap=True,
-        overflow="ellipsis",
-    )
-    header.truncate(width, overflow="ellipsis")
 
     show_sparks = height >= 8
     show_time = height >= 5
@@ -60,49 +125,13 @@ def render_throughput(
     columns = resample(times, out, t0, t1, width)
     boundary_cols = {time_column(t, t0, t1, width) for t in step_starts_s if t0 < t <= t1}
     rows = bar_rows([v or 0.0 for v in columns], chart_rows, vmax=peak, basic=basic)
-    lines = [header]
-    for row in rows:
-        line = Text(no_wrap=True, overflow="crop")
-        for col, glyph in enumerate(row):
-            if glyph == " " and col in boundary_cols:
-                line.append(BOUNDARY, style=_s(styles, "boundary"))
-            else:
-                line.append(glyph, style=_s(styles, "bar"))
-        lines.append(line)
-
+    lines = [throughput_header(out[-1], peak, width, styles), *chart_lines(rows, boundary_cols, styles)]
     if height >= 4:
-        # Step numbers under their boundaries; the latest steps matter most, so they are placed first.
-        starts = [(i, t) for i, t in enumerate(step_starts_s) if t0 <= t <= t1]
-        labels = [
-            (time_column(t, t0, t1, width), str(i + 1), _s(styles, "boundary")) for i, t in reversed(starts)
-        ]
-        lines.append(place_labels(width, labels))
+        lines.append(step_number_line(step_starts_s, t0, t1, width, styles))
     if show_time:
-        mid = (t0 + t1) / 2
-        lines.append(
-            place_labels(
-                width,
-                [
-                    (0, fmt_duration(t0), dim),
-                    (width, fmt_duration(t1), dim),
-                    (width // 2 - 2, fmt_duration(mid), dim),
-                ],
-                gap=2,
-            )
-        )
+        lines.append(time_axis_line(t0, t1, width, dim))
     if show_sparks:
-        label_w, value_w = 8, 12
-        spark_w = max(1, width - label_w - value_w)
-        for name, values, unit in (
-            ("prefill", [p.prefill_tok_s for p in series], " tok/s"),
-            ("req/s", [p.req_s for p in series], ""),
-        ):
-            cols = resample(times, values, t0, t1, spark_w)
-            line = Text(no_wrap=True, overflow="crop")
-            line.append(f"{name:<{label_w}}", style=dim)
-            line.append(sparkline(cols, basic=basic), style=_s(styles, "spark"))
-            line.append(f" {fmt_si(values[-1])}{unit}".rjust(value_w), style=strong)
-            lines.append(line)
+        lines += spark_lines(series, width, styles, basic)
     return Text("\n").join(lines[:height])
 
 
