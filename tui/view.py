@@ -7,15 +7,20 @@ it last drew with the current one and skip the redraw when nothing changed.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal, TypeVar, get_args
 
-from loadgen.snapshot import WINDOWS
+from loadgen.config import WINDOWS, Window
+
+CurveX = Literal["out_tok_s", "level"]  # the step curve's x axis
 
 LEFT_METRICS = ("ttft_ms", "itl_ms", "e2e_ms", "lag_ms")
 RIGHT_METRICS = ("decode_tok_s", "itl_ms", "e2e_ms")
-CURVE_X = ("out_tok_s", "level")
+CURVE_X: tuple[CurveX, ...] = get_args(CurveX)
+
+T = TypeVar("T", bound=str)
 
 
-def _cycle(options: tuple[str, ...], current: str) -> str:
+def _cycle(options: tuple[T, ...], current: T) -> T:
     index = options.index(current) if current in options else -1
     return options[(index + 1) % len(options)]
 
@@ -24,8 +29,8 @@ def _cycle(options: tuple[str, ...], current: str) -> str:
 class ViewState:
     left_metric: str = "ttft_ms"
     right_metric: str = "decode_tok_s"
-    window: str = "step"  # "step" | "rolling" | "run"
-    curve_x: str = "out_tok_s"  # the step curve's x axis: "out_tok_s" | "level"
+    window: Window = "step"
+    curve_x: CurveX = "out_tok_s"
 
     def cycle_left(self) -> ViewState:
         return replace(self, left_metric=_cycle(LEFT_METRICS, self.left_metric))
