@@ -1,0 +1,152 @@
+"""One request's output as it leaves the simulator (``Stream``): the state the engine loop and the request's
+handler share, and the bytes of its replies. A chunk is a cached byte prefix + token text + a cached suffix,
+so per chunk only the text is built; the final chunk carries the finish reason, the usage and ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from .config import FaultConfig
+from .sequences import Seq
+
+DONE = b"data: [DONE]\n\n"
+
+
+class Stream:
+    """Per-request output state. Written by the engine loop; the handler task only drains the backlog."""
+
+    __slots__ = (
+        "api", "streaming", "include_usage", "rid", "created", "model_json", "prefix", "suffix", "head",
+        "resp", "transport", "pos", "unsent", "sent", "chunks", "backlog", "wake", "hold_until", "complete",
+        "closed", "cut", "faults", "stall_s", "stall_at", "disconnect_at", "malformed_at", "first_ns",
+        "last_ns", "seq", "prompt_tokens", "role_sent",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        api: str,
+        streaming: bool,
+        include_usage: bool,
+        rid: str,
+        created: int,
+        model_json: str,
+        prompt_tokens: int,
+        pos: int,
+        faults: dict[str, float],
+    ) -> None:
+        self.api = api
+        self.streaming = streaming
+        self.include_usage = include_usage
+        self.rid = rid
+        self.created = created
+        self.model_json = model_json
+        self.prompt_tokens = prompt_tokens
+        self.seq: Seq | None = None
+        self.pos = pos
+        self.unsent = 0
+        self.sent = 0
+        self.chunks = 0
+        self.backlog: list[bytes] | None = None
+        self.wake = asyncio.Event()
+        self.hold_until = 0
+        self.complete = False
+        self.closed = False
+        self.cut = False
+        self.faults = faults
+        self.stall_s = 0.0
+        self.stall_at = -1
+        self.disconnect_at = -1
+        self.malformed_at = -1
+        self.first_ns: int | None = None
+        self.last_ns: int | None = None
+        self.resp: web.StreamResponse | None = None
+        self.transport: asyncio.Transport | None = None
+        self.role_sent = False
+        self.head, self.prefix, self.suffix = self._templates()
+
+    def arm(self, fc: FaultConfig) -> None:
+        """Place the mid-stream faults (stall, disconnect, malformed) at their token counts."""
+        faults = self.faults
+        if "stall" in faults:
+            self.stall_s = faults["stall"] or fc.stall_s
+            self.stall_at = fc.stall_after_tokens
+        if "disconnect" in faults:
+            self.disconnect_at = int(faults["disconnect"] or fc.disconnect_after_tokens)
+        if "malformed" in faults:
+            self.malformed_at = int(faults["malformed"] or fc.malformed_after_tokens)
+
+    def _templates(self) -> tuple[bytes, bytes, bytes]:
+        """The bytes around each chunk's text (head: the chat role chunk), cached for the whole reply."""
+        obj = "chat.completion.chunk" if self.api == "chat" else "text_completion"
+        base = f'data: {{"id":"{self.rid}","object":"{obj}","created":{self.created},"model":{self.model_json},"choices":[{{"index":0,'
+        if self.api == "chat":
+            head = (
+                base + '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],'
+                '"prompt_token_ids":null,"prompt_text":null}\n\n'
+            ).encode()
+            prefix = (base + '"delta":{"content":"').encode()
+            suffix = b'"},"logprobs":null,"finish_reason":null,"token_ids":null}]}\n\n'
+            return head, prefix, suffix
+        prefix = (base + '"text":"').encode()
+        suffix = b'","logprobs":null,"finish_reason":null,"stop_reason":null,"prompt_token_ids":null,"token_ids":null}]}\n\n'
+        return b"", prefix, suffix
+
+    def chunk(self, tokens: tuple[bytes, ...], n: int, finished: Seq | None) -> bytes:
+        """The SSE bytes for the next ``n`` tokens; ``finished``: the request, when this chunk ends it."""
+        pos = self.pos
+        ntoks = len(tokens)
+        if n == 1:
+            text = tokens[pos]
+        elif pos + n <= ntoks:
+            text = b"".join(tokens[pos : pos + n])
+        else:
+            text = b"".join(tokens[(pos + i) % ntoks] for i in range(n))
+        self.pos = (pos + n) % ntoks
+        self.sent += n
+        self.unsent = 0
+        if finished is not None:
+            data = self.prefix + text + self.final_suffix(finished)
+        else:
+            data = self.prefix + text + self.suffix
+        if not self.role_sent:
+            self.role_sent = True
+            if self.head:
+                data = self.head + data
+        if self.malformed_at >= 0 and self.sent >= self.malformed_at:
+            self.malformed_at = -1
+            data = self.prefix + b' oops"}, "finish_reason":\n\n' + data
+        return data
+
+    def final_suffix(self, seq: Seq) -> bytes:
+        reason = seq.finish_reason or "length"
+        if self.api == "chat":
+            tail = (
+                f'"}},"logprobs":null,"finish_reason":"{reason}","stop_reason":null,"token_ids":null}}]}}\n\n'
+            )
+        else:
+            tail = (
+                f'","logprobs":null,"finish_reason":"{reason}","stop_reason":null,'
+                f'"prompt_token_ids":null,"token_ids":null}}]}}\n\n'
+            )
+        out = tail.encode()
+        if self.include_usage:
+            out += self.usage_event(self.prompt_tokens, self.sent, seq.cached_tokens or 0)
+        return out + DONE
+
+    def usage_event(self, prompt: int, completion: int, cached: int) -> bytes:
+        obj = "chat.completion.chunk" if self.api == "chat" else "text_completion"
+        return (
+            f'data: {{"id":"{self.rid}","object":"{obj}","created":{self.created},"model":{self.model_json},'
+            f'"choices":[],"usage":{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion},'
+            f'"completion_tokens":{completion},"prompt_tokens_details":{{"cached_tokens":{cached}}}}}}}\n\n'
+        ).encode()
+
+    def text(self, tokens: tuple[bytes, ...]) -> str:
+        """The whole reply's text, for a non-streaming answer."""
+        start = self.pos
+        self.pos = (start + self.sent) % len(tokens)
+        return b"".join(tokens[(start + i) % len(tokens)] for i in range(self.sent)).decode()
