@@ -199,15 +199,26 @@ def _reflected_private(call: ast.Call, own: set[str]) -> str | None:
     return None
 
 
+def _private_import(node: ast.Import | ast.ImportFrom) -> str | None:
+    """`from m import _x`, `from pkg._mod import x` or `import pkg._mod`: what is reached, else None."""
+    modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+    for module in modules:
+        if any(_is_private(part) for part in module.split(".")):
+            return f"imports the private module {module}"
+    if isinstance(node, ast.ImportFrom):
+        for alias in node.names:
+            if _is_private(alias.name) and alias.name not in PRIVATE_ALLOWED:
+                return f"imports {alias.name} from {node.module or '.'}"
+    return None
+
+
 def private_violations(p: Parsed) -> Iterator[Violation]:
     own, imported = own_names(p.tree), imported_names(p.tree)
     for node in ast.walk(p.tree):
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if _is_private(alias.name) and alias.name not in PRIVATE_ALLOWED:
-                    yield Violation(
-                        p.rel, node.lineno, "private", f"imports {alias.name} from {node.module or '.'}"
-                    )
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            what = _private_import(node)
+            if what:
+                yield Violation(p.rel, node.lineno, "private", what)
         elif isinstance(node, ast.Attribute) and _is_private(node.attr) and node.attr not in PRIVATE_ALLOWED:
             base = node.value.id if isinstance(node.value, ast.Name) else None
             if f"{base}.{node.attr}" in PRIVATE_ALLOWED_ON:
@@ -315,10 +326,12 @@ def test_the_checker_sees_each_rule() -> None:
     code = (
         "from m import _hidden\nimport m\nm._x\nobj._y\n"
         "x = 1  # type: ignore[attr-defined]\ngetattr(obj, 'a')\nclass C:\n    _z = 1\nc._z\n"
+        "from pkg._mod import y\nmonkeypatch.setattr(m, '_w', 1)\n"
     )
     p = parse_source("loadgen/fake.py", code)
     found = [(v.line, v.rule) for rule in RULES.values() for v in rule(p)]
-    assert sorted(found) == [(1, "private"), (3, "private"), (4, "private"), (5, "ignore"), (6, "reflection")]
+    expected = [(1, "private"), (3, "private"), (4, "private"), (5, "ignore"), (6, "reflection")]
+    assert sorted(found) == [*expected, (10, "private"), (11, "private")]
 
 
 # ---- command line -------------------------------------------------------------------------------------
