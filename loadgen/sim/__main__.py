@@ -59,9 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     if args.config_json:
         return SimConfig.from_dict(json.loads(args.config_json))
-    overrides: dict[str, Any] = {
-        key: getattr(args, key) for key, _ in _OVERRIDES.values() if getattr(args, key) is not None
-    }
+    given = vars(args)
+    overrides: dict[str, Any] = {key: given[key] for key, _ in _OVERRIDES.values() if given[key] is not None}
     if args.no_prefix_caching:
         overrides["enable_prefix_caching"] = False
     return build_config(args.preset, **overrides)

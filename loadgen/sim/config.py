@@ -115,16 +115,16 @@ def validate(config: SimConfig) -> None:
         problems.append(f"spec_acceptance must be within 0..1 (got {e.spec_acceptance})")
     if config.stream_interval < 1:
         problems.append(f"stream_interval must be >= 1 (got {config.stream_interval})")
-    for name in (
-        "error_rate",
-        "rate_429",
-        "stall_rate",
-        "disconnect_rate",
-        "slow_ttft_rate",
-        "malformed_rate",
-        "empty_rate",
+    f = config.faults
+    for name, rate in (
+        ("error_rate", f.error_rate),
+        ("rate_429", f.rate_429),
+        ("stall_rate", f.stall_rate),
+        ("disconnect_rate", f.disconnect_rate),
+        ("slow_ttft_rate", f.slow_ttft_rate),
+        ("malformed_rate", f.malformed_rate),
+        ("empty_rate", f.empty_rate),
     ):
-        rate = getattr(config.faults, name)
         if not 0.0 <= rate <= 1.0:
             problems.append(f"{name} must be within 0..1 (got {rate})")
     if problems:

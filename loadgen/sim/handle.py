@@ -16,11 +16,15 @@ import sys
 import tempfile
 import threading
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .config import SimConfig, build_config
 from .server import SimServer
+
+T = TypeVar("T")
 
 
 class SimHandle:
@@ -32,10 +36,10 @@ class SimHandle:
         raise NotImplementedError
 
     def ground_truth(self) -> list[dict[str, Any]]:
-        return self._get_json("/_sim/ground_truth")  # type: ignore[no-any-return]
+        return self._get_json("/_sim/ground_truth")
 
     def info(self) -> dict[str, Any]:
-        return self._get_json("/_sim/info")  # type: ignore[no-any-return]
+        return self._get_json("/_sim/info")
 
     def _get_json(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=10) as reply:  # noqa: S310 (our own 127.0.0.1 URL)
@@ -57,23 +61,33 @@ class ThreadSimHandle(SimHandle):
         self.thread = thread
         self.url = url
 
-    def _call(self, fn: Any, timeout: float = 10.0) -> Any:
-        async def run() -> Any:
+    def _call(self, fn: Callable[[], T], timeout: float = 10.0) -> T:
+        async def run() -> T:
             return fn()
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
 
     def ground_truth(self) -> list[dict[str, Any]]:
         # Read on the simulator's own loop: the deque must not change while it is copied.
-        return self._call(self.server.ground_truth)  # type: ignore[no-any-return]
+        return self._call(self.server.ground_truth)
 
     def info(self) -> dict[str, Any]:
-        return self._call(self.server.info)  # type: ignore[no-any-return]
+        return self._call(self.server.info)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout)
+
+
+@dataclass
+class _Boot:
+    """What the simulator's thread hands back once it is listening (or why it is not)."""
+
+    server: SimServer | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    url: str = ""
+    error: BaseException | None = None
 
 
 def run_sim_in_thread(
@@ -82,17 +96,17 @@ def run_sim_in_thread(
     """Start a simulator on its own event loop in a daemon thread; return once it accepts connections."""
     config = config if config is not None else build_config()
     ready = threading.Event()
-    box: dict[str, Any] = {}
+    box = _Boot()
 
     def main() -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         server = SimServer(config)
-        box["server"], box["loop"] = server, loop
+        box.server, box.loop = server, loop
         try:
-            box["url"] = loop.run_until_complete(server.start(host, port))
+            box.url = loop.run_until_complete(server.start(host, port))
         except BaseException as exc:  # reported to the caller below
-            box["error"] = exc
+            box.error = exc
             ready.set()
             loop.close()
             return
@@ -107,9 +121,9 @@ def run_sim_in_thread(
     thread.start()
     if not ready.wait(timeout):
         raise RuntimeError(f"the simulator did not start within {timeout} s")
-    if "error" in box:
-        raise RuntimeError(f"the simulator could not start on {host}:{port}: {box['error']}")
-    return ThreadSimHandle(box["server"], box["loop"], thread, box["url"])
+    if box.error is not None or box.server is None or box.loop is None:
+        raise RuntimeError(f"the simulator could not start on {host}:{port}: {box.error}")
+    return ThreadSimHandle(box.server, box.loop, thread, box.url)
 
 
 class ProcessSimHandle(SimHandle):

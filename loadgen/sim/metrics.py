@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from .stats import Histogram
-
 if TYPE_CHECKING:
     from .server import SimServer
 
 _MIB = 1024 * 1024
+_LABELS = ["engine", "model_name"]
 
 
 class SimCollector:
@@ -46,56 +45,49 @@ class SimCollector:
         return max(0.0, min(100.0, 100.0 * (busy - b0) / (now - t0)))
 
     def collect(self) -> Iterator[Metric]:
-        server = self.server
-        engine = server.engine
-        p = engine.params
+        yield from self._engine()
+        yield from self._histograms()
+        yield self._cache_config()
+        if self.server.config.gpu_telemetry:
+            yield from self._dcgm()
+
+    def _engine(self) -> Iterator[Metric]:
+        """Queue gauges and token/request counters under vLLM's names."""
+        engine = self.server.engine
         st = engine.stats
-        model = server.config.model
-        names = ["engine", "model_name"]
-        vals = ["0", model]
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=names)
-            g.add_metric(vals, value)
-            return g
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name, doc, labels=names)
-            c.add_metric(vals, value)
-            return c
-
-        def histogram(name: str, doc: str, h: Histogram) -> HistogramMetricFamily:
-            m = HistogramMetricFamily(name, doc, labels=names)
-            m.add_metric(vals, h.cumulative(), sum_value=h.total)
-            return m
-
-        yield gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches.", engine.num_running
+        model = self.server.config.model
+        yield _gauge(
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            model,
+            engine.num_running,
         )
-        yield gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", engine.num_waiting
+        yield _gauge(
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            model,
+            engine.num_waiting,
         )
-        yield gauge(
-            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_usage()
+        yield _gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", model, engine.kv_usage()
         )
-        yield counter(
-            "vllm:prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            st.prefix_queries,
-        )
-        yield counter(
-            "vllm:prefix_cache_hits",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            st.prefix_hits,
-        )
-        yield counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens.", st.cached_prompt_tokens)
-        yield counter(
-            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", st.preemptions
-        )
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
-        yield counter(
-            "vllm:generation_tokens", "Number of generation tokens processed.", st.generation_tokens
-        )
+        for name, doc, value in (
+            (
+                "vllm:prefix_cache_queries",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                st.prefix_queries,
+            ),
+            (
+                "vllm:prefix_cache_hits",
+                "Prefix cache hits, in terms of number of cached tokens.",
+                st.prefix_hits,
+            ),
+            ("vllm:prompt_tokens_cached", "Number of cached prompt tokens.", st.cached_prompt_tokens),
+            ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", st.preemptions),
+            ("vllm:prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens),
+            ("vllm:generation_tokens", "Number of generation tokens processed.", st.generation_tokens),
+        ):
+            yield _counter(name, doc, model, value)
         success = CounterMetricFamily(
             "vllm:request_success",
             "Count of successfully processed requests.",
@@ -104,28 +96,39 @@ class SimCollector:
         for reason, n in st.finished.items():
             success.add_metric(["0", reason, model], n)
         yield success
-        if p.kind == "gpu" and p.num_speculative_tokens:
-            yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", st.spec_drafts)
-            yield counter(
-                "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", st.spec_draft_tokens
+        if engine.params.kind == "gpu" and engine.params.num_speculative_tokens:
+            yield _counter(
+                "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", model, st.spec_drafts
             )
-            yield counter(
-                "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", st.spec_accepted_tokens
+            yield _counter(
+                "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", model, st.spec_draft_tokens
             )
-        yield histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", st.ttft
-        )
-        yield histogram(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", st.itl
-        )
-        yield histogram(
-            "vllm:request_queue_time_seconds",
-            "Histogram of time spent in WAITING phase for request.",
-            st.queue,
-        )
-        yield histogram(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", st.e2e
-        )
+            yield _counter(
+                "vllm:spec_decode_num_accepted_tokens",
+                "Number of accepted tokens.",
+                model,
+                st.spec_accepted_tokens,
+            )
+
+    def _histograms(self) -> Iterator[Metric]:
+        st = self.server.engine.stats
+        model = self.server.config.model
+        for name, doc, h in (
+            ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", st.ttft),
+            ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", st.itl),
+            (
+                "vllm:request_queue_time_seconds",
+                "Histogram of time spent in WAITING phase for request.",
+                st.queue,
+            ),
+            ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", st.e2e),
+        ):
+            m = HistogramMetricFamily(name, doc, labels=_LABELS)
+            m.add_metric(["0", model], h.cumulative(), sum_value=h.total)
+            yield m
+
+    def _cache_config(self) -> Metric:
+        p = self.server.engine.params
         info = GaugeMetricFamily(
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",
@@ -149,9 +152,7 @@ class SimCollector:
             ],
             1.0,
         )
-        yield info
-        if server.config.gpu_telemetry:
-            yield from self._dcgm()
+        return info
 
     def _dcgm(self) -> Iterator[Metric]:
         engine = self.server.engine
@@ -178,9 +179,21 @@ class SimCollector:
             yield g
 
 
+def _gauge(name: str, doc: str, model: str, value: float) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc, labels=_LABELS)
+    g.add_metric(["0", model], value)
+    return g
+
+
+def _counter(name: str, doc: str, model: str, value: float) -> CounterMetricFamily:
+    c = CounterMetricFamily(name, doc, labels=_LABELS)
+    c.add_metric(["0", model], value)
+    return c
+
+
 def make_registry(server: SimServer) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SimCollector(server))  # type: ignore[arg-type]
+    registry.register(SimCollector(server))
     ProcessCollector(registry=registry)  # process_cpu_seconds_total: what the speed benchmark reads
     return registry
 
