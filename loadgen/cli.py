@@ -336,7 +336,8 @@ def _finish(outcome: Any) -> int:
 
 
 def _progress_line(snap: Any) -> str:
-    from loadgen.report import fmt_ms, fmt_rate
+    from loadgen.format import fmt_ms_wide as fmt_ms
+    from loadgen.format import fmt_num_wide as fmt_rate
 
     step = snap.windows.get("step")
     rolling = snap.windows.get("rolling")

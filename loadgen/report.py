@@ -1,8 +1,8 @@
-"""Plain-text reporting: the step table (headless runs, ``ramp report FILE``) and number formatting.
+"""Plain-text reporting: the step table (headless runs, ``ramp report FILE``) and a record's conditions.
 
-Pure functions of StepSummary objects and numbers; no rich, no textual. The formatting helpers are the
-ones every face uses so that a figure reads the same everywhere: ``n/a`` for a missing value, thousands
-separators, three significant figures.
+Pure functions of StepSummary objects and record lines; no rich, no textual. Numbers are written by
+``loadgen.format`` in its wide look (thousands separators, no SI suffix: the table's columns have room
+and rows are compared digit by digit); ``n/a`` for a missing value.
 """
 
 from __future__ import annotations
@@ -13,68 +13,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_seconds, fmt_setting
 from loadgen.snapshot import StepSummary
 
-__all__ = [
-    "fmt_count",
-    "fmt_ms",
-    "fmt_num",
-    "fmt_pct",
-    "fmt_rate",
-    "format_step_table",
-    "report_main",
-]
-
-NA = "n/a"
-
-
-def fmt_num(value: float | None) -> str:
-    """Three significant figures, never an exponent: 0.85, 12.3, 812, 12,345."""
-    if value is None:
-        return NA
-    # choose the format on the rounded value, so that 99.96 reads "100", not "100.0"
-    if abs(round(value, 1)) >= 100 or value == 0:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(round(value, 2)) >= 10 else f"{value:.2f}"
-
-
-def fmt_count(value: int | None) -> str:
-    return NA if value is None else f"{value:,}"
-
-
-def fmt_rate(value: float | None) -> str:
-    """A rate without its unit (the column or the sentence names it): 12,345 / 45.6 / 3.21."""
-    return fmt_num(value)
-
-
-def fmt_ms(value: float | None, unit: bool = True) -> str:
-    """Milliseconds: "0.85 ms", "812 ms", "1,234 ms", "12.3 s" (with ``unit``); numbers in ms without it."""
-    if value is None:
-        return NA
-    if not unit:
-        return fmt_num(value)
-    if abs(value) >= 10_000:
-        return f"{fmt_num(value / 1000)} s"
-    return f"{fmt_num(value)} ms"
-
-
-def fmt_pct(fraction: float | None) -> str:
-    """A 0..1 fraction as a percentage: 0.9876 -> "98.8 %"."""
-    if fraction is None:
-        return NA
-    return f"{fraction * 100:.1f} %"
+__all__ = ["format_step_table", "report_main"]
 
 
 def _load(step: StepSummary) -> str:
     if step.mode == "open":
-        rate = f"{step.rate_rps:g}/s" if step.rate_rps is not None else NA
+        rate = f"{fmt_setting(step.rate_rps)}/s" if step.rate_rps is not None else NA
         return f"{rate} ≤{step.level}" if step.level else rate
     return str(step.level)
 
 
 def _load_words(step: StepSummary) -> str:
     if step.mode == "open" and step.rate_rps is not None:
-        return f"{step.rate_rps:g} req/s"
+        return f"{fmt_setting(step.rate_rps)} req/s"
     return f"{step.level} stream{'s' if step.level != 1 else ''}"
 
 
@@ -94,7 +48,7 @@ class _Column:
 
 def _e2e_s(step: StepSummary) -> str:
     ms = step.stats.pct("e2e_ms").p95
-    return NA if ms is None else fmt_num(ms / 1000)
+    return NA if ms is None else fmt_num_wide(ms / 1000)
 
 
 _COLUMNS: tuple[_Column, ...] = (
@@ -102,26 +56,21 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("level", "", 99, _load),
     _Column("ok", "", 90, lambda s: fmt_count(s.stats.ok)),
     _Column("err", "", 88, lambda s: fmt_count(s.stats.error_count)),
-    _Column("out", "tok/s", 98, lambda s: fmt_rate(s.stats.out_tok_s)),
-    _Column("prefill", "tok/s", 40, lambda s: fmt_rate(s.stats.prefill_tok_s)),
-    _Column("decode p50", "tok/s", 70, lambda s: fmt_rate(s.stats.pct("decode_tok_s").p50)),
-    _Column("TTFT p50", "ms", 50, lambda s: fmt_ms(s.stats.pct("ttft_ms").p50, unit=False)),
-    _Column("TTFT p95", "ms", 95, lambda s: fmt_ms(s.stats.pct("ttft_ms").p95, unit=False)),
-    _Column("TTFT p99", "ms", 60, lambda s: fmt_ms(s.stats.pct("ttft_ms").p99, unit=False)),
+    _Column("out", "tok/s", 98, lambda s: fmt_num_wide(s.stats.out_tok_s)),
+    _Column("prefill", "tok/s", 40, lambda s: fmt_num_wide(s.stats.prefill_tok_s)),
+    _Column("decode p50", "tok/s", 70, lambda s: fmt_num_wide(s.stats.pct("decode_tok_s").p50)),
+    _Column("TTFT p50", "ms", 50, lambda s: fmt_num_wide(s.stats.pct("ttft_ms").p50)),
+    _Column("TTFT p95", "ms", 95, lambda s: fmt_num_wide(s.stats.pct("ttft_ms").p95)),
+    _Column("TTFT p99", "ms", 60, lambda s: fmt_num_wide(s.stats.pct("ttft_ms").p99)),
     _Column("e2e p95", "s", 45, _e2e_s),
     _Column("SLO", "", 97, _slo_mark),
 )
 
 
-def _server(
-    key: str, scale: float = 1.0, fmt: Callable[[float | None], str] | None = None
-) -> Callable[[StepSummary], str]:
+def _server(key: str, scale: float = 1.0) -> Callable[[StepSummary], str]:
     def cell(step: StepSummary) -> str:
         value = step.server.get(key) if step.server else None
-        if value is None:
-            return NA
-        value = float(value) * scale
-        return fmt(value) if fmt is not None else fmt_num(value)
+        return NA if value is None else fmt_num_wide(float(value) * scale)
 
     return cell
 
@@ -134,11 +83,9 @@ _SERVER_COLUMNS: tuple[tuple[str, _Column], ...] = (
     ("preemptions", _Column("preempt", "", 30, _server("preemptions"))),
     ("prefix_cache_hit_rate", _Column("pfx hit", "%", 25, _server("prefix_cache_hit_rate", 100.0))),
     ("gpu_mem_used_max_mib", _Column("GPU mem", "GiB", 33, _server("gpu_mem_used_max_mib", 1 / 1024))),
-    (
-        "server_ttft_p50_ms",
-        _Column("srv TTFT p50", "ms", 34, _server("server_ttft_p50_ms", fmt=lambda v: fmt_ms(v, unit=False))),
-    ),
+    ("server_ttft_p50_ms", _Column("srv TTFT p50", "ms", 34, _server("server_ttft_p50_ms"))),
 )
+_BOUND_COLUMN = _Column("", "", 80, lambda s: "!" if s.client_bound else "")
 _GAP = "  "
 
 
@@ -146,30 +93,21 @@ def _no_slo(steps: Sequence[StepSummary]) -> bool:
     return all(s.verdict.met is None and not s.verdict.failures for s in steps)
 
 
-def format_step_table(steps: Sequence[StepSummary], best: int | None, width: int = 120) -> str:
-    """The step table, best step starred, then a line naming the best step and why steps missed the SLO.
-
-    Columns that do not fit ``width`` are dropped, least important first (readable at 80 columns).
-    """
-    if not steps:
-        return "no finished step"
+def _columns(steps: Sequence[StepSummary]) -> list[_Column]:
+    """The fixed columns, the telemetry ones some step has (before SLO), the client-bound mark if any."""
     columns = list(_COLUMNS)
     slo_at = len(columns) - 1
     for key, column in _SERVER_COLUMNS:
         if any(step.server and step.server.get(key) is not None for step in steps):
             columns.insert(slo_at, column)
             slo_at += 1
-    bound = any(s.client_bound for s in steps)
-    if bound:
-        columns.append(_Column("", "", 80, lambda s: "!" if s.client_bound else ""))
-    rows: list[list[str]] = []
-    for at, step in enumerate(steps):
-        cells = [col.cell(step) for col in columns]
-        if at == best:
-            cells[0] += "*"
-        else:
-            cells[0] += " "
-        rows.append(cells)
+    if any(s.client_bound for s in steps):
+        columns.append(_BOUND_COLUMN)
+    return columns
+
+
+def _table(columns: list[_Column], rows: list[list[str]], width: int) -> list[str]:
+    """Header, unit line and rows, aligned; columns that do not fit ``width`` dropped, least important first."""
 
     def widths(cols: list[int]) -> list[int]:
         return [max(len(columns[c].name), len(columns[c].unit), *(len(row[c]) for row in rows)) for c in cols]
@@ -192,24 +130,45 @@ def format_step_table(steps: Sequence[StepSummary], best: int | None, width: int
     if any(columns[c].unit for c in shown):
         lines.append(line([columns[c].unit for c in shown]))
     lines.extend(line([row[c] for c in shown]) for row in rows)
-    lines.append("")
+    return lines
+
+
+def _verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
+    """The best step and why, each step's SLO failures, and which steps were client-bound (and by what)."""
+    lines = []
     label = "best (no SLO set)" if _no_slo(steps) else "best under SLO"
     if best is None or not 0 <= best < len(steps):
         lines.append(f"{label}: none (no step met the SLO)")
     else:
         step = steps[best]
         lines.append(
-            f"{label}: step {step.index + 1}, {_load_words(step)}, {fmt_rate(step.stats.out_tok_s)} out tok/s"
+            f"{label}: step {step.index + 1}, {_load_words(step)}, {fmt_num_wide(step.stats.out_tok_s)} out tok/s"
         )
     for step in steps:
         if step.verdict.failures:
             lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(step.verdict.failures))
-    if bound:
+    if any(s.client_bound for s in steps):
         lines.append("  ! client-bound: the load generator, not the server, may have limited these steps")
         for step in steps:
             if step.client_bound and step.bound_reason:
                 lines.append(f"    step {step.index + 1}: {step.bound_reason}")
-    return "\n".join(lines)
+    return lines
+
+
+def format_step_table(steps: Sequence[StepSummary], best: int | None, width: int = 120) -> str:
+    """The step table, best step starred, then a line naming the best step and why steps missed the SLO.
+
+    Columns that do not fit ``width`` are dropped, least important first (readable at 80 columns).
+    """
+    if not steps:
+        return "no finished step"
+    columns = _columns(steps)
+    rows: list[list[str]] = []
+    for at, step in enumerate(steps):
+        cells = [col.cell(step) for col in columns]
+        cells[0] += "*" if at == best else " "
+        rows.append(cells)
+    return "\n".join([*_table(columns, rows, width), "", *_verdict_lines(steps, best)])
 
 
 def _header_lines(header: Mapping[str, Any]) -> list[str]:
@@ -234,7 +193,7 @@ def _header_lines(header: Mapping[str, Any]) -> list[str]:
     )
     plan = get("plan")
     if isinstance(plan, Mapping):
-        levels = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in plan.get("levels") or ())
+        levels = ", ".join(fmt_setting(v) for v in plan.get("levels") or ())
         lines.append(
             f"plan     levels {levels or NA} · {plan.get('step_s', NA)} s steps, {plan.get('warmup_s', NA)} s warm-up"
         )
@@ -244,7 +203,9 @@ def _header_lines(header: Mapping[str, Any]) -> list[str]:
         if set_:
             lines.append(
                 "slo      "
-                + " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in set_.items())
+                + " ".join(
+                    f"{k}={fmt_setting(v)}" if isinstance(v, float) else f"{k}={v}" for k, v in set_.items()
+                )
             )
     tags = get("tags")
     if isinstance(tags, Mapping):
@@ -277,7 +238,7 @@ def report_main(path: str) -> int:
         out.append("")
         for mark in marks:
             at = mark.get("elapsed_s")
-            when = f"{at:.1f} s" if isinstance(at, int | float) else str(mark.get("at", ""))
+            when = fmt_seconds(at) if isinstance(at, int | float) else str(mark.get("at", ""))
             out.append(f"mark     {when}: {mark.get('note', '')}")
     ends = [e for e in record.events if e.get("kind") == "end"]
     if ends:

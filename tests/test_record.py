@@ -11,7 +11,7 @@ import pytest
 from loadgen import record as record_mod
 from loadgen.metrics import Accumulator, Recorder, decode_histogram, view_from_hdr
 from loadgen.record import RecordError, RecordWriter, read_record, step_from_line, strip_url_credentials
-from loadgen.report import fmt_count, fmt_ms, fmt_num, fmt_pct, fmt_rate, format_step_table, report_main
+from loadgen.report import format_step_table, report_main
 from loadgen.slo import best_step, evaluate
 from loadgen.snapshot import SLO, SLOVerdict, StepSummary
 from loadgen.types import ErrorKind, Outcome, RequestResult
@@ -233,20 +233,6 @@ def test_strip_url_credentials() -> None:
 
 
 # ---- report --------------------------------------------------------------------------------------------
-
-
-def test_formatting_helpers() -> None:
-    assert fmt_count(None) == "n/a" and fmt_count(12345) == "12,345" and fmt_count(0) == "0"
-    assert fmt_rate(None) == "n/a" and fmt_rate(12345.4) == "12,345" and fmt_rate(45.64) == "45.6"
-    assert fmt_rate(3.214) == "3.21" and fmt_rate(0.0) == "0"
-    assert fmt_ms(None) == "n/a" and fmt_ms(812.3) == "812 ms" and fmt_ms(0.853) == "0.85 ms"
-    assert (
-        fmt_ms(1234.0) == "1,234 ms"
-        and fmt_ms(12345.0) == "12.3 s"
-        and fmt_ms(12345.0, unit=False) == "12,345"
-    )
-    assert fmt_num(None) == "n/a" and fmt_num(99.96) == "100" and fmt_num(9.996) == "10.0"
-    assert fmt_pct(None) == "n/a" and fmt_pct(0.9876) == "98.8 %"
 
 
 def table_steps() -> list[StepSummary]:

@@ -1,4 +1,4 @@
-"""Unit tests of the console's pure helpers: number formatting, steering arithmetic, view cycling."""
+"""Unit tests of the console's pure helpers: labels, steering arithmetic, view cycling (numbers: test_format)."""
 
 from __future__ import annotations
 
@@ -10,63 +10,7 @@ from tui.steering import level_delta, next_level, next_rate, parse_level, parse_
 from tui.view import ViewState
 
 
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (None, "n/a"),
-        (0, "0"),
-        (12.345, "12.3"),
-        (1234.5, "1.23k"),
-        (999.96, "1.00k"),
-        (2_500_000, "2.50M"),
-        (0.01234, "0.0123"),
-    ],
-)
-def test_fmt_si(value: float | None, text: str) -> None:
-    assert f.fmt_si(value) == text
-
-
-@pytest.mark.parametrize(
-    ("ms", "text"),
-    [
-        (None, "n/a"),
-        (0.42, "0.42 ms"),
-        (81.23, "81.2 ms"),
-        (812.4, "812 ms"),
-        (999.9, "1.00 s"),
-        (1240, "1.24 s"),
-        (62500, "62.5 s"),
-    ],
-)
-def test_fmt_ms(ms: float | None, text: str) -> None:
-    assert f.fmt_ms(ms) == text
-
-
-def test_axis_labels_are_compact() -> None:
-    assert f.fmt_ms_short(100) == "100ms"
-    assert f.fmt_ms_short(1000) == "1s"
-    assert f.fmt_ms_short(1500) == "1.5s"
-    assert f.fmt_value_short(50, "tok/s") == "50"
-    assert f.fmt_value_short(2000, "tok/s") == "2k"
-
-
-def test_durations_and_percentages() -> None:
-    assert f.fmt_duration(5) == "0:05"
-    assert f.fmt_duration(754.9) == "12:34"
-    assert f.fmt_duration(3723) == "1:02:03"
-    assert f.fmt_duration(None) == "n/a"
-    assert f.fmt_pct(0.1234) == "12.3%"
-    assert f.fmt_pct(0.0005) == "0.05%"  # a small error rate never reads as 0
-    assert f.fmt_pct(0.0) == "0.0%"
-    assert f.fmt_pct(None) == "n/a"
-    assert f.fmt_gauge(61.0) == "61"
-    assert f.fmt_gauge(2.5) == "2.50"
-    assert f.fmt_gauge(None) == "n/a"
-
-
 def test_missing_values_say_why() -> None:
-    assert f.na() == "n/a"
-    assert f.na("nvml: library not found") == "n/a (nvml: library not found)"
     sources = {"vllm /metrics": "ok", "nvml": "library not found", "dcgm": "connection refused"}
     assert f.source_reasons(sources, gpu=True) == "nvml: library not found; dcgm: connection refused"
     assert f.source_reasons(sources, gpu=False) == ""

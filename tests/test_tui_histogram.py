@@ -8,10 +8,10 @@ import pytest
 from rich.text import Text
 from tui_fakes import make_snapshot
 
+from loadgen.format import fmt_ms
 from loadgen.snapshot import GPUSample, HistogramView, Percentiles, ServerTelemetry
 from tui.control import health_line, steering_line, window_line
 from tui.errors import render_errors
-from tui.format import fmt_ms
 from tui.histogram import axis_range, data_range, rebin, render_histogram
 from tui.plot import LogScale, bar_heights, bar_rows, nice_log_ticks, place_labels, resample, sparkline
 from tui.server import render_server

@@ -30,11 +30,12 @@ from textual.app import App
 from textual.binding import Binding
 from textual.timer import Timer
 
+from loadgen.format import fmt_rate
 from loadgen.snapshot import Snapshot
 from tui.commands import RampCommands
 from tui.console import ConsoleScreen
 from tui.dialogs import ConfirmQuit, HelpScreen, ValueInput, key_label
-from tui.format import fmt_rate, metric_title, window_label
+from tui.format import metric_title, window_label
 from tui.status import LIVE_STATES
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
 from tui.view import ViewState

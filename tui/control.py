@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from rich.style import Style
 from rich.text import Text
 
+from loadgen.format import fmt_count, fmt_ms, fmt_pct, fmt_rate, fmt_si
 from loadgen.snapshot import Snapshot, WindowStats
-from tui.format import fmt_count, fmt_ms, fmt_pct, fmt_rate, fmt_si, window_label
+from tui.format import window_label
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from rich.style import Style
 from rich.text import Text
 
+from loadgen.format import fmt_count, fmt_pct
 from loadgen.snapshot import Snapshot
-from tui.format import ellipsize, error_label, fmt_count, fmt_pct
+from tui.format import ellipsize, error_label
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
+from loadgen.format import fmt_si, fmt_value, fmt_value_short
 from loadgen.snapshot import HistogramView
-from tui.format import fmt_si, fmt_value, fmt_value_short
 from tui.plot import LogScale, bar_rows, nice_log_ticks, place_labels
 
 Bin = tuple[float, float, int]

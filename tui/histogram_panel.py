@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from loadgen.format import fmt_count
 from loadgen.snapshot import HistogramView, Snapshot
-from tui.format import fmt_count, metric_title, slo_threshold, window_label
+from tui.format import metric_title, slo_threshold, window_label
 from tui.histogram import HistogramStyle, render_histogram
 from tui.panel import SnapshotPanel
 from tui.view import ViewState

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from rich.style import Style
 from rich.text import Text
 
+from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na
 from loadgen.snapshot import ServerTelemetry, Snapshot
-from tui.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na, source_reasons
+from tui.format import source_reasons
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 

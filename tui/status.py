@@ -10,8 +10,9 @@ from dataclasses import replace
 from rich.style import Style
 from rich.text import Text
 
+from loadgen.format import fmt_duration
 from loadgen.snapshot import Snapshot
-from tui.format import fmt_duration, mode_label, step_label
+from tui.format import mode_label, step_label
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 

@@ -11,8 +11,9 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from loadgen.format import fmt_count, fmt_ms, fmt_rate, fmt_si
 from loadgen.snapshot import Snapshot, StepSummary
-from tui.format import fmt_count, fmt_ms, fmt_rate, fmt_si, verdict_label
+from tui.format import verdict_label
 from tui.panel import SnapshotPanel
 from tui.plot import place_labels, scatter
 from tui.view import ViewState

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from rich.style import Style
 from rich.text import Text
 
+from loadgen.format import fmt_duration, fmt_si
 from loadgen.snapshot import SeriesPoint, Snapshot
-from tui.format import fmt_duration, fmt_si
 from tui.panel import SnapshotPanel
 from tui.plot import bar_rows, place_labels, resample, sparkline, time_column
 from tui.view import ViewState
