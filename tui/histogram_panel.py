@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from loadgen.config import Window
 from loadgen.format import fmt_count
 from loadgen.snapshot import HistogramView, Snapshot
 from tui.format import metric_title, slo_threshold, window_label
@@ -16,7 +17,7 @@ from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
 
-def pick_view(snapshot: Snapshot, window: str, metric: str) -> HistogramView | None:
+def pick_view(snapshot: Snapshot, window: Window, metric: str) -> HistogramView | None:
     stats = snapshot.windows.get(window)
     return None if stats is None else stats.hist.get(metric)
 

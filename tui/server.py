@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from rich.style import Style
 from rich.text import Text
 
+from loadgen.config import Window
 from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na
 from loadgen.snapshot import ServerTelemetry, Snapshot
 from tui.format import source_reasons
@@ -138,7 +139,7 @@ def scheduler_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w
         rows.row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
 
 
-def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None, window: str) -> None:
+def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None, window: Window) -> None:
     """The server's TTFT for this step (or the last N s), and the client's for the same window under it."""
     dim, strong = rows.dim, rows.strong
     step = window == "step" and (server.step_ttft_ms_p50 is not None or server.step_ttft_ms_p95 is not None)
@@ -190,7 +191,7 @@ def render_server(
     *,
     styles: Mapping[str, Style] | None = None,
     client: Snapshot | None = None,
-    window: str = "step",
+    window: Window = "step",
 ) -> Text:
     """The server/GPU rows; with ``client``, the client's TTFT for the same window under the server's
     (this step when the histograms show the step, else the last N seconds), so the gap between the two

@@ -16,7 +16,7 @@ from loadgen.snapshot import Snapshot, StepSummary
 from tui.format import verdict_label
 from tui.panel import SnapshotPanel
 from tui.plot import place_labels, scatter
-from tui.view import ViewState
+from tui.view import CurveX, ViewState
 
 
 def _s(styles: Mapping[str, Style], name: str) -> Style:
@@ -74,7 +74,7 @@ SLO_SPAN = 4.0  # the curve's y axis stretches to an SLO up to this many times t
 
 
 def curve_points(
-    steps: Sequence[StepSummary], best_step: int | None, x_axis: str, styles: Mapping[str, Style]
+    steps: Sequence[StepSummary], best_step: int | None, x_axis: CurveX, styles: Mapping[str, Style]
 ) -> list[tuple[float, float, str, Style]]:
     """(x, TTFT p95, the step's last digit, style) of each step that has both numbers."""
     points = []
@@ -95,7 +95,7 @@ def curve_points(
 def render_curve(
     steps: Sequence[StepSummary],
     best_step: int | None,
-    x_axis: str,
+    x_axis: CurveX,
     width: int,
     height: int,
     *,
