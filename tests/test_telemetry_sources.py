@@ -91,7 +91,7 @@ async def server() -> AsyncIterator[tuple[SwitchServer, str]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     yield sw, f"http://127.0.0.1:{port}"
     sw.release.set()
     await runner.cleanup()
@@ -435,7 +435,7 @@ async def test_a_poke_leaves_gpu_command_sources_at_their_own_pace() -> None:
         await wait_until(lambda: len(hub.readings(source.name)) == 1)
         t = time.monotonic_ns()
         hub.poke()
-        assert not hub._states[source.name].poked.is_set()  # type: ignore[union-attr]
+        assert not hub.poke_pending(source.name)
         assert hub.settled(t)  # nothing to wait for: no server source
     finally:
         await hub.stop()

@@ -13,10 +13,16 @@ polled by ``TelemetryHub`` on its own timer.
 
 from loadgen.telemetry.discover import discover
 from loadgen.telemetry.exposition import parse_exposition
-from loadgen.telemetry.hub import CONDITION_KEYS, WINDOW_KEYS, TelemetryHub, gpu_summary
+from loadgen.telemetry.hub import TelemetryHub
 from loadgen.telemetry.nvidia_smi import DEFAULT_GPU_CMD, CommandGPUSource, parse_query_csv
 from loadgen.telemetry.nvml import NVMLSource
-from loadgen.telemetry.reading import CumulativeHistogram, Reading, SourceError, histogram_quantile
+from loadgen.telemetry.reading import (
+    CumulativeHistogram,
+    Reading,
+    SourceError,
+    SourceKind,
+    histogram_quantile,
+)
 from loadgen.telemetry.sources import (
     DCGMSource,
     PrometheusAutoSource,
@@ -26,6 +32,7 @@ from loadgen.telemetry.sources import (
     VLLMMetricsSource,
     build_sources,
 )
+from loadgen.telemetry.window import CONDITION_KEYS, WINDOW_KEYS, gpu_summary
 
 __all__ = [
     "CONDITION_KEYS",
@@ -41,6 +48,7 @@ __all__ = [
     "SGLangMetricsSource",
     "Source",
     "SourceError",
+    "SourceKind",
     "TelemetryHub",
     "VLLMMetricsSource",
     "build_sources",

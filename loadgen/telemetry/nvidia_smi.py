@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 
 from loadgen.snapshot import GPUSample
-from loadgen.telemetry.reading import Reading, SourceError
+from loadgen.telemetry.reading import Reading, SourceError, SourceKind
 
 DEFAULT_QUERY = ("index", "name", "memory.used", "memory.total", "utilization.gpu", "power.draw")
 DEFAULT_GPU_CMD = (
@@ -114,7 +114,7 @@ def _maybe(cell: str | None) -> float | None:
 class CommandGPUSource:
     """Runs a command printing ``nvidia-smi --query-gpu`` CSV; at most about once a second."""
 
-    kind = "gpu"
+    kind: SourceKind = "gpu"
 
     def __init__(
         self,
@@ -131,6 +131,7 @@ class CommandGPUSource:
         self.cmd = cmd
         self.interval_s = max(1.0, interval_s)  # nvidia-smi costs ~30 ms of the GPU host's CPU a call
         self.timeout_s = timeout_s
+        self.last_fetch_s: float | None = None  # spaced by its own interval: the hub times the whole poll
         self.columns = tuple(columns) if columns else columns_from_command(cmd)
         self._proc: asyncio.subprocess.Process | None = None
 

@@ -16,17 +16,21 @@ from types import ModuleType
 from typing import Any
 
 from loadgen.snapshot import GPUSample
-from loadgen.telemetry.reading import Reading, SourceError
+from loadgen.telemetry.reading import Reading, SourceError, SourceKind
 
 MIB = 1024 * 1024
 
 
 class NVMLSource:
-    kind = "gpu"
+    kind: SourceKind = "gpu"
 
-    def __init__(self, *, interval_s: float = 0.5, name: str = "nvml") -> None:
+    def __init__(self, *, interval_s: float = 0.5, name: str = "nvml", timeout_s: float = 2.0) -> None:
         self.name = name
         self.interval_s = interval_s
+        self.timeout_s = (
+            timeout_s  # NVML has no timeout of its own: the hub's hang guard is this plus a margin
+        )
+        self.last_fetch_s: float | None = None  # a local library call: nothing to be polite about
         self._nvml: ModuleType | None = None
         self._lock = threading.Lock()  # init/shutdown and sampling never overlap across threads
 

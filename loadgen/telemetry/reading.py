@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from loadgen.snapshot import EMPTY, GPUSample
 
@@ -38,6 +39,9 @@ COUNTERS = (
     "requests_aborted",
 )
 HISTOGRAMS = ("ttft_s", "itl_s", "queue_s", "e2e_s")
+
+# Which panels a source may feed: a server's counters, GPU samples, or both (a page with both kinds of names).
+SourceKind = Literal["server", "gpu", "mixed"]
 
 
 class SourceError(Exception):

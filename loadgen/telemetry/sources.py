@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from loadgen.telemetry.exposition import detect_runtime, has_dcgm, parse_samples, reading_from_samples
 from loadgen.telemetry.nvidia_smi import CommandGPUSource
 from loadgen.telemetry.nvml import NVMLSource
-from loadgen.telemetry.reading import Reading, SourceError
+from loadgen.telemetry.reading import Reading, SourceError, SourceKind
 
 if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on first use here
     import httpx
@@ -27,7 +27,9 @@ DEFAULT_TIMEOUT_S = 5.0  # a busy server can take seconds to render /metrics; po
 class Source(Protocol):
     name: str
     interval_s: float
-    kind: str  # "server" | "gpu" | "mixed": which panels it may feed
+    kind: SourceKind  # which panels it may feed
+    timeout_s: float  # its own limit on one poll; the hub gives up on a poll a few seconds after it
+    last_fetch_s: float | None  # how long the server took to answer the last poll (None: not a server)
 
     async def poll(self) -> Reading: ...
 
@@ -73,7 +75,7 @@ class PrometheusSource:
     first good scrape (and again if it later disappears). ``server``/``gpus`` choose which parts to keep.
     """
 
-    kind = "mixed"
+    kind: SourceKind = "mixed"
 
     def __init__(
         self,
@@ -159,40 +161,98 @@ class PrometheusAutoSource(PrometheusSource):
     """The server's own ``/metrics``: detects vLLM or SGLang, and also reads DCGM names found there
     (the simulator publishes both, so one scrape feeds the server and the GPU panels)."""
 
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        kwargs.setdefault("name", "metrics")
-        super().__init__(server_root(base_url) + "/metrics", **kwargs)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        name: str = "metrics",
+        interval_s: float = 1.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            server_root(base_url) + "/metrics",
+            name=name,
+            interval_s=interval_s,
+            timeout_s=timeout_s,
+            headers=headers,
+        )
 
 
 class VLLMMetricsSource(PrometheusSource):
-    kind = "server"
+    kind: SourceKind = "server"
 
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        kwargs.setdefault("name", "vllm")
-        super().__init__(server_root(base_url) + "/metrics", runtime="vllm", gpus=False, **kwargs)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        name: str = "vllm",
+        interval_s: float = 1.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            server_root(base_url) + "/metrics",
+            name=name,
+            runtime="vllm",
+            gpus=False,
+            interval_s=interval_s,
+            timeout_s=timeout_s,
+            headers=headers,
+        )
 
 
 class SGLangMetricsSource(PrometheusSource):
-    kind = "server"
+    kind: SourceKind = "server"
 
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        kwargs.setdefault("name", "sglang")
-        super().__init__(server_root(base_url) + "/metrics", runtime="sglang", gpus=False, **kwargs)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        name: str = "sglang",
+        interval_s: float = 1.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            server_root(base_url) + "/metrics",
+            name=name,
+            runtime="sglang",
+            gpus=False,
+            interval_s=interval_s,
+            timeout_s=timeout_s,
+            headers=headers,
+        )
 
 
 class DCGMSource(PrometheusSource):
     """A dcgm-exporter endpoint (``http://host:9400/metrics``; ``/metrics`` is added if no path)."""
 
-    kind = "gpu"
+    kind: SourceKind = "gpu"
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        kwargs.setdefault("name", "dcgm")
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str = "dcgm",
+        interval_s: float = 1.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         url = url.strip().rstrip("/")
         if "://" not in url:
             url = "http://" + url
         if url.count("/") < 3:
             url += "/metrics"
-        super().__init__(url, server=False, gpus=True, **kwargs)
+        super().__init__(
+            url,
+            name=name,
+            server=False,
+            gpus=True,
+            interval_s=interval_s,
+            timeout_s=timeout_s,
+            headers=headers,
+        )
 
 
 def build_sources(
