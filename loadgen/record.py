@@ -19,36 +19,33 @@ import math
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
 
 from loadgen.metrics import decode_histogram, view_from_hdr
 from loadgen.snapshot import METRICS, HistogramView, Percentiles, SLOVerdict, StepSummary, WindowStats
 
 __all__ = [
     "SCHEMA_VERSION",
+    "STEP_LINE",
+    "JsonObject",
     "Record",
     "RecordError",
     "RecordWriter",
     "ramp_version",
     "read_record",
     "step_from_line",
+    "step_line",
     "strip_url_credentials",
 ]
 
 SCHEMA_VERSION = 1
-_PCT_FIELDS = ("count", "mean", "p50", "p90", "p95", "p99", "p999", "max", "min")
-# The at-a-glance percentiles of a step line (the full set is under "pct").
-_SUMMARY = {
-    "ttft_ms": ("p50", "p95", "p99"),
-    "itl_ms": ("p50", "p99"),
-    "e2e_ms": ("p50", "p95"),
-    "lag_ms": ("p50", "p99"),
-    "decode_tok_s": ("p50", "p95"),
-}
+JsonObject = dict[str, Any]  # one line of a record, as ``json.loads`` returns it
 _SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _NOT_SECRET_ENV = re.compile(r"(_ENV|_FILE|_PATH|_DIR|_SOCK|AUTHORITY)$", re.IGNORECASE)
 _USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s@]+@")
@@ -89,7 +86,7 @@ def _secret_values() -> list[str]:
     ]
 
 
-def _clean(value: Any, secrets: list[str], key: str = "") -> Any:
+def _clean(value: object, secrets: list[str], key: str = "") -> Any:
     """JSON-ready copy: dataclasses/enums/mappings/tuples converted, non-finite floats -> null, secrets out."""
     if isinstance(value, str):
         text = _USERINFO.sub(r"\1", value)
@@ -111,18 +108,185 @@ def _clean(value: Any, secrets: list[str], key: str = "") -> Any:
         return {str(k): _clean(v, secrets, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_clean(v, secrets, key) for v in value]
-    if hasattr(value, "item"):  # numpy scalars
+    if isinstance(value, np.generic):  # numpy scalars
         return _clean(value.item(), secrets, key)
     return _clean(str(value), secrets, key)
 
 
-def _pct_dict(pct: Percentiles) -> dict[str, Any]:
-    return {name: getattr(pct, name) for name in _PCT_FIELDS}
+# ---- the step line, declared once ---------------------------------------------------------------------
+#
+# Every key of a step line, in the order written: how it is written from a StepSummary (and the step's
+# encoded histograms), and how it reads back. ``into`` names the field a key fills on read: a StepSummary
+# field, ``stats.<field>`` (its WindowStats) or ``verdict.<field>`` (its SLOVerdict); "" marks a key that
+# is derived from others (written for readers of the file, recomputed rather than read). A key absent
+# from a line (a record written before it existed) reads as ``default``, or as key ``fallback`` first.
+
+Writer = Callable[[StepSummary, Mapping[str, str]], object]
+Reader = Callable[[Any], object]  # the JSON value -> the field's value
+
+
+@dataclass(frozen=True, slots=True)
+class StepKey:
+    key: str
+    write: Writer
+    read: Reader | None = None  # None: derived, not read back
+    into: str = ""
+    default: object = None
+    fallback: str = ""
+    only_if: Callable[[StepSummary], bool] | None = None  # written only when true
+
+
+def _step(get: Callable[[StepSummary], object]) -> Writer:
+    return lambda step, _hists: get(step)
+
+
+def _stats(get: Callable[[WindowStats], object]) -> Writer:
+    return lambda step, _hists: get(step.stats)
+
+
+def _summary(metric: str, points: tuple[str, ...]) -> Writer:
+    """The at-a-glance percentiles of one metric (the full set is under "pct")."""
+
+    def write(step: StepSummary, _hists: Mapping[str, str]) -> object:
+        pct = step.stats.pct(metric).as_dict()
+        return {p: pct[p] for p in points}
+
+    return write
+
+
+def _per_request(metric: str) -> Writer:
+    """p50/p95/mean of a per-request token count, from its histogram (no WindowStats field holds it)."""
+
+    def write(_step: StepSummary, hists: Mapping[str, str]) -> object:
+        b64 = hists.get(metric)
+        if not b64:
+            return {"p50": None, "p95": None, "mean": None}
+        pct = _decoded_view(b64, metric).pct
+        return {"p50": pct.p50, "p95": pct.p95, "mean": pct.mean}
+
+    return write
 
 
 def _pct_from(data: Mapping[str, Any]) -> Percentiles:
-    fields: dict[str, Any] = {name: data[name] for name in _PCT_FIELDS if data.get(name) is not None}
-    return Percentiles(**fields)
+    return Percentiles(**{name: value for name, value in data.items() if value is not None})
+
+
+def _by_class(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Percentiles]]:
+    return {cls: {m: _pct_from(p) for m, p in metrics.items()} for cls, metrics in data.items()}
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+STEP_LINE: tuple[StepKey, ...] = (
+    StepKey("index", _step(lambda s: s.index), int, "index", 0),
+    StepKey("mode", _step(lambda s: s.mode), str, "mode", "closed"),
+    StepKey("level", _step(lambda s: s.level), int, "level", 0),
+    StepKey("rate_rps", _step(lambda s: s.rate_rps), _as_is, "rate_rps"),
+    StepKey("arrival", _step(lambda s: s.arrival), str, "arrival", ""),
+    StepKey("warmup_s", _step(lambda s: s.warmup_s), float, "warmup_s", 0.0),
+    StepKey("window_s", _step(lambda s: s.window_s), float, "window_s", 0.0),
+    # the host's monotonic clock: for joins with traces and server logs
+    StepKey("window_t0_ns", _step(lambda s: s.window_t0_ns), int, "window_t0_ns", 0),
+    StepKey("window_t1_ns", _step(lambda s: s.window_t1_ns), int, "window_t1_ns", 0),
+    StepKey("duration_s", _step(lambda s: s.duration_s), float, "duration_s", 0.0),
+    StepKey("stats_duration_s", _stats(lambda w: w.duration_s), float, "stats.duration_s", 0.0, "window_s"),
+    StepKey("ended_by", _step(lambda s: s.ended_by), str, "ended_by", "plan"),
+    StepKey("ok", _stats(lambda w: w.ok), int, "stats.ok", 0),
+    StepKey("errors", _stats(lambda w: dict(w.errors)), dict, "stats.errors", {}),
+    StepKey("error_count", _stats(lambda w: w.error_count)),
+    StepKey("cancelled", _stats(lambda w: w.cancelled), int, "stats.cancelled", 0),
+    StepKey("success_rate", _stats(lambda w: w.success_rate)),
+    StepKey("input_tokens", _stats(lambda w: w.input_tokens), int, "stats.input_tokens", 0),
+    StepKey("output_tokens", _stats(lambda w: w.output_tokens), int, "stats.output_tokens", 0),
+    StepKey("cached_tokens", _stats(lambda w: w.cached_tokens), int, "stats.cached_tokens", 0),
+    StepKey("approx_tokens", _stats(lambda w: w.approx_tokens), int, "stats.approx_tokens", 0),
+    StepKey("out_of_range", _stats(lambda w: dict(w.out_of_range)), dict, "stats.out_of_range", {}),
+    StepKey("input_tokens_per_req", _per_request("input_tokens")),
+    StepKey("output_tokens_per_req", _per_request("output_tokens")),
+    StepKey("out_tok_s", _stats(lambda w: w.out_tok_s), _as_is, "stats.out_tok_s"),
+    StepKey("prefill_tok_s", _stats(lambda w: w.prefill_tok_s), _as_is, "stats.prefill_tok_s"),
+    StepKey("req_s", _stats(lambda w: w.req_s), _as_is, "stats.req_s"),
+    StepKey("ttft_ms", _summary("ttft_ms", ("p50", "p95", "p99"))),
+    StepKey("itl_ms", _summary("itl_ms", ("p50", "p99"))),
+    StepKey("e2e_ms", _summary("e2e_ms", ("p50", "p95"))),
+    StepKey("lag_ms", _summary("lag_ms", ("p50", "p99"))),
+    StepKey("decode_tok_s", _summary("decode_tok_s", ("p50", "p95"))),
+    StepKey("slo_met", _step(lambda s: s.verdict.met), _as_is, "verdict.met"),
+    StepKey("slo_failures", _step(lambda s: list(s.verdict.failures)), tuple, "verdict.failures", ()),
+    StepKey("client_bound", _step(lambda s: s.client_bound), bool, "client_bound", False),
+    StepKey(
+        "client_bound_reason",
+        _step(lambda s: s.bound_reason),
+        str,
+        "bound_reason",
+        "",
+        only_if=lambda s: s.client_bound and bool(s.bound_reason),
+    ),
+    StepKey("server", _step(lambda s: dict(s.server)), dict, "server", {}),
+    StepKey("marks", _step(lambda s: list(s.marks)), tuple, "marks", ()),
+    # Every metric's percentiles and its encoded histogram: read back together into ``stats.hist`` (the
+    # drawing bins are recomputed from the histogram), see ``_views``.
+    StepKey("pct", _stats(lambda w: {m: w.pct(m).as_dict() for m in METRICS})),
+    StepKey(
+        "by_class",
+        _stats(lambda w: {c: {m: p.as_dict() for m, p in ms.items()} for c, ms in w.by_class.items()}),
+        _by_class,
+        "stats.by_class",
+        {},
+    ),
+    StepKey("hists", lambda _step, hists: dict(hists)),
+)
+
+
+def step_line(step: StepSummary, hists: Mapping[str, str]) -> JsonObject:
+    """The step line of ``step`` (before secrets are scrubbed), keys in ``STEP_LINE`` order."""
+    line: JsonObject = {"type": "step"}
+    for key in STEP_LINE:
+        if key.only_if is None or key.only_if(step):
+            line[key.key] = key.write(step, hists)
+    return line
+
+
+def _decoded_view(b64: str, key: str) -> HistogramView:
+    try:
+        return view_from_hdr(decode_histogram(b64), key)
+    except Exception as exc:  # hdrh raises its own cookie/length errors, zlib and base64 errors
+        raise ValueError(f"histogram {key!r} cannot be decoded ({type(exc).__name__}: {exc})") from None
+
+
+def _views(line: Mapping[str, Any]) -> dict[str, HistogramView]:
+    pct = line.get("pct") or {}
+    hists = line.get("hists") or {}
+    views: dict[str, HistogramView] = {}
+    for metric, unit in METRICS.items():
+        bins = _decoded_view(hists[metric], metric).bins if metric in hists else ()
+        views[metric] = HistogramView(
+            metric=metric, unit=unit, pct=_pct_from(pct.get(metric) or {}), bins=bins
+        )
+    return views
+
+
+def step_from_line(line: Mapping[str, Any]) -> StepSummary:
+    """Rebuild a StepSummary from a step line (drawing bins recomputed from the stored histograms)."""
+    # each value passed its key's reader: the constructors below get the types they declare
+    parts: dict[str, JsonObject] = {
+        "": {},
+        "stats": {"window": "step", "hist": _views(line)},
+        "verdict": {},
+    }
+    for key in STEP_LINE:
+        if key.read is None:
+            continue
+        raw = line.get(key.key)
+        if raw is None and key.fallback:
+            raw = line.get(key.fallback)
+        owner, _, name = key.into.rpartition(".")
+        parts[owner][name] = key.read(key.default if raw is None else raw)  # a fresh copy of a default too
+    return StepSummary(
+        **parts[""], stats=WindowStats(**parts["stats"]), verdict=SLOVerdict(**parts["verdict"])
+    )
 
 
 class RecordWriter:
@@ -154,19 +318,19 @@ class RecordWriter:
             self._f.close()
             self._f = None
 
-    def _write(self, line: dict[str, Any]) -> dict[str, Any]:
+    def _write(self, line: JsonObject) -> JsonObject:
         if self._f is None:
             raise RecordError(f"{self.path}: record already closed")
-        clean = _clean(line, self._secrets)
+        clean: JsonObject = _clean(line, self._secrets)
         text = json.dumps(clean, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         self._f.write(text + "\n")
         self._f.flush()
         os.fsync(self._f.fileno())
-        return clean  # type: ignore[no-any-return]
+        return clean
 
-    def write_header(self, header: Mapping[str, Any]) -> dict[str, Any]:
+    def write_header(self, header: Mapping[str, object]) -> JsonObject:
         """The first line. Fills type, schema, ramp version, start time and host when absent."""
-        line: dict[str, Any] = {
+        line: JsonObject = {
             "type": "header",
             "schema": SCHEMA_VERSION,
             "ramp_version": ramp_version(),
@@ -179,66 +343,19 @@ class RecordWriter:
                 line[key] = strip_url_credentials(line[key])
         return self._write(line)
 
-    def write_step(self, step: StepSummary, hists: Mapping[str, str], **extra: Any) -> dict[str, Any]:
-        """One finished step: its conditions, the summary figures, all percentiles and the histograms."""
-        stats = step.stats
-        line: dict[str, Any] = {
-            "type": "step",
-            "index": step.index,
-            "mode": step.mode,
-            "level": step.level,
-            "rate_rps": step.rate_rps,
-            "arrival": step.arrival,
-            "warmup_s": step.warmup_s,
-            "window_s": step.window_s,
-            "window_t0_ns": step.window_t0_ns,  # host monotonic clock: for joins with traces/server logs
-            "window_t1_ns": step.window_t1_ns,
-            "duration_s": step.duration_s,
-            "stats_duration_s": stats.duration_s,
-            "ended_by": step.ended_by,
-            "ok": stats.ok,
-            "errors": dict(stats.errors),
-            "error_count": stats.error_count,
-            "cancelled": stats.cancelled,
-            "success_rate": stats.success_rate,
-            "input_tokens": stats.input_tokens,
-            "output_tokens": stats.output_tokens,
-            "cached_tokens": stats.cached_tokens,
-            "approx_tokens": stats.approx_tokens,
-            "input_tokens_per_req": _token_summary(hists, "input_tokens"),
-            "output_tokens_per_req": _token_summary(hists, "output_tokens"),
-            "out_tok_s": stats.out_tok_s,
-            "prefill_tok_s": stats.prefill_tok_s,
-            "req_s": stats.req_s,
-        }
-        for metric, points in _SUMMARY.items():
-            pct = stats.pct(metric)
-            line[metric] = {p: getattr(pct, p) for p in points}
-        line.update(
-            {
-                "slo_met": step.verdict.met,
-                "slo_failures": list(step.verdict.failures),
-                "client_bound": step.client_bound,
-                **(
-                    {"client_bound_reason": step.bound_reason}
-                    if step.client_bound and step.bound_reason
-                    else {}
-                ),
-                "server": dict(step.server),
-                "marks": list(step.marks),
-            }
-        )
+    def write_step(self, step: StepSummary, hists: Mapping[str, str], **extra: object) -> JsonObject:
+        """One finished step: its conditions, the summary figures, all percentiles and the histograms
+        (``step_line``); ``extra`` keys go after them and may not replace one."""
+        line = step_line(step, hists)
+        clash = sorted(set(extra) & set(line))
+        if clash:
+            raise ValueError(f"write_step: extra keys {clash} would replace the step line's own")
         line.update(extra)
-        line["pct"] = {metric: _pct_dict(stats.pct(metric)) for metric in METRICS}
-        line["by_class"] = {
-            cls: {m: _pct_dict(p) for m, p in ms.items()} for cls, ms in stats.by_class.items()
-        }
-        line["hists"] = dict(hists)
         return self._write(line)
 
-    def write_event(self, kind: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def write_event(self, kind: str, data: Mapping[str, object] | None = None) -> JsonObject:
         """A mark, a note, the run's end: ``{"type": "event", "kind": ..., "at": wall clock, ...data}``."""
-        line: dict[str, Any] = {
+        line: JsonObject = {
             "type": "event",
             "kind": kind,
             "at": datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds"),
@@ -247,27 +364,12 @@ class RecordWriter:
         return self._write(line)
 
 
-def _decoded_view(b64: str, key: str) -> HistogramView:
-    try:
-        return view_from_hdr(decode_histogram(b64), key)
-    except Exception as exc:  # hdrh raises its own cookie/length errors, zlib and base64 errors
-        raise ValueError(f"histogram {key!r} cannot be decoded ({type(exc).__name__}: {exc})") from None
-
-
-def _token_summary(hists: Mapping[str, str], key: str) -> dict[str, float | None]:
-    b64 = hists.get(key)
-    if not b64:
-        return {"p50": None, "p95": None, "mean": None}
-    pct = _decoded_view(b64, key).pct
-    return {"p50": pct.p50, "p95": pct.p95, "mean": pct.mean}
-
-
 @dataclass(frozen=True, slots=True)
 class Record:
     path: str
-    header: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    header: JsonObject
+    steps: list[JsonObject] = field(default_factory=list)
+    events: list[JsonObject] = field(default_factory=list)
     truncated: bool = False  # the last line was cut short (the run was killed mid-write) and skipped
 
 
@@ -287,9 +389,9 @@ def read_record(path: str | os.PathLike[str]) -> Record:
     # a record ends with "\n": whatever follows the last one is a line that was being written
     tail = lines.pop()
     truncated = False
-    header: dict[str, Any] | None = None
-    steps: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
+    header: JsonObject | None = None
+    steps: list[JsonObject] = []
+    events: list[JsonObject] = []
     numbered = [(i + 1, line) for i, line in enumerate(lines)]
     if tail.strip():
         numbered.append((len(lines) + 1, tail))
@@ -328,55 +430,3 @@ def read_record(path: str | os.PathLike[str]) -> Record:
     if header is None:
         raise RecordError(f"{name}: empty, not a run record")
     return Record(path=name, header=header, steps=steps, events=events, truncated=truncated)
-
-
-def step_from_line(line: Mapping[str, Any]) -> StepSummary:
-    """Rebuild a StepSummary from a step line (drawing bins recomputed from the stored histograms)."""
-    pct = line.get("pct") or {}
-    hists = line.get("hists") or {}
-    views: dict[str, HistogramView] = {}
-    for metric, unit in METRICS.items():
-        p = _pct_from(pct.get(metric) or {})
-        bins: tuple[tuple[float, float, int], ...] = ()
-        if metric in hists:
-            bins = _decoded_view(hists[metric], metric).bins
-        views[metric] = HistogramView(metric=metric, unit=unit, pct=p, bins=bins)
-    by_class = {
-        cls: {m: _pct_from(p) for m, p in metrics.items()}
-        for cls, metrics in (line.get("by_class") or {}).items()
-    }
-    stats = WindowStats(
-        window="step",
-        duration_s=float(line.get("stats_duration_s", line.get("window_s", 0.0))),
-        ok=int(line.get("ok", 0)),
-        errors=dict(line.get("errors") or {}),
-        cancelled=int(line.get("cancelled", 0)),
-        input_tokens=int(line.get("input_tokens", 0)),
-        output_tokens=int(line.get("output_tokens", 0)),
-        cached_tokens=int(line.get("cached_tokens", 0)),
-        out_tok_s=line.get("out_tok_s"),
-        prefill_tok_s=line.get("prefill_tok_s"),
-        req_s=line.get("req_s"),
-        approx_tokens=int(line.get("approx_tokens", 0)),
-        hist=views,
-        by_class=by_class,
-    )
-    return StepSummary(
-        index=int(line.get("index", 0)),
-        mode=str(line.get("mode", "closed")),
-        level=int(line.get("level", 0)),
-        rate_rps=line.get("rate_rps"),
-        arrival=str(line.get("arrival", "")),
-        warmup_s=float(line.get("warmup_s", 0.0)),
-        window_s=float(line.get("window_s", 0.0)),
-        duration_s=float(line.get("duration_s", 0.0)),
-        stats=stats,
-        verdict=SLOVerdict(met=line.get("slo_met"), failures=tuple(line.get("slo_failures") or ())),
-        client_bound=bool(line.get("client_bound", False)),
-        ended_by=str(line.get("ended_by", "plan")),
-        server=dict(line.get("server") or {}),
-        marks=tuple(line.get("marks") or ()),
-        window_t0_ns=int(line.get("window_t0_ns") or 0),
-        window_t1_ns=int(line.get("window_t1_ns") or 0),
-        bound_reason=str(line.get("client_bound_reason") or ""),
-    )

@@ -8,7 +8,7 @@ Missing values are ``None`` (shown as "n/a"), never a fake zero.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from loadgen.config import SLO, WINDOWS
 
@@ -61,6 +61,10 @@ class Percentiles:
     max: float | None = None
     min: float | None = None
 
+    def as_dict(self) -> dict[str, float | None]:
+        """Every field by name, in field order (how a record line stores them)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
 
 @dataclass(frozen=True, slots=True)
 class HistogramView:
@@ -90,6 +94,8 @@ class WindowStats:
     approx_tokens: int = 0  # requests whose token count was not from usage
     hist: Mapping[str, HistogramView] = EMPTY  # metric name -> view (see METRICS)
     by_class: Mapping[str, Mapping[str, Percentiles]] = EMPTY  # "cache:hit" -> {"ttft_ms": ...}
+    # metric -> values that fell outside its histogram (negative, or past its top): not in its percentiles
+    out_of_range: Mapping[str, int] = EMPTY
 
     @property
     def error_count(self) -> int:

@@ -453,3 +453,19 @@ def test_encoded_histograms_decode_to_the_same_view() -> None:
     for key, b64 in encoded.items():
         assert isinstance(b64, str)
         assert view_from_hdr(decode_histogram(b64), key) == acc.view(key)
+
+
+def test_out_of_range_counts_reach_the_window_stats() -> None:
+    top_ms = layout_for("ttft_ms").highest / 1000  # the 1 h top of every latency histogram
+    too_long = ok(ttft_ms=top_ms * 2)
+    stats, _ = stats_of([too_long, ok(), ok()])
+    assert dict(stats.out_of_range) == {"ttft_ms": 1, "e2e_ms": 1}
+    clean, _ = stats_of([ok(), ok()])
+    assert dict(clean.out_of_range) == {}
+    # a rolling window forgets them with the interval that brought them
+    window = RollingWindow(1.0)
+    rec = Recorder()
+    rec.record(too_long)
+    window.add(rec.take(0, S))
+    assert dict(window.stats(S).out_of_range) == {"ttft_ms": 1, "e2e_ms": 1}
+    assert dict(window.stats(3 * S).out_of_range) == {}

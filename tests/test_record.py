@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loadgen import record as record_mod
-from loadgen.metrics import Accumulator, Recorder, decode_histogram, view_from_hdr
+from loadgen.metrics import Accumulator, Recorder, decode_histogram, layout_for, view_from_hdr
 from loadgen.record import RecordError, RecordWriter, read_record, step_from_line, strip_url_credentials
 from loadgen.report import format_step_table, report_main
 from loadgen.slo import best_step, evaluate
@@ -158,6 +159,32 @@ def test_step_line_carries_the_summary_figures(tmp_path: Path) -> None:
     assert line["client_bound_reason"] == "load worker at 97% CPU: add --workers"
     assert line["server"] == {"kv_cache_usage_max": 0.8, "waiting_max": None}
     assert "ttft_ms|cache:hit" in line["hists"]
+
+
+def test_out_of_range_counts_are_written_and_read_back(tmp_path: Path) -> None:
+    rec, acc = Recorder(), Accumulator()
+    for r in results(10, 100.0, 4):
+        rec.record(r)
+    top_ns = layout_for("ttft_ms").highest * 1000  # a value above the histogram's highest trackable value
+    rec.record(
+        RequestResult(outcome=Outcome.OK, intended_ns=0, sent_ns=1, end_ns=2 * top_ns, output_tokens=1)
+    )
+    acc.add(rec.take(0, 10 * S))
+    summary, _ = make_step(0, 1, 100.0, SLO())
+    summary = dataclasses.replace(summary, stats=acc.stats("step", 10.0))
+    path = tmp_path / "run.jsonl"
+    with RecordWriter(path) as writer:
+        writer.write_header(HEADER)
+        line = writer.write_step(summary, acc.encoded())
+    assert line["out_of_range"] == {"e2e_ms": 1}
+    back = step_from_line(read_record(path).steps[0])
+    assert dict(back.stats.out_of_range) == {"e2e_ms": 1}
+    assert back == summary
+    # a step without any keeps an empty mapping, and a record written before the field existed reads the same
+    _, clean, _ = write_run(tmp_path / "clean.jsonl")
+    assert clean[0]["out_of_range"] == {}
+    old = {k: v for k, v in clean[0].items() if k != "out_of_range"}
+    assert dict(step_from_line(old).stats.out_of_range) == {}
 
 
 def test_histograms_decode_back_to_the_same_percentiles(tmp_path: Path) -> None:

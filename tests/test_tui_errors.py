@@ -6,6 +6,8 @@ import dataclasses
 
 from tui_fakes import make_snapshot
 
+from loadgen.metrics import Accumulator, Recorder, layout_for
+from loadgen.types import Outcome, RequestResult
 from tui.errors import render_errors
 
 
@@ -34,3 +36,23 @@ def test_a_warning_found_before_the_load_stays_on_top() -> None:
     busy = make_snapshot(warnings=(warning,))
     lines = render_errors(busy, 200, 20).plain.splitlines()
     assert lines[0] == "⚠ " + warning and lines[1].startswith("run ")
+
+
+def test_out_of_range_counts_are_shown_when_there_are_some() -> None:
+    # A value above a histogram's highest trackable value, recorded: the run window counts it.
+    rec, acc = Recorder(), Accumulator()
+    top_ns = layout_for("ttft_ms").highest * 1000
+    rec.record(
+        RequestResult(outcome=Outcome.OK, intended_ns=0, sent_ns=1, end_ns=2 * top_ns, output_tokens=1)
+    )
+    acc.add(rec.take(0, 10**9))
+    run = acc.stats("run", 1.0)
+    snap = make_snapshot()
+    busy = dataclasses.replace(snap, windows={**snap.windows, "run": run})
+    text = render_errors(busy, 200, 20).plain
+    assert "out of histogram range" in text and "e2e latency 1" in text
+    quiet = make_snapshot(windows={"run": run}, recent_errors=())
+    lines = render_errors(quiet, 200, 20).plain.splitlines()
+    assert any("out of histogram range" in line and "e2e latency 1" in line for line in lines)
+    # none: not a word about it
+    assert "out of histogram range" not in render_errors(make_snapshot(), 200, 20).plain

@@ -1,5 +1,6 @@
-"""Errors: counts by kind over this step and the whole run, and the latest messages
-(``WindowStats.errors``, ``Snapshot.recent_errors``)."""
+"""The errors panel: warnings found before the load (``Snapshot.warnings``), values that fell outside a
+histogram (``WindowStats.out_of_range``), error counts by kind over this step and the run
+(``WindowStats.errors``), the latest messages (``Snapshot.recent_errors``), a launched server's last lines."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.text import Text
 
 from loadgen.format import fmt_count, fmt_pct
 from loadgen.snapshot import Snapshot
-from tui.format import ellipsize, error_label
+from tui.format import ellipsize, error_label, metric_title
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
@@ -31,6 +32,8 @@ def render_errors(
     log = _server_log(snapshot, width, height, dim)
     # Found before the load started (a profile that overflows the server's context): always on top.
     warnings = [Text("⚠ " + text, style=_s(styles, "warn")) for text in snapshot.warnings]
+    if run is not None and run.out_of_range:
+        warnings.append(Text("⚠ " + out_of_range_text(run.out_of_range), style=_s(styles, "warn")))
     if not run_errors and not snapshot.recent_errors:
         head = warnings or [Text("no errors", style=_s(styles, "good"))]
         return Text("\n").join([*head, *log][: max(1, height)])
@@ -67,6 +70,12 @@ def render_errors(
     return Text("\n").join(lines[: max(1, height)])
 
 
+def out_of_range_text(counts: Mapping[str, int]) -> str:
+    """'out of histogram range (not in the percentiles): e2e latency 1, TTFT 3'."""
+    parts = [f"{metric_title(metric)} {fmt_count(count)}" for metric, count in counts.items()]
+    return "out of histogram range (not in the percentiles): " + ", ".join(parts)
+
+
 def _server_log(snapshot: Snapshot, width: int, height: int, dim: Style) -> list[Text]:
     """The launched server's last lines, under the errors (at most half the panel)."""
     if not snapshot.server_log:
@@ -89,6 +98,7 @@ class ErrorsPanel(SnapshotPanel):
             dict(step.errors) if step else None,
             snapshot.recent_errors,
             snapshot.warnings,
+            dict(run.out_of_range) if run else None,
             run.ok if run and run.errors else None,
             snapshot.server_log,
         )

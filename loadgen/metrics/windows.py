@@ -98,8 +98,8 @@ class Accumulator:
 
     @property
     def out_of_range(self) -> dict[str, int]:
-        """Values that did not fit a histogram, per metric (should stay empty; shown as a warning)."""
-        return {k[4:]: v for k, v in self.counters.items() if k.startswith("oor:") and v}
+        """Values that did not fit a histogram, per metric (should stay empty; the console warns of them)."""
+        return {k[4:]: v for k, v in sorted(self.counters.items()) if k.startswith("oor:") and v}
 
     def counts(self, key: str) -> npt.NDArray[np.uint64] | None:
         """The dense counts of one histogram key, read-only (``None`` when nothing was recorded under it)."""
@@ -152,6 +152,7 @@ class Accumulator:
             approx_tokens=c.get("approx_tokens", 0),
             hist={metric: self.view(metric) for metric in METRICS},
             by_class=by_class,
+            out_of_range=self.out_of_range,
         )
 
     def encoded(self) -> dict[str, str]:
