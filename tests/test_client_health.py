@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from loadgen.engine import _BoundJudge
-from loadgen.worker import _Health, _runqueue_wait_ns
+from loadgen.run.health import BoundJudge, HealthSampler, runqueue_wait_ns
 
 
 def _spin(seconds: float) -> None:
@@ -19,8 +18,7 @@ def _spin(seconds: float) -> None:
 
 
 def test_cpu_share_is_taken_over_a_span_not_per_delta() -> None:
-    h = _Health()
-    h.SPAN_S = 0.05
+    h = HealthSampler(span_s=0.05)
     _spin(0.1)
     first = h.take()["cpu_pct"]
     assert first > 50.0  # this thread did nothing but spin
@@ -29,25 +27,24 @@ def test_cpu_share_is_taken_over_a_span_not_per_delta() -> None:
 
 
 def test_a_fresh_worker_reads_no_cpu_share_before_a_full_span() -> None:
-    h = _Health()
+    h = HealthSampler()
     _spin(0.02)
     assert h.take()["cpu_pct"] == 0.0
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
 def test_runqueue_wait_is_read_on_linux() -> None:
-    a = _runqueue_wait_ns()
+    a = runqueue_wait_ns()
     _spin(0.01)
-    b = _runqueue_wait_ns()
+    b = runqueue_wait_ns()
     assert a is not None and b is not None and b >= a
-    h = _Health()
-    h.SPAN_S = 0.01
+    h = HealthSampler(span_s=0.01)
     _spin(0.02)
     assert 0.0 <= h.take()["runq_wait_pct"] <= 100.0
 
 
 def _bound_reason(health: dict[str, float]) -> str | None:
-    return _BoundJudge.of([health]).reason()
+    return BoundJudge.of([health]).reason()
 
 
 def test_bound_reasons_name_the_cause() -> None:
@@ -66,7 +63,7 @@ def test_bound_reasons_name_the_cause() -> None:
 
 def test_a_step_is_judged_on_all_its_lag_samples() -> None:
     """One 7 ms hiccup in an 8 s step (160 samples) is not a client-bound step; lag in 2 % of them is."""
-    judge = _BoundJudge()
+    judge = BoundJudge()
     for i in range(32):  # 32 reports of 5 samples: 160 samples
         judge.add({"cpu_pct": 10.0, "lag_n": 5.0, "lag_over": 1.0 if i == 7 else 0.0, "loop_lag_ms_max": 7.0})
     assert judge.reason() is None
@@ -79,7 +76,7 @@ def test_a_step_is_judged_on_all_its_lag_samples() -> None:
 
 
 def test_the_worker_counts_lag_samples_over_the_threshold() -> None:
-    h = _Health()
+    h = HealthSampler()
     h.lags_ms = [0.1, 4.9, 5.1, 80.0]
     out = h.take()
     assert out["lag_n"] == 4 and out["lag_over"] == 2 and out["loop_lag_ms_max"] == 80.0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import build_config, build_parser
-from loadgen.engine import Engine
+from loadgen.run.engine import Engine
 from loadgen.sim import build_config as sim_config
 from loadgen.sim import run_sim_in_thread
 from tui.app import RampApp

@@ -1,0 +1,342 @@
+"""The controller: one run's orchestration on its own asyncio loop — setup, the operator's commands, the
+main loop (messages, timers, health, snapshots) and shutdown.
+
+It owns the run's parts and wires them: ``Fleet`` (the worker processes), ``Steps`` (windows and step
+lines), ``LiveFigures`` (what the deltas say about now), ``TelemetryLink`` (the server's side),
+``SnapshotBuilder`` and the record. ``loadgen.run.engine.Engine`` runs it in a thread of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from loadgen.config import FINAL_STATES, EndedBy, Mode, RunConfig, RunOutcome, SetupError
+from loadgen.run.fleet import Fleet
+from loadgen.run.live import LiveFigures
+from loadgen.run.protocol import (
+    ChangeLevel,
+    ControlCommand,
+    Mark,
+    NextStep,
+    Pause,
+    PauseLoad,
+    Resume,
+    ResumeLoad,
+    SetAuto,
+    SetLevel,
+    SetMode,
+    SetRate,
+    Stop,
+    WorkerDelta,
+    WorkerFatal,
+    WorkerMessage,
+    WorkerReady,
+)
+from loadgen.run.recording import RunRecord
+from loadgen.run.setup import prepare
+from loadgen.run.snapshots import SnapshotBuilder
+from loadgen.run.state import Load, RunStatus
+from loadgen.run.steps import NO_TIMER_NS, TELEMETRY_WAIT_S, Segment, Steps
+from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.snapshot import Snapshot
+
+UNREACHABLE_AFTER_S = 10.0
+
+
+class Controller:
+    """One run: ``run()`` on the controller's loop; ``command()`` on that loop too (the engine hands them
+    over); ``publish`` receives each snapshot."""
+
+    def __init__(self, config: RunConfig, publish: Callable[[Snapshot], None]) -> None:
+        self.config = config
+        self.publish = publish
+        self.slo = config.slo if config.slo is not None else config.profile.slo
+        self.status = RunStatus(model=config.target.model)
+        self.load = Load.of(config)
+        self.fleet = Fleet(config)
+        self.link = TelemetryLink()
+        self.steps = Steps(self.load, self.fleet, self.link, self.status.t0_ns)
+        self.live = LiveFigures(config.rolling_s, self.status.t0_ns)
+        self.snapshots = SnapshotBuilder(config, self.slo)
+        self.record = RunRecord()  # none until setup opens one (--out)
+        self.stop_requested: bool | None = None  # None, or the cancel flag of the stop asked for
+        self.wake = asyncio.Event()
+
+    def worker_pids(self) -> list[int]:
+        return self.fleet.pids()
+
+    # ---- commands ---------------------------------------------------------------------------------------
+    def command(self, cmd: ControlCommand) -> None:
+        load = self.load
+        match cmd:
+            case Stop(cancel=cancel):
+                if self.stop_requested is None:
+                    self.stop_requested = cancel
+            case _ if not self.status.live:
+                return
+            case Mark(note=note):
+                self._mark(note)
+            case SetAuto(on=on):
+                load.auto = on
+                if self.status.state == "running":
+                    self.steps.restart_timer()
+            case Pause():
+                self._pause()
+            case Resume():
+                self._resume()
+            case SetLevel(level=level):
+                self._change(level=max(0, level))
+            case ChangeLevel(delta=delta):
+                self._change(level=max(0, load.level + delta))
+            case SetRate(rate_rps=rate):
+                self._change(rate=max(0.0, rate))
+            case SetMode(mode=mode):
+                self._set_mode(mode)
+            case NextStep():
+                self._advance("next")
+        self.wake.set()
+
+    def _mark(self, note: str) -> None:
+        t = self.status.elapsed_s(time.monotonic_ns())
+        self.status.marks.append((t, note))
+        self.steps.marks.append(note)
+        self.record.event("mark", {"elapsed_s": round(t, 3), "note": note, "step": self.steps.index})
+
+    def _pause(self) -> None:
+        if self.status.state == "running":
+            self.fleet.send_all(PauseLoad())
+            self.load.paused = True
+            self.status.state = "paused"
+            self.steps.end("pause")
+
+    def _resume(self) -> None:
+        if self.status.state == "paused":
+            self.load.paused = False
+            self.status.state = "running"
+            self.fleet.send_all(ResumeLoad())
+            self.steps.begin()
+
+    def _set_mode(self, mode: Mode) -> None:
+        if mode != self.load.mode:
+            if mode == "open" and self.load.rate <= 0:
+                self.load.rate = 1.0
+            self.load.mode = mode
+            self._change(mode_switch=True)
+
+    def _change(self, level: int | None = None, rate: float | None = None, mode_switch: bool = False) -> None:
+        load = self.load
+        if level is not None:
+            load.level = level
+        if rate is not None:
+            load.rate = rate
+        if self.status.state == "starting":
+            return
+        # A manual change ends the current step and starts a new one at the new level; a plan is left.
+        if level is not None or rate is not None:
+            load.plan = None
+        if self.status.state == "paused":
+            return
+        self.steps.end("mode" if mode_switch else "level")
+        self.steps.begin()
+
+    def _advance(self, ended_by: EndedBy) -> None:
+        if self.status.state != "running":
+            return
+        if not self.steps.advance(ended_by):
+            self.status.state = "finished"
+
+    # ---- setup ------------------------------------------------------------------------------------------
+    async def _setup(self) -> None:
+        sizer, self.record = await prepare(self.config, self.status, self.load, self.slo, self.link)
+        self.fleet.spawn(self.status.model, sizer)
+        await self.fleet.wait_ready(self._on_message, lambda: self.stop_requested is not None)
+
+    # ---- main loop --------------------------------------------------------------------------------------
+    async def run(self) -> RunOutcome:
+        status = self.status
+        self._publish_snapshot()
+        try:
+            await self._setup()
+        except Exception as exc:
+            status.state = "failed"
+            status.message = str(exc) if isinstance(exc, SetupError) else f"{type(exc).__name__}: {exc}"
+            await self._shutdown(cancel=True)
+            return self.outcome()
+        self._start_load()
+        await self._loop()
+        # A finished plan drains: its last step's requests complete and count. A stop asked for says itself.
+        cancel = self.stop_requested if self.stop_requested is not None else status.state != "finished"
+        if status.state in ("running", "paused") and self.stop_requested is not None:
+            status.state = "stopped"
+        await self._shutdown(cancel=cancel)
+        return self.outcome()
+
+    def _start_load(self) -> None:
+        self.status.state = "running"
+        self.load.plan_index = 0
+        if self.load.plan is not None and self.load.plan.levels:
+            self.load.apply_plan_level(0)
+        self.steps.begin()
+
+    async def _loop(self) -> None:
+        period_ns = int(1e9 / max(0.5, self.config.snapshot_hz))
+        deadline = time.monotonic_ns() + period_ns
+        while self.stop_requested is None and self.status.state in ("running", "paused"):
+            # Wake at the next boundary too, not only at the next snapshot: a warm-up or step end checked
+            # only on snapshot ticks would land up to a tick late and shorten or stretch the windows.
+            wake_ns = min(deadline, self._next_timer_ns())
+            timeout = max(0.0, (wake_ns - time.monotonic_ns()) / 1e9)
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
+            self._pump()
+            now = time.monotonic_ns()
+            self._check_timers(now)
+            if now >= deadline:
+                deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
+                self._check_health(now)
+                self._publish_snapshot()
+
+    def _next_timer_ns(self) -> int:
+        return self.steps.next_timer_ns() if self.status.state == "running" else NO_TIMER_NS
+
+    def _check_timers(self, now: int) -> None:
+        if self.status.state != "running":
+            return
+        self.steps.end_warmup(now)
+        if self.steps.step_due(now):
+            self._advance("plan")
+
+    def _pump(self) -> None:
+        for msg in self.fleet.drain():
+            self._on_message(msg)
+        self._report_complete()
+
+    def _on_message(self, msg: WorkerMessage) -> None:
+        match msg:
+            case WorkerReady(worker_id=wid):
+                self.fleet.alive.add(wid)
+            case WorkerFatal(worker_id=wid, message=text):
+                self.fleet.fatal.append(text)
+                self.live.recent_errors.append(f"worker {wid} died: {text}")
+            case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
+                self.steps.fold(wid, window, delta, closed, current)
+                self.live.add(wid, delta, current)
+
+    def _report_complete(self, force: bool = False) -> None:
+        for seg in self.steps.complete(force):
+            self._report(seg)
+
+    def _report(self, seg: Segment) -> None:
+        summary = self.steps.summarize(seg, self.slo)
+        if summary is None:
+            return
+        self.record.step(summary, seg.acc.encoded())
+        plan, verdict = self.load.plan, summary.verdict
+        if (
+            plan is not None
+            and plan.early_stop
+            and verdict.met is False
+            and summary.ended_by == "plan"
+            and self.status.state == "running"
+        ):
+            self.status.message = (
+                f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
+            )
+            self.status.state = "finished"
+
+    # ---- health -----------------------------------------------------------------------------------------
+    def _check_health(self, now: int) -> None:
+        status = self.status
+        if status.state in ("running", "paused") and self._server_died():
+            return
+        if self.fleet.fatal and not self.fleet.any_alive():
+            status.state, status.message = "failed", "all load workers died: " + self.fleet.fatal[0]
+            return
+        if status.state != "running":
+            return
+        refused = self.live.refused_while_silent(now, UNREACHABLE_AFTER_S)
+        if refused:
+            status.state = "failed"
+            status.unreachable = True
+            status.message = (
+                f"target {self.config.target.base_url} stopped answering: no successful request for "
+                f"{UNREACHABLE_AFTER_S:.0f} s ({refused} connection errors); finished steps are in the record"
+            )
+
+    def _server_died(self) -> bool:
+        """A server ramp launched has exited: the run fails at once (marked), its finished steps kept."""
+        if self.config.server_exit is None:
+            return False
+        try:
+            died = self.config.server_exit()
+        except Exception:
+            died = None
+        if not died:
+            return False
+        self.command(Mark(died))
+        self.status.state, self.status.message, self.status.unreachable = "failed", died, True
+        return True
+
+    # ---- snapshot ---------------------------------------------------------------------------------------
+    def _publish_snapshot(self) -> None:
+        snap = self.snapshots.build(
+            time.monotonic_ns(),
+            self.status,
+            self.load,
+            self.steps,
+            self.live,
+            self.link,
+            self.record.path,
+        )
+        self.publish(snap)
+
+    # ---- shutdown ---------------------------------------------------------------------------------------
+    async def _shutdown(self, cancel: bool) -> None:
+        # Without cancel the streams in flight finish, and their results land in the step that sent them.
+        if self.steps.current is not None:
+            self.steps.end("stop")
+        await self.fleet.stop(cancel, self._on_message)
+        if not cancel:  # a finished plan: let the poke at its last window's end answer (bounded)
+            until = time.monotonic() + TELEMETRY_WAIT_S
+            while time.monotonic() < until and self.steps.unsettled():
+                if not await self.link.wait_changed(max(0.0, until - time.monotonic())):
+                    break
+        self._report_complete(force=True)
+        self.fleet.join()
+        await self.link.stop()
+        self._close_record()
+        if self.status.live:
+            self.status.state = "stopped"
+        self._publish_snapshot()
+
+    def _close_record(self) -> None:
+        state = self.status.state
+        self.record.close(
+            {
+                "state": state if state != "running" else "stopped",
+                "message": self.status.message,
+                "steps": len(self.steps.summaries),
+                "best_step": self.steps.best,
+                "elapsed_s": round(self.status.elapsed_s(time.monotonic_ns()), 3),
+            }
+        )
+
+    def outcome(self) -> RunOutcome:
+        state = self.status.state
+        return RunOutcome(
+            state=state if state in FINAL_STATES else "stopped",
+            steps=tuple(self.steps.summaries),
+            best_step=self.steps.best,
+            record_path=self.record.path,
+            message=self.status.message,
+            unreachable=self.status.unreachable,
+        )
+
+    def crashed(self, exc: BaseException) -> RunOutcome:
+        """The outcome when the controller itself broke (a bug): failed, with what was finished."""
+        return RunOutcome("failed", tuple(self.steps.summaries), None, self.config.out, repr(exc))

@@ -1,0 +1,88 @@
+"""What the workers' deltas say about now: the rolling window, each worker's gauges and health, the token
+and request rates of the last seconds, the last success and the last errors.
+
+The snapshot reads these figures, and so does the health check (whether the target still answers); each
+computes what it needs from them, neither leaves anything behind for the other.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+from loadgen.metrics import IntervalDelta, RollingWindow
+from loadgen.run.health import RECENT_HEALTH, client_health
+from loadgen.snapshot import ClientHealth
+from loadgen.types import ErrorKind
+
+RATE_HORIZON_S = 2.0  # the live rates are taken over the last this many seconds
+RECENT_ERRORS = 8
+CONNECT_ERRORS_KEY = "err:" + ErrorKind.CONNECT.value  # the rolling window's counter of refused connections
+
+
+class LiveFigures:
+    def __init__(self, rolling_s: float, t0_ns: int) -> None:
+        self.rolling_s = rolling_s
+        self.t0_ns = t0_ns
+        self.rolling = RollingWindow(rolling_s)
+        self.gauges: dict[int, tuple[int, int]] = {}  # worker -> (in_flight, queued)
+        self.health: dict[int, dict[str, float]] = {}  # worker -> its latest report
+        self.recent_health: dict[int, collections.deque[dict[str, float]]] = {}  # the live flag judges these
+        # (t1_ns, live output tokens, input tokens, successes, sent) per delta
+        self.timeline: collections.deque[tuple[int, int, int, int, int]] = collections.deque()
+        self.last_ok_ns = time.monotonic_ns()
+        self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
+
+    def add(self, wid: int, delta: IntervalDelta, current: bool) -> None:
+        self.rolling.add(delta)
+        if current:
+            self.gauges[wid] = (int(delta.in_flight), int(delta.queued))
+            self.health[wid] = dict(delta.health or {})
+            self.recent_health.setdefault(wid, collections.deque(maxlen=RECENT_HEALTH)).append(
+                self.health[wid]
+            )
+        ok = int(delta.ok)
+        if ok:
+            self.last_ok_ns = delta.t1_ns
+        self.timeline.append(
+            (delta.t1_ns, int(delta.live_tokens), int(delta.input_tokens), ok, int(delta.sent))
+        )
+        for err in delta.recent_errors:
+            self.recent_errors.append(str(err))
+
+    @property
+    def in_flight(self) -> int:
+        return sum(g[0] for g in self.gauges.values())
+
+    @property
+    def queued(self) -> int:
+        return sum(g[1] for g in self.gauges.values())
+
+    def rates(self, now: int) -> tuple[float, float, float, float]:
+        """Output tok/s, input tok/s, successes/s and sends/s over the last ``RATE_HORIZON_S``."""
+        horizon = now - int(RATE_HORIZON_S * 1e9)
+        while self.timeline and self.timeline[0][0] < now - int(self.rolling_s * 1e9):
+            self.timeline.popleft()
+        out = inp = ok = sent = 0
+        for t1, lt, it, o, s in self.timeline:
+            if t1 >= horizon:
+                out += lt
+                inp += it
+                ok += o
+                sent += s
+        span = min(RATE_HORIZON_S, max(1e-3, (now - self.t0_ns) / 1e9))
+        return out / span, inp / span, ok / span, sent / span
+
+    def connect_errors(self, now: int) -> int:
+        """Refused connections in the rolling window (read from its counters: no percentiles computed)."""
+        self.rolling.expire(now)
+        return int(self.rolling.acc.counters.get(CONNECT_ERRORS_KEY, 0))
+
+    def refused_while_silent(self, now: int, silent_s: float) -> int:
+        """The rolling window's refused connections when no request succeeded for ``silent_s``, else 0:
+        the target stopped answering."""
+        refused = self.connect_errors(now)
+        return refused if refused and now - self.last_ok_ns > silent_s * 1e9 else 0
+
+    def client_health(self) -> ClientHealth:
+        return client_health(self.health, self.recent_health)

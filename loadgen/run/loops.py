@@ -1,0 +1,227 @@
+"""The two ways a worker offers load: closed loop (virtual users) and open loop (scheduled arrivals).
+
+Closed loop: ``level`` virtual users, each sending its next request as soon as the last one finished
+(after the session's think time). Lowering the level lets the surplus finish their current request and
+stop, or cancels them (counted as cancelled, never as errors or successes).
+
+Open loop: sessions arrive on a schedule (constant, Poisson or gamma inter-arrival times) computed as
+absolute target times from a seeded generator; each request's latency is measured from that intended time,
+and the gap to the real send is the schedule lag. With a concurrency cap, arrivals beyond it wait in a
+client-side queue, and their wait counts in their latency (no coordinated omission).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+
+from loadgen.config import Arrival
+from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec
+from loadgen.workload import Workload
+
+CONNECT_BACKOFF_MIN_S = 0.01  # a closed-loop user's pause after a refused connection, doubling ...
+CONNECT_BACKOFF_MAX_S = 1.0  # ... up to this, until a request connects again
+
+Send = Callable[[RequestSpec, int], Awaitable[RequestResult]]  # (spec, intended start ns) -> result
+
+
+class Gate:
+    """Whether the worker's load may send: paused (users wait for ``resumed``) or stopping (they leave)."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.stopping = False
+        self.resumed = asyncio.Event()
+        self.resumed.set()
+
+    async def think(self, seconds: float) -> bool:
+        """Wait out a session's think time; False when the user should stop instead."""
+        if seconds > 0:
+            await asyncio.sleep(seconds)
+        return not self.stopping
+
+
+class ClosedLoop:
+    """``level`` virtual users, each a task that sends one request after the other."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        send: Send,
+        gate: Gate,
+        session_id: Callable[[], int],
+        seed: int,
+        worker_id: int,
+    ) -> None:
+        self.workload, self.send, self.gate, self.session_id = workload, send, gate, session_id
+        self.seed, self.worker_id = seed, worker_id
+        self.level = 0
+        self.users: dict[int, asyncio.Task[None]] = {}
+        self.retiring: set[int] = set()  # users that stop after their current request
+        self.next_uid = 0
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return list(self.users.values())
+
+    def set_level(self, level: int, cancel: bool) -> None:
+        self.level = max(0, level)
+        active = [uid for uid in self.users if uid not in self.retiring]
+        # Raise: start new users at once; reuse retiring ones first (they have not left yet).
+        while len(active) < self.level and self.retiring:
+            uid = max(self.retiring)
+            self.retiring.discard(uid)
+            active.append(uid)
+        while len(active) < self.level:
+            uid = self.next_uid
+            self.next_uid += 1
+            self.users[uid] = asyncio.get_running_loop().create_task(self._user(uid))
+            active.append(uid)
+        # Lower: the newest users leave first.
+        for uid in sorted(active, reverse=True)[: max(0, len(active) - self.level)]:
+            self.retiring.add(uid)
+            if cancel:
+                self.users[uid].cancel()
+
+    async def _user(self, uid: int) -> None:
+        rng = random.Random(self.seed * 1_000_003 + self.worker_id * 10_007 + uid)
+        session = self.workload.new_session(rng, session_id=self.session_id())
+        gate = self.gate
+        backoff_s = 0.0
+        try:
+            while not gate.stopping and uid not in self.retiring:
+                if gate.paused:
+                    await gate.resumed.wait()
+                    continue
+                spec = session.next_request()
+                if spec is None:
+                    session = self.workload.new_session(rng, session_id=self.session_id())
+                    continue
+                result = await self.send(spec, time.monotonic_ns())
+                if result.outcome is Outcome.CANCELLED:
+                    break
+                session.on_result(result)
+                think = session.think_time_s
+                if result.error_kind is ErrorKind.CONNECT:
+                    # A refused connection fails in microseconds: without a pause the user would spin, pinning
+                    # the worker's CPU and burying the step under thousands of identical errors a second.
+                    backoff_s = min(CONNECT_BACKOFF_MAX_S, max(CONNECT_BACKOFF_MIN_S, backoff_s * 2))
+                    think = max(think, backoff_s)
+                else:
+                    backoff_s = 0.0
+                if think > 0 and not await gate.think(think):
+                    break
+        except asyncio.CancelledError:
+            pass  # cancelled while thinking or paused: nothing was in flight
+        finally:
+            self.users.pop(uid, None)
+            self.retiring.discard(uid)
+
+
+class OpenLoop:
+    """Sessions started on a seeded schedule of absolute times, behind an optional concurrency cap."""
+
+    def __init__(
+        self, workload: Workload, send: Send, gate: Gate, session_id: Callable[[], int], rng: random.Random
+    ) -> None:
+        self.workload, self.send, self.gate, self.session_id, self.rng = workload, send, gate, session_id, rng
+        self.sessions: set[asyncio.Task[None]] = set()
+        self.backlog: collections.deque[int] = collections.deque()  # intended start (ns) waiting for a slot
+        self.arrivals: asyncio.Task[None] | None = None
+        self.rate_rps = 0.0
+        self.arrival: Arrival = "poisson"
+        self.burstiness = 1.0
+        self.cap = 0
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return list(self.sessions)
+
+    def set(self, rate_rps: float, arrival: Arrival, burstiness: float, cap: int) -> None:
+        self.rate_rps, self.arrival, self.burstiness, self.cap = rate_rps, arrival, burstiness, cap
+        self.restart()
+        self._drain_backlog()
+
+    def halt(self, cancel: bool) -> None:
+        """No more arrivals; ``cancel``: cut the sessions in flight too."""
+        if self.arrivals is not None:
+            self.arrivals.cancel()
+            self.arrivals = None
+        self.backlog.clear()
+        if cancel:
+            for task in list(self.sessions):
+                task.cancel()
+
+    def restart(self) -> None:
+        if self.arrivals is not None:
+            self.arrivals.cancel()
+        self.arrivals = None
+        if self.rate_rps > 0 and not self.gate.paused and not self.gate.stopping:
+            self.arrivals = asyncio.get_running_loop().create_task(self._arrive())
+
+    def _gap_s(self) -> float:
+        mean = 1.0 / self.rate_rps
+        if self.arrival == "constant":
+            return mean
+        if self.arrival == "gamma":
+            k = max(1e-3, self.burstiness)
+            return self.rng.gammavariate(k, mean / k)
+        return self.rng.expovariate(self.rate_rps)
+
+    async def _arrive(self) -> None:
+        # Absolute target times from a seeded generator: a late wake-up sends the overdue arrivals at once
+        # and their lateness shows as schedule lag, instead of silently stretching the schedule.
+        next_ns = time.monotonic_ns() + int(self._gap_s() * 1e9)
+        while True:
+            now = time.monotonic_ns()
+            # Until the target time, not just one sleep: asyncio may wake a little early, and an arrival sent
+            # before its intended time would have a negative schedule lag (dropped from the histogram).
+            while next_ns > now:
+                await asyncio.sleep((next_ns - now) / 1e9)
+                now = time.monotonic_ns()
+            if self.gate.paused or self.gate.stopping:
+                return
+            self._admit(next_ns)
+            next_ns += int(self._gap_s() * 1e9)
+
+    def _admit(self, intended_ns: int) -> None:
+        if self.cap and len(self.sessions) >= self.cap:
+            self.backlog.append(intended_ns)
+            return
+        task = asyncio.get_running_loop().create_task(self._session(intended_ns))
+        self.sessions.add(task)
+        task.add_done_callback(self._session_done)
+
+    def _session_done(self, task: asyncio.Task[None]) -> None:
+        self.sessions.discard(task)
+        self._drain_backlog()
+
+    def _drain_backlog(self) -> None:
+        gate = self.gate
+        while (
+            self.backlog
+            and not gate.stopping
+            and not gate.paused
+            and (not self.cap or len(self.sessions) < self.cap)
+        ):
+            self._admit(int(self.backlog.popleft()))
+
+    async def _session(self, intended_ns: int) -> None:
+        session = self.workload.new_session(
+            random.Random(self.rng.getrandbits(64)), session_id=self.session_id()
+        )
+        with contextlib.suppress(asyncio.CancelledError):
+            while not self.gate.stopping:
+                spec = session.next_request()
+                if spec is None:
+                    return
+                result = await self.send(spec, intended_ns)
+                if result.outcome is Outcome.CANCELLED:
+                    return
+                session.on_result(result)
+                think = session.think_time_s
+                if not await self.gate.think(think):
+                    return
+                intended_ns = time.monotonic_ns()

@@ -1,0 +1,162 @@
+"""Every message that crosses a boundary inside a run, defined once.
+
+* Controller → worker, over each worker's command queue: ``ClosedLoad``, ``OpenLoad``, ``PauseLoad``,
+  ``ResumeLoad``, ``Flush``, ``StopLoad`` (``WorkerCommand``).
+* Worker → controller, over the shared delta queue: ``WorkerReady``, ``WorkerFatal``, ``WorkerDelta``
+  (``WorkerMessage``).
+* Face → controller, from the ``Engine``'s thread-safe methods onto the controller's loop: ``Stop``,
+  ``Mark``, ``SetAuto``, ``Pause``, ``Resume``, ``SetLevel``, ``ChangeLevel``, ``SetRate``, ``SetMode``,
+  ``NextStep`` (``ControlCommand``).
+
+Each is a frozen, slotted dataclass: cheap to pickle, unchangeable once sent. Receivers dispatch on the
+type (``match``), never on a string tag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
+
+from loadgen.config import Arrival, Mode
+
+if TYPE_CHECKING:
+    from loadgen.metrics import IntervalDelta
+
+# ---- controller → worker ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoad:
+    """Closed loop with ``level`` virtual users (this worker's share); ``cancel``: a lowering cuts the
+    surplus users' requests in flight (counted as cancelled) instead of letting them finish."""
+
+    level: int
+    cancel: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLoad:
+    """Open loop at ``rate_rps`` (this worker's share) with a concurrency cap (share, 0 = none)."""
+
+    rate_rps: float
+    arrival: Arrival
+    burstiness: float  # gamma shape k
+    cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class PauseLoad:
+    """Send nothing new; the requests in flight finish."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeLoad:
+    """Send again at the load set last."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flush:
+    """Ship every open window now; the requests sent from here on belong to ``window``."""
+
+    window: int
+    t0_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StopLoad:
+    """Stop everything, ship a final delta and exit; ``cancel``: cut the requests in flight."""
+
+    cancel: bool
+
+
+WorkerCommand: TypeAlias = ClosedLoad | OpenLoad | PauseLoad | ResumeLoad | Flush | StopLoad
+
+# ---- worker → controller ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReady:
+    worker_id: int
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerFatal:
+    """The worker died; ``message`` names the exception and the worker's log file."""
+
+    worker_id: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDelta:
+    """A worker's figures for the requests it sent in ``window``. ``closed``: none of them is left in
+    flight; ``current``: the window the worker sends in now (the delta then carries its live gauges)."""
+
+    worker_id: int
+    window: int
+    closed: bool
+    current: bool
+    delta: IntervalDelta
+
+
+WorkerMessage: TypeAlias = WorkerReady | WorkerFatal | WorkerDelta
+
+# ---- face → controller -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """End the run; ``cancel``: cut the streams in flight, else let them finish (bounded)."""
+
+    cancel: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetAuto:
+    on: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SetLevel:
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeLevel:
+    delta: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetRate:
+    rate_rps: float
+
+
+@dataclass(frozen=True, slots=True)
+class SetMode:
+    mode: Mode
+
+
+@dataclass(frozen=True, slots=True)
+class NextStep:
+    pass
+
+
+ControlCommand: TypeAlias = (
+    Stop | Mark | SetAuto | Pause | Resume | SetLevel | ChangeLevel | SetRate | SetMode | NextStep
+)

@@ -1,0 +1,92 @@
+"""The run's record (``--out``): its header — enough conditions to decide whether two runs may be
+compared — then events and step lines as they happen, and an end line last. Without ``--out`` the same
+calls write nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping
+
+from loadgen.config import SLO, RunConfig
+from loadgen.record import RecordWriter
+from loadgen.run.state import Load, RunStatus
+from loadgen.snapshot import StepSummary
+
+
+def record_header(
+    config: RunConfig,
+    status: RunStatus,
+    load: Load,
+    slo: SLO,
+    max_model_len: int | None,
+    server_conditions: Mapping[str, object | None],
+) -> dict[str, object]:
+    """The record's first line."""
+    tags = dict(config.tags)
+    profile = config.profile
+    plan = load.plan
+    return {
+        "model": status.model,
+        "model_revision": tags.get("revision") or tags.get("model_revision"),
+        "runtime": status.runtime,
+        "runtime_version": status.runtime_version,
+        "max_model_len": max_model_len,
+        "tags": tags,
+        "server_conditions": dict(server_conditions),
+        "profile": profile.name,
+        "profile_hash": profile.content_hash,
+        "profile_content": profile.to_dict(),
+        "target_url": config.target.base_url,
+        "api": config.api,  # the API the workers speak (flags over profile), not the profile's
+        "mode": load.mode,
+        "arrival": load.arrival_label(),
+        "workers": config.workers,
+        "transport": config.transport,
+        "plan": None
+        if plan is None
+        else {
+            "levels": list(plan.levels),
+            "step_s": plan.step_s,
+            "warmup_s": plan.warmup_s,
+            "early_stop": plan.early_stop,
+        },
+        "slo": slo.as_dict(),
+        "cold_start": config.cold,
+        "host": platform.node(),
+    }
+
+
+class RunRecord:
+    """A ``RecordWriter`` once ``open`` made one, else nothing."""
+
+    def __init__(self, writer: RecordWriter | None = None, path: str | None = None) -> None:
+        self.writer = writer
+        self.path = path if writer is not None else None  # where the record is, None when there is none
+
+    @classmethod
+    def open(
+        cls, path: str, header: Mapping[str, object], events: tuple[tuple[str, dict[str, object]], ...]
+    ) -> RunRecord:
+        """Create the record at ``path`` (and its folder), write the header and the events asked for first."""
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        writer = RecordWriter(path)
+        writer.write_header(header)
+        for kind, data in events:
+            writer.write_event(kind, data)
+        return cls(writer, path)
+
+    def event(self, kind: str, data: Mapping[str, object]) -> None:
+        if self.writer is not None:
+            self.writer.write_event(kind, data)
+
+    def step(self, summary: StepSummary, hists: Mapping[str, str]) -> None:
+        if self.writer is not None:
+            self.writer.write_step(summary, hists)
+
+    def close(self, end: Mapping[str, object]) -> None:
+        """The end line, then the file is closed."""
+        if self.writer is not None:
+            self.writer.write_event("end", end)
+            self.writer.close()

@@ -1,0 +1,176 @@
+"""What leaves a worker: one recorder per window a request was sent in, shipped as ``WorkerDelta`` messages,
+the live token count converted from streamed units, and the optional per-request trace.
+
+A request belongs to the window it was sent in, even when it completes during the next one, so a step's
+latencies hold every request it sent — none carried in from warm-up or an earlier level, none lost for
+being slow. A window is shipped closed once nothing it sent is still in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import IO
+
+from loadgen.client import LiveCounter
+from loadgen.metrics import Recorder
+from loadgen.run.protocol import WorkerDelta, WorkerMessage
+from loadgen.types import Outcome, RequestResult
+
+NO_WINDOW = -2  # after a stop: no current window, so every earlier one closes
+
+
+class WindowBook:
+    """The worker's open windows and its live counters; ``put`` sends a message to the controller."""
+
+    def __init__(self, worker_id: int, put: Callable[[WorkerMessage], None]) -> None:
+        self.worker_id = worker_id
+        self.put = put
+        self.window = -1  # the window requests are sent in now
+        self.recorders: dict[int, Recorder] = {-1: Recorder(worker_id=worker_id)}
+        self.window_inflight: dict[int, int] = {}
+        self.in_flight = 0
+        self.sent = 0  # since the last shipment
+        self.live = LiveCounter()
+        self.tokens_per_unit = 1.0
+        self.ratio_tokens = 0.0
+        self.ratio_units = 0.0
+        self.live_carry = 0.0
+        self.t_last_ns = time.monotonic_ns()
+
+    # ---- requests ---------------------------------------------------------------------------------------
+    def sending(self) -> int:
+        """A request leaves now: counted in flight in the current window, which it belongs to."""
+        window = self.window
+        self.in_flight += 1
+        self.sent += 1
+        self.window_inflight[window] = self.window_inflight.get(window, 0) + 1
+        return window
+
+    def landed(self, window: int) -> None:
+        """The request sent in ``window`` is no longer in flight (answered, failed or cancelled)."""
+        self.in_flight -= 1
+        self.window_inflight[window] -= 1
+
+    def record(self, window: int, result: RequestResult) -> None:
+        recorder = self.recorders.get(window)
+        if recorder is None:  # only if the window was closed under us (cannot happen while counted in flight)
+            recorder = self.recorders.setdefault(window, Recorder(worker_id=self.worker_id))
+        recorder.record(result)
+        if window != self.window and self.window_inflight[window] == 0:
+            self.ship_closed()
+        self._account(result)
+
+    def _account(self, result: RequestResult) -> None:
+        """Settle one finished request against the live token count: usage's exact count for a success,
+        nothing for a failure (the live count covers successful output tokens only)."""
+        units = (result.output_tokens if result.outcome is Outcome.OK else 0) - Recorder.live_correction(
+            result
+        )
+        # Convert the streamed units still sitting in the live counter at the current ratio first, so this
+        # request's correction uses the same ratio its units were (or will be) converted at.
+        self.live_carry += self.live.tokens * self.tokens_per_unit
+        self.live.tokens = 0
+        counted = units * self.tokens_per_unit
+        if result.outcome is Outcome.OK:
+            self.live_carry += result.output_tokens - counted
+            if units > 0:
+                # Usage tokens per streamed unit over recent successes (exact after the first one).
+                self.ratio_tokens = 0.98 * self.ratio_tokens + result.output_tokens
+                self.ratio_units = 0.98 * self.ratio_units + units
+                self.tokens_per_unit = self.ratio_tokens / self.ratio_units
+        else:
+            self.live_carry -= counted
+
+    # ---- windows ----------------------------------------------------------------------------------------
+    def open(self, window: int) -> None:
+        """Requests sent from now on belong to ``window`` (a flush already shipped the earlier ones)."""
+        self.window = window
+        self.recorders.setdefault(window, Recorder(worker_id=self.worker_id))
+
+    def ship(self, queued: int, health: Callable[[], Mapping[str, float]]) -> None:
+        """Ship every open window's delta: the current one with the live gauges, earlier ones (requests
+        still in flight from them) with their late results, closed once nothing of theirs is in flight."""
+        now = time.monotonic_ns()
+        # Streamed units (chunks, or token_ids counts) become tokens at the ratio usage showed so far, so the
+        # live rate — and a window's aggregate tok/s — follows tokens as they arrive even when a server packs
+        # several tokens into one chunk; completions then correct the small remainder (see _account).
+        self.live_carry += self.live.tokens * self.tokens_per_unit
+        self.live.tokens = 0
+        live_tokens = int(self.live_carry)
+        self.live_carry -= live_tokens
+        wid = self.worker_id
+        for window in list(self.recorders):
+            recorder = self.recorders[window]
+            if window == self.window:
+                delta = recorder.take(
+                    self.t_last_ns,
+                    now,
+                    live_tokens=live_tokens,
+                    in_flight=self.in_flight,
+                    queued=queued,
+                    sent=self.sent,
+                    health=health(),
+                )
+                self.put(WorkerDelta(wid, window, False, True, delta))
+            else:
+                closed = self.window_inflight.get(window, 0) == 0
+                self.put(WorkerDelta(wid, window, closed, False, recorder.take(self.t_last_ns, now)))
+                if closed:
+                    del self.recorders[window]
+                    self.window_inflight.pop(window, None)
+        self.sent = 0
+        self.t_last_ns = now
+
+    def ship_closed(self) -> None:
+        """Close at once the earlier windows with nothing in flight (the controller can report them)."""
+        now = time.monotonic_ns()
+        wid = self.worker_id
+        for window in [w for w in self.recorders if w != self.window and not self.window_inflight.get(w)]:
+            self.put(WorkerDelta(wid, window, True, False, self.recorders.pop(window).take(now, now)))
+            self.window_inflight.pop(window, None)
+
+    def close_all(self) -> None:
+        """After a stop (nothing in flight): every window closes now."""
+        self.window = NO_WINDOW
+        self.ship_closed()
+
+
+class RequestTrace:
+    """One line per request (``RAMP_TRACE_DIR``): for joining against a server's own logs or ground truth.
+    A debugging aid, off the measured path unless asked for; ``RAMP_TRACE_CHUNKS=1`` adds every chunk."""
+
+    def __init__(self, worker_id: int) -> None:
+        trace_dir = os.environ.get("RAMP_TRACE_DIR")
+        self.chunks = os.environ.get("RAMP_TRACE_CHUNKS") == "1"
+        self.file: IO[str] | None = (
+            open(os.path.join(trace_dir, f"trace-{worker_id}.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
+            if trace_dir
+            else None
+        )
+
+    def write(self, r: RequestResult, window: int) -> None:
+        if self.file is None:
+            return
+        line: dict[str, object] = {
+            "request_id": r.request_id,
+            "window": window,
+            "outcome": r.outcome.value,
+            "intended_ns": r.intended_ns,
+            "sent_ns": r.sent_ns,
+            "first_token_ns": r.first_token_ns,
+            "last_token_ns": r.last_token_ns,
+            "end_ns": r.end_ns,
+            "output_tokens": r.output_tokens,
+            "chunks": len(r.chunk_times_ns),
+        }
+        if self.chunks:
+            line["chunk_times_ns"] = list(r.chunk_times_ns)
+            line["chunk_tokens"] = list(r.chunk_tokens) if r.chunk_tokens else None
+        self.file.write(json.dumps(line) + "\n")
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()

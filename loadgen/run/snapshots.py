@@ -1,0 +1,113 @@
+"""Building the ``Snapshot`` the engine publishes a few times a second, from the run's parts: its status
+and load, the step book, the live figures and the server's telemetry. Reading them changes none of them.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from loadgen.config import SLO, RunConfig
+from loadgen.run.live import LiveFigures
+from loadgen.run.state import Load, RunStatus
+from loadgen.run.steps import Steps
+from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.snapshot import SeriesPoint, Snapshot, WindowStats
+
+SERIES_POINTS = 900  # one a second: the last 15 minutes
+SERIES_EVERY_NS = 1_000_000_000
+
+
+class SnapshotBuilder:
+    """Numbers the snapshots and keeps the once-a-second series they carry."""
+
+    def __init__(self, config: RunConfig, slo: SLO) -> None:
+        self.config = config
+        self.slo = slo
+        self.seq = 0
+        self.series: collections.deque[SeriesPoint] = collections.deque(maxlen=SERIES_POINTS)
+        self.last_series_ns = 0
+
+    def windows(self, now: int, status: RunStatus, steps: Steps, live: LiveFigures) -> dict[str, WindowStats]:
+        """The step's, the rolling and the run's figures at ``now``."""
+        cur = steps.current
+        windows: dict[str, WindowStats] = {}
+        if cur is not None:
+            windows["step"] = cur.acc.stats("step", max(1e-3, (now - cur.t0_ns) / 1e9))
+        else:
+            windows["step"] = WindowStats(window="step")
+        roll_s = min(self.config.rolling_s, max(1e-3, status.elapsed_s(now)))
+        windows["rolling"] = (
+            live.rolling.stats(now, roll_s) if status.state != "starting" else WindowStats("rolling")
+        )
+        since = steps.measuring_since_ns()
+        run_s = steps.run_measured_s + ((now - since) / 1e9 if since is not None else 0.0)
+        windows["run"] = steps.run_acc.stats("run", max(1e-3, run_s))
+        return windows
+
+    def build(
+        self,
+        now: int,
+        status: RunStatus,
+        load: Load,
+        steps: Steps,
+        live: LiveFigures,
+        link: TelemetryLink,
+        record_path: str | None,
+    ) -> Snapshot:
+        elapsed = status.elapsed_s(now)
+        windows = self.windows(now, status, steps, live)
+        out_s, in_s, ok_s, sent_s = live.rates(now)
+        in_flight = live.in_flight
+        if now - self.last_series_ns >= SERIES_EVERY_NS and status.state in ("running", "paused"):
+            self.last_series_ns = now
+            self.series.append(SeriesPoint(elapsed, out_s, in_s, ok_s, in_flight, load.level))
+        end_ns = steps.end_ns if status.state == "running" else None
+        self.seq += 1
+        return Snapshot(
+            seq=self.seq,
+            elapsed_s=elapsed,
+            state=status.state,
+            url=self.config.target.base_url,
+            model=status.model,
+            runtime=status.runtime,
+            runtime_version=status.runtime_version,
+            profile=self.config.profile.name,
+            mode=load.mode,
+            level=load.level,
+            rate_rps=load.rate if load.mode == "open" else None,
+            achieved_rps=sent_s if load.mode == "open" else None,
+            arrival=load.arrival_label(),
+            paused=load.paused,
+            auto_ramp=load.auto,
+            step_index=max(0, steps.index),
+            step_count=len(load.plan.levels) if load.plan is not None else None,
+            step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.index >= 0 else 0.0,
+            step_remaining_s=None if end_ns is None else max(0.0, (end_ns - now) / 1e9),
+            warming_up=steps.warming_up,
+            in_flight=in_flight,
+            queued=live.queued,
+            windows=windows,
+            rolling_s=self.config.rolling_s,
+            series=tuple(self.series),
+            step_starts_s=tuple(steps.starts_s),
+            steps=tuple(steps.summaries),
+            best_step=steps.best,
+            slo=self.slo,
+            health=live.client_health(),
+            recent_errors=tuple(live.recent_errors),
+            warnings=tuple(status.warnings),
+            server=link.latest(steps.measuring_since_ns()),
+            record_path=record_path,
+            marks=tuple(status.marks),
+            message=status.message,
+            server_log=self.server_log(),
+        )
+
+    def server_log(self) -> tuple[str, ...]:
+        """The last lines of the server ramp launched (none otherwise; a failing reader shows none)."""
+        if self.config.server_log is None:
+            return ()
+        try:
+            return tuple(self.config.server_log())
+        except Exception:
+            return ()

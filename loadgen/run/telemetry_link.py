@@ -1,0 +1,123 @@
+"""The run's handle on the server's telemetry (``loadgen.telemetry.TelemetryHub``): started from the run's
+settings, sampled at the windows' edges, read for the snapshot, the step line and the record header.
+
+Every call is best effort: a slow or failing source never stops the run or holds a step back for long,
+and a run without telemetry reads "no server figures" (``None``, empty), never a fake zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from loadgen.config import RunConfig
+from loadgen.snapshot import ServerTelemetry
+
+if TYPE_CHECKING:
+    from loadgen.telemetry import TelemetryHub
+
+HUB_STOP_S = 10.0
+FIRST_SCRAPE_S = 3.0
+
+
+class TelemetryLink:
+    """A ``TelemetryHub`` once ``start`` found something to poll, else nothing; the same calls either way."""
+
+    def __init__(self, hub: TelemetryHub | None = None) -> None:
+        self.hub = hub
+
+    @property
+    def active(self) -> bool:
+        return self.hub is not None
+
+    async def start(self, config: RunConfig) -> None:
+        """Start polling what the settings ask for (the server's /metrics, GPU sources); none: stay inactive."""
+        if not (config.telemetry or config.gpu_cmd or config.nvml or config.dcgm_url):
+            return
+        try:  # imported only when asked for: a run without telemetry never loads the pollers
+            from loadgen.telemetry import TelemetryHub, build_sources, discover
+        except ImportError:
+            return
+        env = config.target.api_key_env
+        api_key = os.environ.get(env) if env else None  # never stored: handed to the pollers only
+        sources = build_sources(
+            config.target.base_url if config.telemetry else None,
+            metrics=config.telemetry,
+            gpu_cmd=config.gpu_cmd,
+            nvml=config.nvml,
+            dcgm_url=config.dcgm_url,
+            api_key=api_key,
+        )
+        if not sources:
+            return
+        conditions: dict[str, object] = {}
+        if config.telemetry:
+            try:
+                conditions = dict(await discover(config.target.base_url, api_key=api_key))
+            except Exception:  # discovery is best effort: the run does not depend on it
+                conditions = {}
+            conditions.pop("reachable", None)
+            conditions.pop("error", None)
+        # The server's "last N s" figures cover the client's rolling window.
+        self.hub = TelemetryHub(sources, conditions=conditions, hist_window_s=config.rolling_s)
+        await self.hub.start()
+        # A moment for the first scrape, so the record's header has the GPU and server conditions.
+        await self.hub.ready(FIRST_SCRAPE_S)
+        if config.tags:
+            self.hub.update_conditions(dict(config.tags))
+
+    def poke(self) -> None:
+        """Sample the server at a window's edge, so its counters cover the same seconds as the window."""
+        if self.hub is not None:
+            with contextlib.suppress(Exception):
+                self.hub.poke()
+
+    def settled(self, t_ns: int) -> bool:
+        """The server has been sampled after ``t_ns`` (or there is nothing to wait for)."""
+        if self.hub is None:
+            return True
+        try:
+            return bool(self.hub.settled(t_ns))
+        except Exception:
+            return True
+
+    def window_summary(self, t0_ns: int, t1_ns: int) -> dict[str, float | None]:
+        if self.hub is None:
+            return {}
+        try:
+            return dict(self.hub.window_summary(t0_ns, t1_ns))
+        except Exception:
+            return {}
+
+    def latest(self, step_t0_ns: int | None) -> ServerTelemetry | None:
+        """The server panel's figures; with the measured step's start, its TTFT over that step too."""
+        if self.hub is None:
+            return None
+        try:
+            server = self.hub.latest()
+            if server is not None and step_t0_ns is not None:
+                p50, p95 = self.hub.ttft_since(step_t0_ns)
+                server = replace(server, step_ttft_ms_p50=p50, step_ttft_ms_p95=p95)
+            return server
+        except Exception:
+            return None
+
+    def conditions(self) -> dict[str, object | None]:
+        if self.hub is None:
+            return {}
+        try:
+            return dict(self.hub.conditions())
+        except Exception:
+            return {}
+
+    async def wait_changed(self, timeout_s: float) -> bool:
+        """Wait until a source reports; False at once without telemetry, or when none did in time."""
+        return self.hub is not None and await self.hub.wait_changed(timeout_s)
+
+    async def stop(self) -> None:
+        if self.hub is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.hub.stop(), HUB_STOP_S)

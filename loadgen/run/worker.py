@@ -1,0 +1,251 @@
+"""A load worker: one process, one asyncio loop, a share of the virtual users, interval deltas out.
+
+The streams never share an interpreter with a UI: the controller (``loadgen.run.controller``) starts one
+or more of these processes, sends them ``WorkerCommand`` messages over a queue (load, pause, flush, stop)
+and receives a ``WorkerDelta`` (encoded HDR histograms + counters) from each about four times a second,
+plus one at once whenever it asks for a flush (step and warm-up boundaries). How the load is offered lives
+in ``loadgen.run.loops``; what is shipped, in ``loadgen.run.shipping``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import random
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loadgen.client import Client
+from loadgen.config import Mode, Transport
+from loadgen.run.health import HealthSampler
+from loadgen.run.loops import ClosedLoop, Gate, OpenLoop
+from loadgen.run.protocol import (
+    ClosedLoad,
+    Flush,
+    OpenLoad,
+    PauseLoad,
+    ResumeLoad,
+    StopLoad,
+    WorkerCommand,
+    WorkerFatal,
+    WorkerMessage,
+    WorkerReady,
+)
+from loadgen.run.shipping import RequestTrace, WindowBook
+from loadgen.types import RequestResult, RequestSpec, Target
+from loadgen.workload import Workload
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+
+    from loadgen.profile import Profile
+    from loadgen.workload import PromptSizer
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What a worker process is started with (pickled to it)."""
+
+    worker_id: int
+    target: Target
+    profile: Profile
+    sizer: PromptSizer
+    model: str
+    seed: int
+    transport: Transport = "h1"
+    max_connections: int = 1024
+    tick_s: float = 0.25
+
+
+def worker_main(spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[WorkerMessage]) -> None:
+    """Process entry point. SIGINT is ignored: the controller decides when workers stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    log_path = _quiet_output(spec.worker_id)
+    cpus = os.environ.get("RAMP_WORKER_CPUS")  # e.g. "0" or "0,1": pin workers (the selftest does)
+    if cpus and hasattr(os, "sched_setaffinity"):
+        allowed = [int(c) for c in cpus.split(",") if c.strip()]
+        if allowed:
+            os.sched_setaffinity(0, {allowed[spec.worker_id % len(allowed)]})
+    try:
+        _quiet_gc()
+        _run_loop(Worker(spec, commands, deltas).run)
+        if log_path != "stderr" and os.path.getsize(log_path) == 0:
+            os.unlink(log_path)  # nothing was said: leave no litter
+    except Exception as exc:  # never a silent death: the controller shows this
+        traceback.print_exc()
+        deltas.put(WorkerFatal(spec.worker_id, f"{type(exc).__name__}: {exc} (details: {log_path})"))
+
+
+def _quiet_output(worker_id: int) -> str:
+    """Point the worker's stdout/stderr at a log file: a library warning printed into the operator's
+    terminal would tear the console's screen. Returns the log's path (named in fatal errors)."""
+    import sys
+
+    path = os.path.join(tempfile.gettempdir(), f"ramp-worker-{worker_id}-{os.getpid()}.log")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError:
+        return "stderr"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return path
+
+
+def _quiet_gc() -> None:
+    """Fewer, later garbage collections: a gen-2 pass over a busy worker's heap stalls every stream's
+    timestamps for milliseconds. Startup objects are frozen out of the collector's sight."""
+    if os.environ.get("RAMP_GC", "tuned") == "tuned":
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 1000)
+
+
+def _run_loop(main: Callable[[], Coroutine[object, object, None]]) -> None:
+    """Run on uvloop where it is installed: its per-wakeup cost is a fraction of asyncio's, and a load
+    worker wakes once per streamed chunk. RAMP_LOOP=asyncio forces the standard loop (for comparisons)."""
+    if os.environ.get("RAMP_LOOP", "uvloop") == "uvloop":
+        try:
+            import uvloop
+
+            uvloop.run(main())
+            return
+        except ImportError:
+            pass
+    asyncio.run(main())
+
+
+class Worker:
+    """One worker's loop: reads commands, runs the closed or open loop, ships deltas on a tick."""
+
+    def __init__(
+        self, spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[WorkerMessage]
+    ) -> None:
+        self.spec = spec
+        self.commands = commands
+        self.deltas = deltas
+        self.client = Client(spec.target, max_connections=spec.max_connections, transport=spec.transport)
+        # The same seed in every worker: shared prefixes must be identical across processes (cache hits).
+        workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api)
+        self.book = WindowBook(spec.worker_id, deltas.put)
+        self.health = HealthSampler()
+        self.trace = RequestTrace(spec.worker_id)
+        self.gate = Gate()
+        self.mode: Mode = "closed"
+        self.sessions = 0
+        self.closed = ClosedLoop(workload, self.send, self.gate, self._session_id, spec.seed, spec.worker_id)
+        rng = random.Random(spec.seed * 7919 + spec.worker_id)
+        self.open = OpenLoop(workload, self.send, self.gate, self._session_id, rng)
+        self.done = asyncio.Event()
+
+    def _session_id(self) -> int:
+        # Unique across workers: the worker id in the high digits.
+        self.sessions += 1
+        return self.spec.worker_id * 1_000_000_000 + self.sessions
+
+    # ---- plumbing ---------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._read_commands, args=(loop,), daemon=True).start()
+        watch = asyncio.create_task(self.health.watch())
+        ticker = asyncio.create_task(self._tick())
+        self.deltas.put(WorkerReady(self.spec.worker_id, os.getpid()))
+        await self.done.wait()
+        ticker.cancel()
+        watch.cancel()
+        await self.client.aclose()
+        self.trace.close()
+
+    def _read_commands(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            try:
+                cmd = self.commands.get()
+            except (EOFError, OSError):
+                loop.call_soon_threadsafe(self.handle, StopLoad(True))
+                return
+            loop.call_soon_threadsafe(self.handle, cmd)
+
+    def handle(self, cmd: WorkerCommand) -> None:
+        match cmd:
+            case ClosedLoad(level=level, cancel=cancel):
+                if self.mode == "open":
+                    self.open.halt(cancel)
+                self.mode = "closed"
+                self.closed.set_level(level, cancel)
+            case OpenLoad(rate_rps=rate, arrival=arrival, burstiness=burstiness, cap=cap):
+                if self.mode == "closed":
+                    self.closed.set_level(0, cancel=False)
+                self.mode = "open"
+                self.open.set(rate, arrival, burstiness, cap)
+            case PauseLoad():
+                self.gate.paused = True
+                self.gate.resumed.clear()
+                # Arrivals queued behind the concurrency cap are dropped like the schedule's later ones: a
+                # freed slot must not send them while paused.
+                self.open.backlog.clear()
+            case ResumeLoad():
+                self.gate.paused = False
+                self.gate.resumed.set()
+                if self.mode == "open":
+                    self.open.restart()
+            case Flush(window=window):
+                self._ship()
+                self.book.open(window)
+                self.book.ship_closed()
+            case StopLoad(cancel=cancel):
+                self._on_stop(cancel)
+
+    def _on_stop(self, cancel: bool) -> None:
+        if self.gate.stopping:
+            if cancel:  # a drain that takes too long: now cancel what is left
+                for task in self.closed.tasks() + self.open.tasks():
+                    task.cancel()
+            return
+        asyncio.get_running_loop().create_task(self._stop(cancel))
+
+    async def _tick(self) -> None:
+        # Deadlines, not sleeps in a row: ticks do not drift with the work done in them.
+        period = int(self.spec.tick_s * 1e9)
+        deadline = time.monotonic_ns() + period
+        while True:
+            await asyncio.sleep(max(0.0, (deadline - time.monotonic_ns()) / 1e9))
+            deadline += period
+            self._ship()
+
+    def _ship(self) -> None:
+        self.book.ship(len(self.open.backlog), self.health.take)
+
+    async def _stop(self, cancel: bool) -> None:
+        self.gate.stopping = True
+        self.open.halt(cancel)
+        tasks = self.closed.tasks() + self.open.tasks()
+        if cancel:
+            for task in tasks:
+                task.cancel()
+        self.gate.resumed.set()
+        if tasks:
+            await asyncio.wait(tasks, timeout=None if not cancel else 5.0)
+        self._ship()
+        self.book.close_all()  # nothing is in flight: every window closes now
+        self.done.set()
+
+    # ---- one request ------------------------------------------------------------------------------------
+    async def send(self, spec: RequestSpec, intended_ns: int) -> RequestResult:
+        book = self.book
+        window = book.sending()
+        try:
+            result = await self.client.send(spec, intended_ns, book.live)
+        finally:
+            book.landed(window)
+        book.record(window, result)
+        self.trace.write(result, window)
+        return result
