@@ -1,0 +1,76 @@
+"""The headless face without a server: the progress line, the wait loop's output and the exit codes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tui_fakes import STEPS, make_snapshot
+
+from loadgen.config import RunOutcome
+from loadgen.headless import finish, progress_line, wait_with_progress
+from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
+from loadgen.snapshot import Snapshot
+
+
+def test_progress_line_closed_and_open() -> None:
+    line = progress_line(make_snapshot())
+    assert line.startswith("step 5/8 · 64 streams · measuring")
+    assert "12s left" in line and "tok/s" in line and "TTFT p95 " in line and "in flight 61" in line
+    assert "CLIENT-BOUND" not in line
+    line = progress_line(make_snapshot(mode="open", rate_rps=2.5, step_count=None, warming_up=True))
+    assert line.startswith("step 5 · 2.5 req/s · warm-up")
+
+
+class ScriptedEngine:
+    """Hands out the given snapshots, one per wait, then the outcome."""
+
+    def __init__(self, snaps: list[Snapshot], outcome: RunOutcome) -> None:
+        self.snaps: Iterator[Snapshot] = iter(snaps)
+        self.current: Snapshot | None = None
+        self.outcome = outcome
+        self.stopped = False
+
+    def wait(self, timeout: float | None = None) -> RunOutcome | None:
+        self.current = next(self.snaps, None)
+        return self.outcome if self.current is None else None
+
+    def latest(self) -> Snapshot | None:
+        return self.current
+
+    def stop(self, cancel: bool = True) -> None:
+        self.stopped = True
+
+
+def test_wait_prints_warnings_once_and_a_line_per_step(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = RunOutcome(state="finished", steps=(), best_step=None, record_path=None)
+    warn = ("the profile asks for more context than the server serves",)
+    snaps = [
+        make_snapshot(state="starting"),
+        make_snapshot(step_index=0, warnings=warn),
+        make_snapshot(step_index=0, warnings=warn),
+        make_snapshot(step_index=1, warnings=warn),
+    ]
+    engine = ScriptedEngine(snaps, outcome)
+    assert wait_with_progress(engine) is outcome
+    err = capsys.readouterr().err.splitlines()
+    assert err.count(f"ramp: warning: {warn[0]}") == 1
+    steps = [line for line in err if line.startswith("step ")]
+    assert [line.split(" ·")[0] for line in steps] == ["step 1/8", "step 2/8"]
+    assert not engine.stopped
+
+
+def test_finish_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert finish(None) == EXIT_UNREACHABLE
+    met = RunOutcome(state="finished", steps=STEPS, best_step=1, record_path="runs/x.jsonl")
+    assert finish(met) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "record: runs/x.jsonl" in out and "TTFT" in out.upper()
+    assert finish(RunOutcome(state="finished", steps=STEPS, best_step=None, record_path=None)) == EXIT_SLO
+    down = RunOutcome(
+        state="failed", steps=(), best_step=None, record_path=None, message="no", unreachable=True
+    )
+    assert finish(down) == EXIT_UNREACHABLE
+    assert "ramp: no" in capsys.readouterr().err
+    died = RunOutcome(state="failed", steps=STEPS, best_step=1, record_path=None, unreachable=True)
+    assert finish(died) == EXIT_UNREACHABLE
