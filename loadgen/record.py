@@ -117,9 +117,9 @@ def _clean(value: object, secrets: list[str], key: str = "") -> Any:
 #
 # Every key of a step line, in the order written: how it is written from a StepSummary (and the step's
 # encoded histograms), and how it reads back. ``into`` names the field a key fills on read: a StepSummary
-# field, ``stats.<field>`` (its WindowStats) or ``verdict.<field>`` (its SLOVerdict); "" marks a key that
-# is derived from others (written for readers of the file, recomputed rather than read). A key absent
-# from a line (a record written before it existed) reads as ``default``, or as key ``fallback`` first.
+# field, ``stats.<field>`` (its WindowStats) or ``verdict.<field>`` (its SLOVerdict). A key without a
+# reader is derived from others: written for readers of the file, recomputed rather than read back. A key
+# absent from a line (a record written before it existed) reads as key ``fallback``, else as ``default``.
 
 Writer = Callable[[StepSummary, Mapping[str, str]], object]
 Reader = Callable[[Any], object]  # the JSON value -> the field's value
@@ -167,8 +167,11 @@ def _per_request(metric: str) -> Writer:
     return write
 
 
+_PCT_FIELDS = tuple(f.name for f in dataclasses.fields(Percentiles))
+
+
 def _pct_from(data: Mapping[str, Any]) -> Percentiles:
-    return Percentiles(**{name: value for name, value in data.items() if value is not None})
+    return Percentiles(**{name: data[name] for name in _PCT_FIELDS if data.get(name) is not None})
 
 
 def _by_class(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Percentiles]]:
@@ -180,6 +183,7 @@ def _as_is(value: Any) -> Any:
 
 
 STEP_LINE: tuple[StepKey, ...] = (
+    # key in the line, written from, read by, into, default when absent
     StepKey("index", _step(lambda s: s.index), int, "index", 0),
     StepKey("mode", _step(lambda s: s.mode), str, "mode", "closed"),
     StepKey("level", _step(lambda s: s.level), int, "level", 0),

@@ -7,22 +7,23 @@ Missing values are ``None`` (shown as "n/a"), never a fake zero.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any, NoReturn
 
-from loadgen.config import SLO, WINDOWS
+from loadgen.config import SLO, WINDOWS, EndedBy, Mode, RunState, Window
 
 
-class _EmptyMapping(Mapping):
+class _EmptyMapping(Mapping[Any, Any]):
     """An immutable, hashable empty mapping: Python >= 3.11 dataclasses refuse unhashable defaults
     (a ``MappingProxyType`` default raises "mutable default ... is not allowed")."""
 
     __slots__ = ()
 
-    def __getitem__(self, key: object) -> object:
+    def __getitem__(self, key: object) -> NoReturn:
         raise KeyError(key)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Any]:
         return iter(())
 
     def __len__(self) -> int:
@@ -35,7 +36,8 @@ class _EmptyMapping(Mapping):
         return "{}"
 
 
-EMPTY: Mapping = _EmptyMapping()
+# Typed Any on purpose: the one empty default of every Mapping field, whatever its key and value types.
+EMPTY: Mapping[Any, Any] = _EmptyMapping()
 
 # Histogram metric names, with the unit their values are displayed in.
 METRICS: dict[str, str] = {
@@ -80,7 +82,7 @@ class HistogramView:
 class WindowStats:
     """Figures over one window: the current step's measurement window, the last N seconds, or the run."""
 
-    window: str  # "step" | "rolling" | "run"
+    window: Window
     duration_s: float = 0.0
     ok: int = 0
     errors: Mapping[str, int] = EMPTY  # ErrorKind value -> count
@@ -131,7 +133,7 @@ class StepSummary:
     """One finished step: exactly what goes into a record line (plus the serialized histograms there)."""
 
     index: int
-    mode: str  # "closed" | "open"
+    mode: Mode
     level: int  # target concurrency (closed) or max concurrency cap (open, 0 = none)
     rate_rps: float | None  # open loop arrival rate
     arrival: str  # "closed" | "constant" | "poisson" | "gamma(k)"
@@ -141,7 +143,7 @@ class StepSummary:
     stats: WindowStats
     verdict: SLOVerdict
     client_bound: bool
-    ended_by: str = "plan"  # "plan" | "next" | "stop" | "slo" | "error"
+    ended_by: EndedBy = "plan"
     server: Mapping[str, float | None] = EMPTY  # telemetry summary for the step (kv max, waiting max...)
     marks: tuple[str, ...] = ()
     # The measurement window on the host's monotonic clock (time.monotonic_ns): joins with traces, server
@@ -198,13 +200,13 @@ class SeriesPoint:
 class Snapshot:
     seq: int
     elapsed_s: float
-    state: str  # "starting" | "running" | "paused" | "finished" | "stopped" | "failed"
+    state: RunState
     url: str
     model: str
     runtime: str | None
     runtime_version: str | None
     profile: str
-    mode: str  # "closed" | "open"
+    mode: Mode
     level: int  # target concurrency (closed) / concurrency cap (open, 0 = none)
     rate_rps: float | None  # asked arrival rate (open)
     achieved_rps: float | None  # achieved send rate over the rolling window (open)
@@ -218,7 +220,7 @@ class Snapshot:
     warming_up: bool
     in_flight: int
     queued: int  # open loop: arrivals waiting for a free slot under the cap
-    windows: Mapping[str, WindowStats]  # "step" | "rolling" | "run"
+    windows: Mapping[str, WindowStats]  # keyed by Window: "step" | "rolling" | "run"
     rolling_s: float
     series: tuple[SeriesPoint, ...] = ()
     step_starts_s: tuple[float, ...] = ()  # elapsed seconds at which each step began

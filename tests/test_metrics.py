@@ -19,6 +19,7 @@ from loadgen.metrics import (
     recorder,
     view_from_hdr,
 )
+from loadgen.snapshot import WindowStats
 from loadgen.types import ErrorKind, Outcome, RequestResult
 
 MS = 1_000_000
@@ -82,7 +83,9 @@ def failed(
     )
 
 
-def stats_of(results: list[RequestResult], duration_s: float = 10.0, live_tokens: int = 0):
+def stats_of(
+    results: list[RequestResult], duration_s: float = 10.0, live_tokens: int = 0
+) -> tuple[WindowStats, Accumulator]:
     rec = Recorder()
     for r in results:
         rec.record(r)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
+from loadgen.config import Window
 from loadgen.metrics.hdr import DenseHistogram, spec_for, summarize
 from loadgen.metrics.recorder import IntervalDelta
 from loadgen.snapshot import METRICS, HistogramView, Percentiles, WindowStats
@@ -125,7 +126,7 @@ class Accumulator:
         spec = spec_for(key)
         return summarize(hist.counts, spec.layout, spec.display_div, with_bins=False)[0]
 
-    def stats(self, window: str, duration_s: float) -> WindowStats:
+    def stats(self, window: Window, duration_s: float) -> WindowStats:
         c = self.counters
         ok = c.get("ok", 0)
         input_tokens = c.get("input_tokens", 0)
