@@ -14,23 +14,26 @@ Wiring (the CLI does this)::
 Snapshots arrive on the engine's thread: ``snapshot_callback`` only stores the newest one (an atomic
 attribute write). A timer started in ``on_ready`` at ``refresh_hz`` redraws from it, so the redraw rate is
 fixed however fast snapshots come, and nothing is redrawn when the snapshot (and the view) did not change.
-The engine is duck-typed: anything with the ``loadgen.engine.Engine`` command methods will do.
+The engine is typed as ``loadgen.run.engine.EngineControl``: anything with those methods will do.
 
 Quitting a live run asks first; then ``engine.stop()`` and ``engine.wait(timeout)`` run in a thread
-worker and the app exits within ``QUIT_TIMEOUT_S`` even if the engine does not answer.
+worker, and the app exits from its own message loop once that worker has finished (never from inside the
+worker), or after ``QUIT_TIMEOUT_S`` if the engine does not answer.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
 from textual.timer import Timer
+from textual.worker import Worker, WorkerState
 
+from loadgen.config import Mode, RunConfig, RunOutcome
 from loadgen.format import fmt_rate
+from loadgen.run.engine import EngineControl
 from loadgen.snapshot import Snapshot
 from tui.commands import RampCommands
 from tui.console import ConsoleScreen
@@ -41,6 +44,7 @@ from tui.steering import level_delta, next_level, next_rate, parse_level, parse_
 from tui.view import ViewState
 
 QUIT_TIMEOUT_S = 2.0
+SHUTDOWN_GROUP = "shutdown"  # the thread worker that stops the engine
 
 
 def prepare_subprocesses() -> None:
@@ -66,7 +70,7 @@ class RampApp(App[None]):
 
     def __init__(
         self,
-        engine: Any = None,
+        engine: EngineControl | None = None,
         *,
         refresh_hz: float = 4.0,
         title: str = "ramp",
@@ -91,7 +95,7 @@ class RampApp(App[None]):
         self._announced_end = False
 
     # ---- wiring --------------------------------------------------------------------------------
-    def attach(self, engine: Any) -> None:
+    def attach(self, engine: EngineControl) -> None:
         """Give the app its engine (built after the app so it can take ``snapshot_callback``)."""
         self.engine = engine
         prepare_subprocesses()
@@ -149,14 +153,14 @@ class RampApp(App[None]):
         self.redraw()
 
     # ---- engine commands ------------------------------------------------------------------------
-    def _engine_or_warn(self) -> Any:
+    def _engine_or_warn(self) -> EngineControl | None:
         if self.engine is None:
             self.notify("no engine attached", severity="warning")
         return self.engine
 
-    def _mode(self) -> str:
+    def _mode(self) -> Mode:
         snapshot = self.latest_snapshot
-        return snapshot.mode if snapshot is not None else "closed"
+        return "open" if snapshot is not None and snapshot.mode == "open" else "closed"
 
     def action_level(self, step: str) -> None:
         engine = self._engine_or_warn()
@@ -238,7 +242,7 @@ class RampApp(App[None]):
         engine = self._engine_or_warn()
         if engine is None:
             return
-        mode = "open" if self._mode() == "closed" else "closed"
+        mode: Mode = "open" if self._mode() == "closed" else "closed"
         engine.set_mode(mode)
         self.notify(f"switching to {mode} loop")
 
@@ -299,7 +303,7 @@ class RampApp(App[None]):
             return False
         snapshot = self.latest_snapshot
         if snapshot is None:
-            return not bool(getattr(self.engine, "done", False))
+            return not self.engine.done
         return snapshot.state in LIVE_STATES
 
     async def action_quit(self) -> None:
@@ -321,23 +325,36 @@ class RampApp(App[None]):
         if self.engine is None:
             self.exit()
             return
-        self.run_worker(self._stop_engine, thread=True, exclusive=True, group="shutdown", exit_on_error=False)
+        engine = self.engine
+        self.run_worker(
+            lambda: self._stop_engine(engine),
+            thread=True,
+            exclusive=True,
+            group=SHUTDOWN_GROUP,
+            exit_on_error=False,
+        )
         self.set_timer(QUIT_TIMEOUT_S, self.exit)
 
-    def _stop_engine(self) -> None:
-        engine = self.engine
+    @staticmethod
+    def _stop_engine(engine: EngineControl) -> None:
+        """In a thread worker: stop the engine and wait for it (bounded). It never touches the app: the
+        app exits once this worker's end reaches its own message loop (``on_worker_state_changed``)."""
         engine.stop()
         engine.wait(timeout=QUIT_TIMEOUT_S * 0.9)
-        try:
-            self.call_from_thread(self.exit)
-        except RuntimeError:  # the app already left on its own timer
-            pass
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == SHUTDOWN_GROUP and event.state in (
+            WorkerState.SUCCESS,
+            WorkerState.ERROR,
+            WorkerState.CANCELLED,
+        ):
+            self.exit()
 
 
-def run_console(config: Any, *, refresh_hz: float = 4.0) -> Any:
-    """Run the console on a new engine built from ``config`` (a ``loadgen.engine.RunConfig``) and
-    return the engine's ``RunOutcome`` once the app has exited (None if the engine did not finish)."""
-    from loadgen.engine import Engine
+def run_console(config: RunConfig, *, refresh_hz: float = 4.0) -> RunOutcome | None:
+    """Run the console on a new engine built from ``config`` and return the engine's ``RunOutcome`` once
+    the app has exited (None if the engine did not finish)."""
+    from loadgen.run.engine import Engine
 
     app = RampApp(refresh_hz=refresh_hz)
     engine = Engine(config, on_snapshot=app.snapshot_callback)
