@@ -188,3 +188,39 @@ def test_a_profile_in_open_mode_ramps_rates(sim: Any, tmp_path: Path) -> None:
     assert record.header["mode"] == "open"
     assert [(s["mode"], s["rate_rps"]) for s in record.steps] == [("open", 2.0), ("open", 4.0)]
     assert all(s["ok"] > 0 for s in record.steps)
+
+
+def test_version() -> None:
+    from loadgen import __version__
+
+    proc = ramp("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"ramp {__version__}"
+
+
+def ramp_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ramp ARGS | head -0``, made certain: the reading end is closed before ramp writes a byte."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "loadgen.cli", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_output_into_a_closed_pipe_exits_0_without_a_traceback(tmp_path: Path) -> None:
+    from loadgen.record import RecordWriter
+
+    record = tmp_path / "header-only.jsonl"
+    with RecordWriter(record) as writer:
+        writer.write_header({"model": "m", "profile": "p", "target_url": "http://127.0.0.1:1"})
+    for args in (("profiles",), ("profiles", "show", "chat"), ("report", str(record))):
+        proc = ramp_into_closed_pipe(*args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (args, proc.stderr)

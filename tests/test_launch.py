@@ -1,4 +1,4 @@
-"""``ramp launch`` and ``loadgen.launch`` against stand-in servers (tests/vllm/fake_server.py).
+"""``ramp launch`` and ``loadgen.serverproc`` against stand-in servers (tests/vllm/fake_server.py).
 
 SGLang cannot run on these CPU machines and vLLM is slow to start, so everything here runs the real
 command lines (``python -m vllm.entrypoints.openai.api_server ...``, ``python -m sglang.launch_server ...``)
@@ -21,15 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen.launch import (
-    LaunchError,
-    launch_and_wait,
-    launch_server,
-    own_process_group,
-    redact_argv,
-    server_argv,
-)
+from loadgen.childproc import own_process_group
 from loadgen.record import read_record
+from loadgen.serverproc import LaunchError, launch_and_wait, launch_server, redact_argv, server_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "vllm" / "fake_pkgs"

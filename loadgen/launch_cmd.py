@@ -1,0 +1,263 @@
+"""``ramp launch``: start vLLM or SGLang, wait until it is healthy (with progress), measure its cold start,
+then ramp it like ``ramp run`` (console or ``--headless``), with a cold first step and the cold-start
+figures in the record, and the server stopped on every way out (errors, Ctrl-C, SIGTERM).
+
+Owns the subcommand's flags (``add_launch_flags``; ``--attach`` is dispatched by ``loadgen.cli`` as a
+plain run), the health wait's progress indicator and the run of a launched server (``launch_main``). The
+server process itself is ``loadgen.serverproc``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import IO
+
+from loadgen.config import RunConfig, RunOutcome
+from loadgen.headless import finish, reachable, run_headless
+from loadgen.runargs import (
+    EXIT_INTERRUPTED,
+    EXIT_UNREACHABLE,
+    RunFlags,
+    UsageError,
+    add_run_flags,
+    resolve,
+)
+from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
+
+__all__ = ["DESCRIPTION", "HELP", "LaunchFlags", "add_launch_flags", "launch_main"]
+
+HELP = "start vLLM or SGLang, measure its cold start, then ramp it (console or --headless)"
+DESCRIPTION = (
+    "Start a server as a child process, wait until it is healthy (showing progress), record its "
+    "cold start (process start, health OK, first token), then ramp it like `ramp run`. The server "
+    "is stopped when ramp exits. Arguments after `--` go to the server unchanged, e.g. "
+    "`ramp launch vllm meta-llama/Llama-3.1-8B-Instruct --headless -- --max-model-len 8192`."
+)
+
+
+def add_launch_flags(p: argparse.ArgumentParser) -> None:
+    """The ``launch`` subcommand's flags: the server's, then every flag of ``ramp run``."""
+    p.add_argument("kind", nargs="?", choices=sorted(KINDS), help="server to start: vllm or sglang")
+    p.add_argument(
+        "server_model", nargs="?", metavar="MODEL", help="model path or name, passed to the server"
+    )
+    p.add_argument(
+        "--attach", default=None, metavar="URL", help="skip the launch: ramp a server already running"
+    )
+    p.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter that has the server installed (default: this one)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address the server listens on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
+    p.add_argument(
+        "--health-timeout", type=float, default=900.0, help="seconds to wait for health (default 900)"
+    )
+    p.add_argument("--server-log", default=None, help="server log file (default: beside the record)")
+    p.add_argument("--headless", action="store_true", help="no console: progress, step table, exit code")
+    add_run_flags(p, url=False)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFlags:
+    """The server's side of ``ramp launch``'s command line."""
+
+    kind: str
+    server_model: str
+    python: str
+    host: str
+    port: int | None
+    health_timeout: float
+    server_log: str | None
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> LaunchFlags:
+        if not args.kind or not args.server_model:
+            raise UsageError(
+                "ramp launch vllm|sglang MODEL [flags] [-- server args], or ramp launch --attach URL"
+            )
+        if args.port is not None and not 0 < args.port < 65536:
+            raise UsageError(f"--port must be 1..65535, got {args.port}")
+        return cls(
+            kind=args.kind,
+            server_model=args.server_model,
+            python=args.python,
+            host=args.host,
+            port=args.port,
+            health_timeout=args.health_timeout,
+            server_log=args.server_log,
+        )
+
+
+class _Progress:
+    """The health wait's visible indicator: a spinner line on a terminal, a line every 10 s otherwise."""
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, kind: str, stream: IO[str]) -> None:
+        self.kind = kind
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.n = 0
+        self.last_print = -1e9
+
+    def __call__(self, elapsed: float, line: str) -> None:
+        self.n += 1
+        if self.tty:
+            frame = self.FRAMES[self.n % len(self.FRAMES)]
+            text = f"{frame} starting {self.kind}: {elapsed:5.1f} s  {line}"
+            self.stream.write("\r\033[K" + text[:150])
+            self.stream.flush()
+        elif elapsed - self.last_print >= 10.0:
+            self.last_print = elapsed
+            print(f"ramp: starting {self.kind}: {elapsed:.0f} s  {line[:120]}", file=self.stream, flush=True)
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A SIGTERM to ramp must still stop the server: turn it into the Ctrl-C path while inside."""
+    old_term = signal.getsignal(signal.SIGTERM)
+
+    def _term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave the handler alone
+        signal.signal(signal.SIGTERM, _term)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    """``ramp launch KIND MODEL``: the exit code of the run (3 when the server would not start)."""
+    launch = LaunchFlags.from_namespace(args)
+    flags = RunFlags.from_namespace(args)
+    # Validate the flags before paying for a server start; the URL is filled in once it is known.
+    try:
+        server_argv(launch.kind, launch.server_model, extra, launch.python, launch.host, launch.port or 1)
+    except LaunchError as exc:
+        raise UsageError(str(exc)) from None
+    config = resolve(flags, f"http://{launch.host}:{launch.port or 1}")
+    log_path = launch.server_log or (
+        os.path.splitext(config.out)[0] + f".{launch.kind}.log" if config.out else None
+    )
+    module = KINDS[launch.kind][0]
+    print(
+        f"ramp: starting {launch.kind}: {shlex.join(redact_argv([launch.python, '-m', module]))} "
+        f"… (log: {log_path})",
+        file=sys.stderr,
+        flush=True,
+    )
+    with _sigterm_as_interrupt():
+        return _start_and_run(launch, flags, extra, log_path)
+
+
+def _start_and_run(launch: LaunchFlags, flags: RunFlags, extra: Sequence[str], log_path: str | None) -> int:
+    progress = _Progress(launch.kind, sys.stderr)
+    srv: Launched | None = None
+    try:
+        try:
+            srv = launch_and_wait(
+                launch.kind,
+                launch.server_model,
+                extra,
+                python=launch.python,
+                host=launch.host,
+                port=launch.port,
+                log_path=log_path,
+                timeout=launch.health_timeout,
+                progress_cb=progress,
+            )
+        except LaunchError as exc:
+            progress.done()
+            print(f"ramp: {exc}", file=sys.stderr)
+            return EXIT_UNREACHABLE
+        except KeyboardInterrupt:
+            progress.done()
+            print("ramp: interrupted while the server was starting; it has been stopped", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        progress.done()
+        srv.measure_first_token(flags.model or None)
+        first = srv.first_token_after_s
+        print(
+            f"ramp: {launch.kind} healthy after {srv.healthy_after_s or 0.0:.1f} s, first token after "
+            + (f"{first:.1f} s" if first is not None else "n/a")
+            + f" (pid {srv.pid}, {srv.url})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return _run_launched(flags, srv)
+    finally:
+        if srv is not None:
+            _stop(srv)
+
+
+def _stop(srv: Launched) -> None:
+    died = _died(srv)
+    code = srv.stop()
+    if died:
+        print(f"ramp: {srv.describe_exit()}", file=sys.stderr)
+    else:
+        print(f"ramp: stopped the {srv.kind} server (pid {srv.pid}, exit {code})", file=sys.stderr)
+
+
+def _died(srv: Launched) -> bool:
+    """The server process ended, and not because ramp stopped it."""
+    return srv.poll() is not None and not srv.stopped_by_us
+
+
+def _died_message(srv: Launched) -> str:
+    return (
+        f"the {srv.kind} server process exited during the run (code {srv.poll()}); "
+        "finished steps are in the record"
+    )
+
+
+def _launched_config(flags: RunFlags, srv: Launched) -> RunConfig:
+    """The run's config against the launched server, cold, with the cold start in the record."""
+    return dataclasses.replace(
+        resolve(flags, srv.url),
+        cold=True,
+        record_events=(("cold_start", srv.cold_start),),
+        server_log=lambda: srv.tail(40),
+        server_exit=lambda: _died_message(srv) if _died(srv) else None,
+    )
+
+
+def _run_launched(flags: RunFlags, srv: Launched) -> int:
+    """A ``ramp run`` against the launched server; 3 when the server died under the load."""
+    config = _launched_config(flags, srv)
+    if not reachable(config):
+        return EXIT_UNREACHABLE
+    outcome: RunOutcome | None
+    if flags.headless:
+        # The engine itself watches the server (config.server_exit): the moment it exits under load the
+        # record gets a mark and the run ends as failed (load on a dead server measures nothing).
+        outcome = run_headless(config)
+    else:
+        from tui.app import run_console
+
+        outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+    died = _died(srv)
+    if outcome is not None and died:
+        note = (outcome.message + "; " if outcome.message else "") + _died_message(srv)
+        outcome = dataclasses.replace(outcome, message=note)
+    code = finish(outcome)
+    return EXIT_UNREACHABLE if died else code
