@@ -8,26 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.snapshot import SLO, SLOVerdict, StepSummary, WindowStats
+from loadgen.config import SLO
+from loadgen.format import fmt_num_trimmed
+from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 
 __all__ = ["best_step", "evaluate"]
-
-
-def _num(value: float) -> str:
-    """3 significant figures without an exponent: 812, 12.3, 0.85, 1,234."""
-    if abs(round(value, 1)) >= 100:
-        return f"{value:,.0f}"
-    text = f"{value:.1f}" if abs(round(value, 2)) >= 10 else f"{value:.2f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _above(failures: list[str], label: str, value: float | None, limit: float | None, unit: str) -> None:
     if limit is None:
         return
     if value is None:
-        failures.append(f"{label} n/a (limit {_num(limit)} {unit})")
+        failures.append(f"{label} n/a (limit {fmt_num_trimmed(limit)} {unit})")
     elif value > limit:
-        failures.append(f"{label} {_num(value)} {unit} > {_num(limit)} {unit}")
+        failures.append(f"{label} {fmt_num_trimmed(value)} {unit} > {fmt_num_trimmed(limit)} {unit}")
 
 
 def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
@@ -50,16 +44,20 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
         if slo.decode_p50_tok_s is not None:
             decode = stats.pct("decode_tok_s").p50
             if decode is None:
-                failures.append(f"decode p50 n/a (at least {_num(slo.decode_p50_tok_s)} tok/s)")
+                failures.append(f"decode p50 n/a (at least {fmt_num_trimmed(slo.decode_p50_tok_s)} tok/s)")
             elif decode < slo.decode_p50_tok_s:
-                failures.append(f"decode p50 {_num(decode)} tok/s < {_num(slo.decode_p50_tok_s)} tok/s")
+                failures.append(
+                    f"decode p50 {fmt_num_trimmed(decode)} tok/s < {fmt_num_trimmed(slo.decode_p50_tok_s)} tok/s"
+                )
         _above(failures, "ITL p99", stats.pct("itl_ms").p99, slo.itl_p99_ms, "ms")
         e2e_ms = stats.pct("e2e_ms").p95
         _above(failures, "e2e p95", None if e2e_ms is None else e2e_ms / 1000.0, slo.e2e_p95_s, "s")
     if slo.max_error_rate is not None:
         rate = stats.error_count / done
         if rate > slo.max_error_rate:
-            failures.append(f"error rate {_num(rate * 100)} % > {_num(slo.max_error_rate * 100)} %")
+            failures.append(
+                f"error rate {fmt_num_trimmed(rate * 100)} % > {fmt_num_trimmed(slo.max_error_rate * 100)} %"
+            )
     return SLOVerdict(met=not failures, failures=tuple(failures))
 
 
