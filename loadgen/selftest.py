@@ -17,6 +17,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from loadgen.config import RampPlan, RunConfig, Transport
+from loadgen.profile import parse_profile
+from loadgen.types import Target
+
+if TYPE_CHECKING:
+    from loadgen.engine import Engine
+    from loadgen.sim import SimHandle
 
 TTFT_MS = 50.0
 TPOT_MS = 10.0
@@ -74,15 +83,20 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def run_one(
-    url: str, streams: int, workers: int, seconds: float, warmup: float, transport: str, handle: object = None
-) -> SelftestRow:
-    from loadgen.engine import Engine, RampPlan, RunConfig
-    from loadgen.profile import parse_profile
-    from loadgen.types import Target
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The measurement window of one row: when it began and the workers' CPU seconds at both ends."""
 
+    start_ns: int
+    cpu_s: float | None
+    loop_lag_ms_max: float
+
+
+def _config(
+    url: str, streams: int, workers: int, seconds: float, warmup: float, transport: Transport
+) -> RunConfig:
     profile = parse_profile(SELFTEST_PROFILE, source="<selftest>")
-    config = RunConfig(
+    return RunConfig(
         target=Target(url=url, api="chat"),
         profile=profile,
         plan=RampPlan(levels=(float(streams),), step_s=warmup + seconds, warmup_s=warmup),
@@ -91,11 +105,12 @@ def run_one(
         transport=transport,
         max_connections=streams + 16,
     )
-    engine = Engine(config)
-    engine.start()
-    # CPU is read over the measurement window only: wait for warm-up to end.
+
+
+def _measure(engine: Engine, seconds: float) -> _Window:
+    """Wait out the warm-up, then read the workers' CPU over ``seconds`` of measurement."""
     cpu0: dict[int, float] = {}
-    t_measure = None
+    t_measure: float | None = None
     t_measure_ns = 0
     lag_max = 0.0
     while not engine.done:
@@ -110,60 +125,92 @@ def run_one(
             break
         time.sleep(0.05)  # polling a snapshot for a benchmark, not synchronising a test
     cpu1 = {pid: _cpu_seconds(pid) for pid in cpu0}
+    cpu = sum((cpu1[p] or 0.0) - cpu0[p] for p in cpu0) if cpu0 else None
+    return _Window(start_ns=t_measure_ns, cpu_s=cpu, loop_lag_ms_max=lag_max)
+
+
+def _p50_p99(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    import numpy as np
+
+    p50, p99 = (float(v) for v in np.percentile(values, [50, 99]))
+    return p50, p99
+
+
+def _server_ttft(truth: list[dict[str, Any]], since_ns: int) -> tuple[float | None, float | None]:
+    """The simulator's own TTFT p50/p99 over the window: its lateness is not the client's."""
+    return _p50_p99(
+        [
+            (g["first_token_ns"] - g["arrival_ns"]) / 1e6
+            for g in truth
+            if g.get("first_token_ns") and g.get("arrival_ns", 0) >= since_ns
+        ]
+    )
+
+
+def _read_delays(
+    truth_list: list[dict[str, Any]], since_ns: int, trace_dir: str
+) -> tuple[float | None, float | None]:
+    """Client's first-token stamp minus the simulator's write of it, p50/p99, from the workers' traces."""
+    import glob
+    import json
+
+    truth = {g.get("request_id"): g for g in truth_list if g.get("request_id")}
+    written = {k: g.get("first_token_ns") for k, g in truth.items()}
+    delays, send_delays, prep = [], [], []
+    for path in glob.glob(os.path.join(trace_dir, "trace-*.jsonl")):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                w = written.get(rec["request_id"])
+                if w and rec["first_token_ns"] and rec["sent_ns"] >= since_ns:
+                    delays.append((rec["first_token_ns"] - w) / 1e6)
+                    send_delays.append((truth[rec["request_id"]]["arrival_ns"] - rec["sent_ns"]) / 1e6)
+                    prep.append((rec["sent_ns"] - rec["intended_ns"]) / 1e6)
+        os.remove(path)
+    if delays and os.environ.get("RAMP_SELFTEST_DEBUG"):
+        import numpy as np
+
+        print("send->sim arrival p50/p99/max", np.percentile(send_delays, [50, 99, 100]))
+        print("intended->sent p50/p99/max", np.percentile(prep, [50, 99, 100]))
+        print("read delay p50/p90/p99/max", np.percentile(delays, [50, 90, 99, 100]))
+    return _p50_p99(delays)
+
+
+def run_one(
+    url: str,
+    streams: int,
+    workers: int,
+    seconds: float,
+    warmup: float,
+    transport: Transport,
+    handle: SimHandle | None = None,
+) -> SelftestRow:
+    from loadgen.engine import Engine
+
+    engine = Engine(_config(url, streams, workers, seconds, warmup, transport))
+    engine.start()
+    window = _measure(engine, seconds)
     outcome = engine.wait(timeout=seconds + warmup + 60)
     if outcome is None or not outcome.steps:
         raise RuntimeError(f"selftest run produced no step ({outcome.message if outcome else 'timeout'})")
     step = outcome.steps[-1]
     stats = step.stats
-    cpu = sum((cpu1[p] or 0.0) - cpu0[p] for p in cpu0) if cpu0 else None
     ttft = stats.pct("ttft_ms")
     out_tokens_window = (stats.out_tok_s or 0.0) * step.window_s
     cpu_per_1m = None
-    if cpu is not None and out_tokens_window > 0:
-        cpu_per_1m = cpu * (step.window_s / seconds) / out_tokens_window * 1e6
-    server_p50 = server_p99 = None
-    truth_fn = getattr(handle, "ground_truth", None)
-    if truth_fn is not None:
-        import numpy as np
-
-        ttfts = [
-            (g["first_token_ns"] - g["arrival_ns"]) / 1e6
-            for g in truth_fn()
-            if g.get("first_token_ns") and g.get("arrival_ns", 0) >= t_measure_ns
-        ]
-        if ttfts:
-            server_p50, server_p99 = (float(v) for v in np.percentile(ttfts, [50, 99]))
-    read_p50 = read_p99 = None
+    if window.cpu_s is not None and out_tokens_window > 0:
+        cpu_per_1m = window.cpu_s * (step.window_s / seconds) / out_tokens_window * 1e6
+    server_p50 = server_p99 = read_p50 = read_p99 = None
     trace_dir = os.environ.get("RAMP_TRACE_DIR")
-    if truth_fn is not None and trace_dir:
-        import glob
-        import json
-
-        import numpy as np
-
-        truth = {g.get("request_id"): g for g in truth_fn() if g.get("request_id")}
-        written = {k: g.get("first_token_ns") for k, g in truth.items()}
-        delays = []
-        send_delays = []
-        prep = []
-        for path in glob.glob(os.path.join(trace_dir, "trace-*.jsonl")):
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    rec = json.loads(line)
-                    w = written.get(rec["request_id"])
-                    if w and rec["first_token_ns"] and rec["sent_ns"] >= t_measure_ns:
-                        delays.append((rec["first_token_ns"] - w) / 1e6)
-                        send_delays.append((truth[rec["request_id"]]["arrival_ns"] - rec["sent_ns"]) / 1e6)
-                        prep.append((rec["sent_ns"] - rec["intended_ns"]) / 1e6)
-            os.remove(path)
-        if delays:
-            read_p50, read_p99 = (float(v) for v in np.percentile(delays, [50, 99]))
-            if os.environ.get("RAMP_SELFTEST_DEBUG"):
-                print("send->sim arrival p50/p99/max", np.percentile(send_delays, [50, 99, 100]))
-                print("intended->sent p50/p99/max", np.percentile(prep, [50, 99, 100]))
-                print("read delay p50/p90/p99/max", np.percentile(delays, [50, 90, 99, 100]))
+    if handle is not None:
+        truth = handle.ground_truth()
+        server_p50, server_p99 = _server_ttft(truth, window.start_ns)
+        if trace_dir:
+            read_p50, read_p99 = _read_delays(truth, window.start_ns, trace_dir)
     return SelftestRow(
-        loop_lag_ms_max=lag_max,
+        loop_lag_ms_max=window.loop_lag_ms_max,
         read_delay_p50_ms=read_p50,
         read_delay_p99_ms=read_p99,
         server_ttft_p50_ms=server_p50,
@@ -214,9 +261,8 @@ def selftest_main(args: argparse.Namespace) -> int:
     handle = spawn_sim_process(build_config("fast"))
     sim_cpu = ncpu - 1
     client_cpus = ",".join(str(c) for c in range(max(1, ncpu - 1))) if ncpu > 1 else "0"
-    pid = getattr(handle, "pid", None)
-    if pid and ncpu > 1 and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(pid, {sim_cpu})
+    if ncpu > 1 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(handle.pid, {sim_cpu})
     os.environ["RAMP_WORKER_CPUS"] = client_cpus
     import tempfile
 
