@@ -202,6 +202,12 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
         if profile_levels is None or profile_levels.mode != "open":
             raise UsageError("open loop needs --rate R or --steps R1,R2,... (req/s)")
     levels = flags.steps or (profile_levels.levels if profile_levels is not None else None)
+    fractional = [v for v in levels or () if mode == "closed" and v != int(v)]
+    if fractional:
+        raise UsageError(
+            f"closed-loop levels are concurrencies (whole numbers), got {fractional[0]:g}; "
+            "add --open-loop to ramp arrival rates (req/s)"
+        )
     plan = None
     if levels:
         plan = RampPlan(

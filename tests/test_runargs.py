@@ -118,3 +118,11 @@ def test_load_shape_without_a_profile_plan() -> None:
     assert shape.plan is None and shape.mode == "closed" and shape.level == 1 and shape.rate_rps == 1.0
     shape = load_shape(RunFlags(steps=(4.0, 8.0)), None)
     assert shape.plan == RampPlan(levels=(4.0, 8.0), step_s=30.0, warmup_s=5.0)
+
+
+def test_closed_loop_levels_must_be_whole_concurrencies(tmp_path: Path) -> None:
+    # int(0.5) = 0 users would run nothing: say so instead
+    with pytest.raises(UsageError, match=r"concurrencies.*0\.5.*--open-loop"):
+        config("--profile", profile(tmp_path), "--steps", "0.5,1")
+    assert config("--profile", profile(tmp_path), "--steps", "0.5,1", "--open-loop").mode == "open"
+    assert config("--profile", profile(tmp_path), "--steps", "1,2.0").plan is not None
