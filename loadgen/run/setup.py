@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loadgen.config import SLO, RunConfig, SetupError
-from loadgen.probe import ServerInfo, probe
 from loadgen.profile import Profile, context_overflow
 from loadgen.run.recording import RunRecord, record_header
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.target.probe import ServerInfo, probe
 from loadgen.workload import calibrate_sizer
 
 if TYPE_CHECKING:
