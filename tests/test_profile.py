@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.config import SLO, RampPlan
 from loadgen.distributions import (
     DistributionError,
     Empirical,
@@ -22,7 +23,6 @@ from loadgen.distributions import (
     sample_seconds,
     sample_tokens,
 )
-from loadgen.config import SLO, RampPlan
 from loadgen.profile import (
     Pricing,
     ProfileError,
