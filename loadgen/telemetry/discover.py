@@ -4,22 +4,33 @@
 and merges what comes back; what the server does not say stays ``None`` for ``--tag key=value``:
 
 - the simulator: ``/_sim/info`` (any condition keys it returns are taken as they are);
-- SGLang: ``/get_server_info`` (older: ``/server_info``), the server args plus scheduler info:
+- SGLang: ``/server_info`` or ``/get_server_info``, the server args plus scheduler info:
   ``tp_size``, ``dp_size``, ``ep_size``, ``pp_size``, ``dtype``, ``quantization``, ``kv_cache_dtype``,
   ``context_length``, ``speculative_algorithm``... (sgl-project/sglang ``entrypoints/http_server.py``);
 - vLLM: ``/version``, ``/v1/models`` (``max_model_len``), and ``/metrics`` (``vllm:cache_config_info``
   labels: block size, KV cache dtype and size, prefix caching); vLLM exposes no parallel layout there.
+
+Which runtime answered is ``loadgen.target.http``'s call (``identify_runtime``, the probe's answer too);
+this module maps each runtime's documents to condition keys.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from loadgen.target.http import (
+    auth_headers,
+    describe_error,
+    fetch_runtime_docs,
+    get_json,
+    identify_runtime,
+    server_root,
+)
 from loadgen.telemetry.exposition import detect_runtime, parse_samples, reading_from_samples
 from loadgen.telemetry.reading import SourceError
-from loadgen.telemetry.sources import describe_http_error, server_root
 
 if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on first use here
     import httpx
@@ -82,18 +93,6 @@ ALIASES = {
 SIM_KEYS = frozenset(SERVER_KEYS) - {"runtime"} | {"gpu_name"}
 
 
-async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
-    import httpx
-
-    try:
-        r = await client.get(url)
-        if r.status_code != 200:
-            return None
-        return r.json()
-    except (httpx.HTTPError, ValueError, OSError):
-        return None
-
-
 async def _get_text(client: httpx.AsyncClient, url: str) -> str | BaseException:
     import httpx
 
@@ -109,88 +108,101 @@ async def discover(
     base_url: str,
     *,
     api_key: str | None = None,
+    api_key_env: str | None = None,
     timeout_s: float = 2.0,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict[str, object | None]:
     """Runtime and server conditions; every key in ``SERVER_KEYS`` is present (``None`` = unknown).
 
-    Also ``reachable`` (bool) and ``error`` (one line naming the URL when nothing answered).
+    Also ``reachable`` (bool) and ``error`` (one line naming the URL when nothing answered). The key is the
+    value of the environment variable ``api_key_env`` (``api_key``: the key itself, for older callers).
     """
     import httpx
 
     root = server_root(base_url)
     out: dict[str, object | None] = dict.fromkeys(SERVER_KEYS)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     async with httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout_s), headers=headers, transport=transport, follow_redirects=True
+        timeout=httpx.Timeout(timeout_s),
+        headers=_headers(api_key, api_key_env),
+        transport=transport,
+        follow_redirects=True,
     ) as client:
-        sim, sg_info, sg_info_old, version, models, metrics = await asyncio.gather(
-            _get_json(client, root + "/_sim/info"),
-            _get_json(client, root + "/get_server_info"),
-            _get_json(client, root + "/server_info"),
-            _get_json(client, root + "/version"),
-            _get_json(client, root + "/v1/models"),
+        docs, models, metrics = await asyncio.gather(
+            fetch_runtime_docs(client, root),
+            get_json(client, root + "/v1/models"),
             _get_text(client, root + "/metrics"),
         )
-    metrics_runtime: str | None = None
-    if isinstance(metrics, str):
-        try:
-            samples = parse_samples(metrics, root + "/metrics")
-            metrics_runtime = detect_runtime(samples)
-            reading = reading_from_samples(samples, 0)
-            _fill(out, reading.info)
-        except SourceError:
-            pass
-
-    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
-        first = models["data"][0]
-        if isinstance(first, dict):
-            _fill(out, {"model": first.get("id"), "max_model_len": first.get("max_model_len")})
-            if first.get("root") and first.get("root") != first.get("id"):
-                _fill(out, {"model_path": first.get("root")})
-
-    server_info = (
-        sg_info if isinstance(sg_info, dict) else sg_info_old if isinstance(sg_info_old, dict) else None
-    )
-    if isinstance(sim, dict):
-        out["runtime"] = str(sim.get("runtime") or "ramp-sim")
-        _override(out, _sim_conditions(sim))
-    elif server_info is not None and ("tp_size" in server_info or "model_path" in server_info):
-        out["runtime"] = "sglang"
-        fields = {SGLANG_FIELDS[k]: v for k, v in server_info.items() if k in SGLANG_FIELDS}
-        if "disable_radix_cache" in server_info:
-            fields["prefix_caching"] = not server_info["disable_radix_cache"]
-        if not fields.get("model"):
-            fields.pop("model", None)
-        if fields.get("speculative_algorithm") in (None, "", "NONE"):
-            fields.pop("speculative_algorithm", None)
-        _override(out, fields)
-    elif metrics_runtime is not None:
-        out["runtime"] = metrics_runtime
-    elif isinstance(version, dict) and version.get("version"):
-        out["runtime"] = "vllm"  # /version with a bare {"version": ...} is vLLM's answer
-    if out["version"] is None and isinstance(version, dict) and version.get("version"):
-        out["version"] = str(version["version"])
-
-    answered = any(x is not None for x in (sim, sg_info, sg_info_old, version, models)) or isinstance(
+    metrics_runtime = _metrics_conditions(out, metrics, root + "/metrics")
+    _models_conditions(out, models)
+    docs = replace(docs.with_models(models), metrics_runtime=metrics_runtime)
+    runtime, version = identify_runtime(docs)
+    out["runtime"] = runtime
+    if docs.sim is not None:
+        _override(out, _sim_conditions(docs.sim))
+    elif runtime == "sglang" and docs.sglang is not None:
+        _override(out, _sglang_conditions(docs.sglang))
+    if out["version"] is None and version is not None:
+        out["version"] = version
+    answered = any(x is not None for x in (docs.sim, docs.sglang, docs.version, models)) or isinstance(
         metrics, str
     )
     out["reachable"] = answered
     out["error"] = None
     if not answered:
-        reason = (
-            describe_http_error(metrics, root + "/metrics", timeout_s)
+        out["error"] = (
+            describe_error(metrics, root + "/metrics", timeout_s)
             if isinstance(metrics, BaseException)
             else f"no answer from {root}"
         )
-        out["error"] = reason
     return out
 
 
-def _sim_conditions(info: Mapping[str, Any]) -> dict[str, object]:
+def _headers(api_key: str | None, api_key_env: str | None) -> dict[str, str]:
+    if api_key_env:
+        return auth_headers(api_key_env)
+    # TODO(target): drop once run/telemetry_link passes api_key_env (target.http owns the header's shape).
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _metrics_conditions(out: dict[str, object | None], metrics: str | BaseException, url: str) -> str | None:
+    """Fill what the /metrics page says (vLLM's cache config labels); return the runtime its names show."""
+    if not isinstance(metrics, str):
+        return None
+    try:
+        samples = parse_samples(metrics, url)
+    except SourceError:
+        return None
+    _fill(out, reading_from_samples(samples, 0).info)
+    return detect_runtime(samples)
+
+
+def _models_conditions(out: dict[str, object | None], models: object | None) -> None:
+    """Fill the served model, its path and context length from the /v1/models document."""
+    if not (isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]):
+        return
+    first = models["data"][0]
+    if isinstance(first, dict):
+        _fill(out, {"model": first.get("id"), "max_model_len": first.get("max_model_len")})
+        if first.get("root") and first.get("root") != first.get("id"):
+            _fill(out, {"model_path": first.get("root")})
+
+
+def _sglang_conditions(server_info: Mapping[str, object]) -> dict[str, object]:
+    """Condition keys from SGLang's server args and scheduler info."""
+    fields = {SGLANG_FIELDS[k]: v for k, v in server_info.items() if k in SGLANG_FIELDS}
+    if "disable_radix_cache" in server_info:
+        fields["prefix_caching"] = not server_info["disable_radix_cache"]
+    if not fields.get("model"):
+        fields.pop("model", None)
+    if fields.get("speculative_algorithm") in (None, "", "NONE"):
+        fields.pop("speculative_algorithm", None)
+    return fields
+
+
+def _sim_conditions(info: Mapping[str, object]) -> dict[str, object]:
     """Known condition keys anywhere in the simulator's /_sim/info (top level first, then nested)."""
     found: dict[str, object] = {}
-    pending: list[Mapping[str, Any]] = [info]
+    pending: list[Mapping[str, object]] = [info]
     while pending:
         level = pending.pop(0)
         for k, v in level.items():

@@ -8,10 +8,10 @@ line that names the URL (connection refused, timeout, HTTP status, not Prometheu
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from loadgen.target.http import auth_headers, describe_error, server_root
 from loadgen.telemetry.exposition import detect_runtime, has_dcgm, parse_samples, reading_from_samples
 from loadgen.telemetry.nvidia_smi import CommandGPUSource
 from loadgen.telemetry.nvml import NVMLSource
@@ -34,38 +34,6 @@ class Source(Protocol):
     async def poll(self) -> Reading: ...
 
     async def aclose(self) -> None: ...
-
-
-def server_root(base_url: str) -> str:
-    """``http://h:8000/v1`` -> ``http://h:8000``: /metrics and /version live at the root."""
-    url = base_url.strip().rstrip("/")
-    if url.endswith("/v1"):
-        url = url[:-3]
-    return url
-
-
-def describe_http_error(exc: BaseException, url: str, timeout_s: float) -> str:
-    import httpx
-
-    if isinstance(exc, SourceError):
-        return str(exc)
-    if isinstance(exc, httpx.TimeoutException):
-        return f"timeout after {timeout_s:g} s: {url}"
-    if isinstance(exc, (httpx.ConnectError, OSError)):
-        # httpx says "All connection attempts failed"; the socket error underneath says why.
-        cause: BaseException | None = exc
-        while cause is not None:
-            if isinstance(cause, ConnectionRefusedError):
-                return f"connection refused: {url}"
-            if isinstance(cause, socket.gaierror):
-                return f"unknown host: {url}"
-            cause = cause.__cause__ or cause.__context__
-        return f"cannot connect ({str(exc).splitlines()[0][:80] if str(exc) else 'connect error'}): {url}"
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"HTTP {exc.response.status_code} from {url}"
-    if isinstance(exc, httpx.HTTPError):
-        return f"{type(exc).__name__}: {url}"
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''} ({url})"
 
 
 class PrometheusSource:
@@ -129,7 +97,7 @@ class PrometheusSource:
             response.raise_for_status()
             return response.text
         except (httpx.HTTPError, OSError) as exc:
-            raise SourceError(describe_http_error(exc, self.url, self.timeout_s)) from None
+            raise SourceError(describe_error(exc, self.url, self.timeout_s)) from None
 
     async def poll(self) -> Reading:
         text = await self.fetch()
@@ -263,14 +231,20 @@ def build_sources(
     nvml: bool = False,
     dcgm_url: str | None = None,
     api_key: str | None = None,
+    api_key_env: str | None = None,
 ) -> list[Source]:
     """The sources the CLI flags ask for, in the order the hub prefers them.
 
     The server's ``/metrics`` (auto-detected runtime, plus DCGM names if present) comes first; dedicated
-    GPU sources (DCGM exporter, NVML, the command) are preferred over it for the GPU panel.
+    GPU sources (DCGM exporter, NVML, the command) are preferred over it for the GPU panel. The server is
+    asked with the key held by the environment variable ``api_key_env`` (``api_key``: the key itself).
     """
     sources: list[Source] = []
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    if api_key_env:
+        headers = auth_headers(api_key_env) or None
+    else:
+        # TODO(target): drop once run/telemetry_link passes api_key_env (target.http owns the header's shape).
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     if base_url and metrics:
         sources.append(PrometheusAutoSource(base_url, headers=headers))
     if dcgm_url:
@@ -291,5 +265,4 @@ __all__ = [
     "VLLMMetricsSource",
     "build_sources",
     "has_dcgm",
-    "server_root",
 ]
