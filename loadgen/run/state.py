@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from loadgen.config import Mode, RampPlan, RunConfig, RunState
 
 
-@dataclass
+@dataclass(slots=True)
 class RunStatus:
     """How the run stands and what it runs against (learnt at setup)."""
 
@@ -34,7 +34,7 @@ class RunStatus:
         return (now_ns - self.t0_ns) / 1e9
 
 
-@dataclass
+@dataclass(slots=True)
 class Load:
     """The load asked for now. ``plan`` is dropped once the operator sets a level or rate by hand."""
 

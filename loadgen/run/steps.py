@@ -45,7 +45,7 @@ class StepEnd:
     close_deadline_ns: int  # report it by then even if some of its requests never came back
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Segment:
     """A window that deltas are folded into: one step's warm-up or its measurement."""
 
