@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 from aiohttp import web
@@ -22,6 +23,7 @@ from loadgen.telemetry import (
     DCGMSource,
     NVMLSource,
     PrometheusAutoSource,
+    PrometheusSource,
     SourceError,
     TelemetryHub,
     VLLMMetricsSource,
@@ -226,12 +228,11 @@ async def test_nvml_absent_module_says_why(monkeypatch: pytest.MonkeyPatch) -> N
 async def test_nvml_without_gpu_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    fake = types.ModuleType("pynvml")
+    class NoGPU(types.ModuleType):
+        def nvmlInit(self) -> None:
+            raise RuntimeError("NVML Shared Library Not Found")
 
-    def init() -> None:
-        raise RuntimeError("NVML Shared Library Not Found")
-
-    fake.nvmlInit = init  # type: ignore[attr-defined]
+    fake = NoGPU("pynvml")
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     hub = TelemetryHub([NVMLSource(interval_s=0.05)], max_backoff_s=0.1)
     await hub.start()
@@ -330,9 +331,9 @@ def test_build_sources() -> None:
         dcgm_url="h:9400",
     )
     assert [s.name for s in sources] == ["metrics", "dcgm", "nvml", "gpu-cmd"]
-    assert sources[0].url == "http://h:8000/metrics"  # type: ignore[attr-defined]
-    assert sources[1].url == "http://h:9400/metrics"  # type: ignore[attr-defined]
-    assert sources[3].columns == ("index", "memory.used")  # type: ignore[attr-defined]
+    assert cast(PrometheusSource, sources[0]).url == "http://h:8000/metrics"
+    assert cast(PrometheusSource, sources[1]).url == "http://h:9400/metrics"
+    assert cast(CommandGPUSource, sources[3]).columns == ("index", "memory.used")
     assert build_sources(None) == []
     assert [s.name for s in build_sources("http://h:8000", metrics=False, nvml=True)] == ["nvml"]
 
