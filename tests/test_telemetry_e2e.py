@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.engine import Engine, RampPlan, RunConfig
+from loadgen.config import RampPlan, RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.types import Target
 

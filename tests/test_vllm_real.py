@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from loadgen.launch import own_process_group
+from loadgen.childproc import own_process_group
 from loadgen.record import Record, read_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def server() -> Iterator[str]:
     if os.environ.get("RAMP_VLLM_URL"):
         yield os.environ["RAMP_VLLM_URL"].rstrip("/")
         return
-    from loadgen.launch import LaunchError, launch_and_wait
+    from loadgen.serverproc import LaunchError, launch_and_wait
 
     try:
         srv = launch_and_wait("vllm", VLLM_MODEL, SMALL_KV, python=VLLM_PYTHON, env=VLLM_ENV, timeout=300)
