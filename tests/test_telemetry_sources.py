@@ -372,7 +372,9 @@ async def test_window_summary_under_simulated_load() -> None:
     hub = TelemetryHub([source])
     await hub.start()
     try:
-        await wait_until(lambda: len(hub.readings("metrics")) >= 1)
+        # Two scrapes first: a cold first one (~0.1 s) spaces the next by 10x that (polite polling), which
+        # would skip the whole half-second burst; a warm one keeps the 50 ms pace through it.
+        await wait_until(lambda: len(hub.readings("metrics")) >= 2)
         t0 = time.monotonic_ns()
         async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
             body = {"model": sim.config.model, "prompt": "hello " * 40, "max_tokens": 48, "ignore_eos": True}
