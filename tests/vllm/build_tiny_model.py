@@ -18,8 +18,9 @@ import random
 import string
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Protocol, cast
 
 SEED = 1234
 VOCAB_SIZE = 4096
@@ -91,7 +92,22 @@ def corpus(rng: random.Random, lines: int = 30_000) -> Iterator[str]:
         yield line[0].upper() + line[1:] + ("." if rng.random() < 0.7 else ".\n" + rng.choice(WORDS))
 
 
-def build_tokenizer(out: Path) -> object:
+class ChatTokenizer(Protocol):
+    """The calls this script makes on transformers' ``PreTrainedTokenizerFast``, typed here because
+    transformers is installed only in CI's vLLM venv (ramp's own env, where mypy runs, lacks it)."""
+
+    def __len__(self) -> int: ...
+
+    def __call__(self, text: str) -> Mapping[str, list[int]]: ...
+
+    def convert_tokens_to_ids(self, tokens: str) -> int: ...
+
+    def apply_chat_template(
+        self, conversation: list[dict[str, str]], *, tokenize: bool, add_generation_prompt: bool
+    ) -> str: ...
+
+
+def build_tokenizer(out: Path) -> ChatTokenizer:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -117,15 +133,15 @@ def build_tokenizer(out: Path) -> object:
     )
     fast.chat_template = CHATML
     fast.save_pretrained(out)
-    return fast
+    return cast(ChatTokenizer, fast)
 
 
-def build_model(out: Path, tokenizer: object) -> None:
+def build_model(out: Path, tokenizer: ChatTokenizer) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(SEED)
-    vocab = len(tokenizer)  # type: ignore[arg-type]
+    vocab = len(tokenizer)
     config = LlamaConfig(
         vocab_size=vocab,
         hidden_size=256,
@@ -134,9 +150,9 @@ def build_model(out: Path, tokenizer: object) -> None:
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=4096,
-        bos_token_id=tokenizer.convert_tokens_to_ids("<s>"),  # type: ignore[attr-defined]
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),  # type: ignore[attr-defined]
-        pad_token_id=tokenizer.convert_tokens_to_ids("</s>"),  # type: ignore[attr-defined]
+        bos_token_id=tokenizer.convert_tokens_to_ids("<s>"),
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("</s>"),
         tie_word_embeddings=False,
         torch_dtype="bfloat16",
     )
@@ -159,12 +175,12 @@ def main(argv: list[str]) -> int:
     t1 = time.perf_counter()
     build_model(out, tokenizer)
     t2 = time.perf_counter()
-    sample = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+    sample = tokenizer.apply_chat_template(
         [{"role": "user", "content": "hello world"}], tokenize=False, add_generation_prompt=True
     )
-    ids = tokenizer(sample)["input_ids"]  # type: ignore[operator]
+    ids = tokenizer(sample)["input_ids"]
     print(
-        f"tiny model in {out}: vocab {len(tokenizer)}, tokenizer {t1 - t0:.1f} s, "  # type: ignore[arg-type]
+        f"tiny model in {out}: vocab {len(tokenizer)}, tokenizer {t1 - t0:.1f} s, "
         f"weights {t2 - t1:.1f} s; chat prompt {sample!r} -> {len(ids)} tokens"
     )
     return 0

@@ -32,14 +32,8 @@ def _arg(argv: list[str], flag: str, default: str = "") -> str:
     return default
 
 
-def main(kind: str) -> None:
-    argv = sys.argv[1:]
-    model = _arg(argv, "--model-path" if kind == "sglang" else "--model", "fake-model")
-    host, port = _arg(argv, "--host", "127.0.0.1"), int(_arg(argv, "--port", "0"))
-    print("FAKE-ARGV " + json.dumps(argv), flush=True)
-    if os.environ.get("FAKE_PID_FILE"):
-        with open(os.environ["FAKE_PID_FILE"], "w") as f:
-            f.write(str(os.getpid()))
+def _fail_if_asked(host: str, port: int) -> None:
+    """The failures FAKE_PORT_TAKEN_ONCE and FAKE_EXIT ask for, before anything listens."""
     taken = os.environ.get("FAKE_PORT_TAKEN_ONCE")
     if taken and not os.path.exists(taken):
         open(taken, "w").close()
@@ -51,15 +45,10 @@ def main(kind: str) -> None:
     if os.environ.get("FAKE_EXIT"):
         print("RuntimeError: fake engine failed to start (out of memory)", flush=True)
         sys.exit(int(os.environ["FAKE_EXIT"]))
-    delay = float(os.environ.get("FAKE_DELAY_S", "0"))
-    mode = os.environ.get("FAKE_MODE", "http")
-    if mode == "sim":
-        print(f"loading weights ({delay:g} s)", flush=True)
-        time.sleep(delay)  # a server that is still loading does not listen yet
-        from loadgen.sim.__main__ import main as sim_main
 
-        sys.exit(sim_main(["--preset", "tiny-cpu", "--host", host, "--port", str(port), "--model", model]))
-    ready_at = time.monotonic() + delay
+
+def _handler(kind: str, model: str, ready_at: float) -> type[BaseHTTPRequestHandler]:
+    """The FAKE_MODE=http server's request handler: unhealthy until ``ready_at`` (monotonic), then serving."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, fmt: str, *args: object) -> None:
@@ -101,6 +90,26 @@ def main(kind: str) -> None:
             self.wfile.write(b"data: [DONE]\n\n")
             self.close_connection = True
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    return Handler
+
+
+def main(kind: str) -> None:
+    argv = sys.argv[1:]
+    model = _arg(argv, "--model-path" if kind == "sglang" else "--model", "fake-model")
+    host, port = _arg(argv, "--host", "127.0.0.1"), int(_arg(argv, "--port", "0"))
+    print("FAKE-ARGV " + json.dumps(argv), flush=True)
+    if os.environ.get("FAKE_PID_FILE"):
+        with open(os.environ["FAKE_PID_FILE"], "w") as f:
+            f.write(str(os.getpid()))
+    _fail_if_asked(host, port)
+    delay = float(os.environ.get("FAKE_DELAY_S", "0"))
+    mode = os.environ.get("FAKE_MODE", "http")
+    if mode == "sim":
+        print(f"loading weights ({delay:g} s)", flush=True)
+        time.sleep(delay)  # a server that is still loading does not listen yet
+        from loadgen.sim.__main__ import main as sim_main
+
+        sys.exit(sim_main(["--preset", "tiny-cpu", "--host", host, "--port", str(port), "--model", model]))
+    server = ThreadingHTTPServer((host, port), _handler(kind, model, time.monotonic() + delay))
     print(f"fake {kind} serving {model} on {host}:{port}", flush=True)
     server.serve_forever()
