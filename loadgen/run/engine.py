@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Protocol, get_args
+from typing import Protocol
 
-from loadgen.config import Mode, RunConfig, RunOutcome
+from loadgen.config import MODES, Mode, RunConfig, RunOutcome
 from loadgen.run.controller import Controller
 from loadgen.run.protocol import (
     ChangeLevel,
@@ -118,7 +118,7 @@ class Engine:
         self._send(SetRate(float(rate_rps)))
 
     def set_mode(self, mode: Mode) -> None:
-        if mode not in get_args(Mode):
+        if mode not in MODES:
             raise ValueError(f"mode must be 'closed' or 'open', not {mode!r}")
         self._send(SetMode(mode))
 
