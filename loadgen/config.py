@@ -21,6 +21,11 @@ Arrival = Literal["constant", "poisson", "gamma"]
 RunState = Literal["starting", "running", "paused", "finished", "stopped", "failed"]
 EndedBy = Literal["plan", "next", "level", "mode", "pause", "stop", "slo", "error"]
 Window = Literal["step", "rolling", "run"]
+# Where the current step stands: warming up, measuring, closing (its window ended: the load holds until its
+# counted requests are done), settling (after a lowering: in flight comes down to the new level before the
+# next warm-up), idle (no load: paused, or a finished plan in the console waiting for a key).
+StepPhase = Literal["warmup", "measure", "closing", "settling", "idle"]
+AfterPlan = Literal["finish", "idle"]  # a finished plan ends the run (headless) or waits for keys (console)
 Phase = Literal["warmup", "measure"]
 Api = Literal["chat", "completions"]
 Transport = Literal["h1", "aiohttp", "httpx"]
@@ -109,6 +114,8 @@ class RunConfig:
     # a description of how (the run then fails at once, its finished steps kept).
     server_log: Callable[[], Sequence[str]] | None = None
     server_exit: Callable[[], str | None] | None = None
+    after_plan: AfterPlan = "finish"
+    seed_source: Literal["fresh", "given"] = "given"  # "fresh": drawn for this run (the record says which)
 
     @property
     def api(self) -> Api:

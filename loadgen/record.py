@@ -197,6 +197,8 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("duration_s", _step(lambda s: s.duration_s), float, "duration_s", 0.0),
     StepKey("stats_duration_s", _stats(lambda w: w.duration_s), float, "stats.duration_s", 0.0, "window_s"),
     StepKey("ended_by", _step(lambda s: s.ended_by), str, "ended_by", "plan"),
+    StepKey("carried_share", _step(lambda s: s.carried_share), float, "carried_share", 0.0),
+    StepKey("closing_s", _step(lambda s: s.closing_s), float, "closing_s", 0.0),
     StepKey("ok", _stats(lambda w: w.ok), int, "stats.ok", 0),
     StepKey("errors", _stats(lambda w: dict(w.errors)), dict, "stats.errors", {}),
     StepKey("error_count", _stats(lambda w: w.error_count)),

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NoReturn
 
-from loadgen.config import SLO, WINDOWS, EndedBy, Mode, RunState, Window
+from loadgen.config import SLO, WINDOWS, EndedBy, Mode, RunState, StepPhase, Window
 
 
 class _EmptyMapping(Mapping[Any, Any]):
@@ -151,6 +151,14 @@ class StepSummary:
     window_t0_ns: int = 0
     window_t1_ns: int = 0
     bound_reason: str = ""  # why client_bound (which worker symptom), "" when not
+    # Share of the step's counted requests still in flight when its load was changed by hand (they finished
+    # under the next load): 0.0 for a step closed under its own load. Only clean steps can be best.
+    carried_share: float = 0.0
+    closing_s: float = 0.0  # from the window's end until its last counted request was done (load held)
+
+    @property
+    def clean(self) -> bool:
+        return self.carried_share == 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +243,7 @@ class Snapshot:
     marks: tuple[tuple[float, str], ...] = ()
     message: str = ""  # e.g. why the run failed
     server_log: tuple[str, ...] = ()  # the last lines a server ramp launched printed
+    phase: StepPhase = "measure"
+    closing_left: int = 0  # closing: the step's counted requests still in flight
+    surplus: int = 0  # settling: requests in flight above the new level
+    notices: tuple[tuple[int, str], ...] = ()  # (id, text): what the engine chose for the operator (toasts)
