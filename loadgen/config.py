@@ -116,6 +116,9 @@ class RunConfig:
     server_exit: Callable[[], str | None] | None = None
     after_plan: AfterPlan = "finish"
     seed_source: Literal["fresh", "given"] = "given"  # "fresh": drawn for this run (the record says which)
+    # Requests that cannot fit the server's max_model_len are clamped (max_tokens first, then the prompt)
+    # instead of being sent to be rejected (--fit-context; the record header says so).
+    fit_context: bool = False
 
     @property
     def api(self) -> Api:

@@ -7,6 +7,8 @@ The API (``--api``) becomes ``Target.api``: what the workers send, the sizer is 
 states. The mode travels with the levels: the profile's ``[ramp]`` levels run in the profile's mode,
 levels given with ``--steps`` in the flags' mode (closed loop unless ``--open-loop``). An explicit
 ``--level`` or ``--rate`` without ``--steps`` is manual steering: the profile's plan is not used.
+Without ``--seed`` every run draws a fresh seed (so run after run sends new prompts and a server's prefix
+cache cannot warm across runs); ``--seed N`` replays run N's prompts. The record states which.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
+import secrets
 from dataclasses import dataclass, fields
 
 from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, Mode, RampPlan, RunConfig, Transport
@@ -34,6 +37,7 @@ __all__ = [
     "UsageError",
     "add_run_flags",
     "build_config",
+    "fresh_seed",
     "load_shape",
     "parse_levels",
     "parse_tag",
@@ -68,7 +72,8 @@ class RunFlags:
     tag: tuple[tuple[str, str], ...] = ()
     api_key_env: str = "OPENAI_API_KEY"
     transport: Transport = "h1"
-    seed: int = 0
+    seed: int | None = None  # None: a fresh seed for this run
+    fit_context: bool = False
     ttft_timeout: float = 300.0
     idle_timeout: float = 120.0
     total_timeout: float = 1800.0
@@ -163,7 +168,17 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--api-key-env", default=d.api_key_env, help="env var holding the API key")
     p.add_argument("--transport", choices=TRANSPORTS, default=d.transport, help="streaming HTTP client")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        help="replay a run's prompts (default: a fresh seed per run; the record states it)",
+    )
+    p.add_argument(
+        "--fit-context",
+        action="store_true",
+        help="clamp requests that cannot fit the server's max_model_len (max_tokens first, then the prompt)",
+    )
     p.add_argument("--ttft-timeout", type=float, default=d.ttft_timeout)
     p.add_argument("--idle-timeout", type=float, default=d.idle_timeout)
     p.add_argument("--total-timeout", type=float, default=d.total_timeout)
@@ -250,6 +265,11 @@ def _record_path(flags: RunFlags, profile: Profile) -> str:
     return os.path.join("runs", f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{profile.name}.jsonl")
 
 
+def fresh_seed() -> int:
+    """A seed no earlier run used (with overwhelming odds): 32 random bits, short enough to retype."""
+    return secrets.randbits(32)
+
+
 def resolve(flags: RunFlags, url: str) -> RunConfig:
     """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
     if not (url.startswith("http://") or url.startswith("https://")):
@@ -275,7 +295,9 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         # Headless needs no 4 Hz picture: fewer snapshots leave more CPU to the streams (and, on a small
         # box, to the server under test).
         snapshot_hz=flags.refresh or (1.0 if flags.headless else 4.0),
-        seed=flags.seed,
+        seed=flags.seed if flags.seed is not None else fresh_seed(),
+        seed_source="given" if flags.seed is not None else "fresh",
+        fit_context=flags.fit_context,
         transport=flags.transport,
         warmup_s=flags.warmup if flags.warmup is not None else 0.0,
         telemetry=not flags.no_metrics,

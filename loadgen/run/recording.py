@@ -44,6 +44,11 @@ def record_header(
         "arrival": load.arrival_label(),
         "workers": config.workers,
         "transport": config.transport,
+        # The prompts' seed: a fresh one per run unless --seed gave it (then the same prompts again, and a
+        # server with a prefix cache may serve them from it).
+        "seed": config.seed,
+        "seed_source": config.seed_source,
+        "fit_context": config.fit_context,  # requests clamped to the server's max_model_len
         "plan": None
         if plan is None
         else {
