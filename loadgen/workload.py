@@ -11,12 +11,17 @@ workers.
 
 Token lengths come from a ``PromptSizer``: words per token and the chat template's overhead, fitted to the
 server's ``/tokenize`` by ``calibrate_sizer`` or, when the server has none, estimated (``exact=False``).
+A sizer with ``fit_context`` (``--fit-context``) clamps every request to the server's context: max_tokens
+is lowered first (never below 1); a prompt that alone does not fit is shortened (its fresh part; a shared
+prefix longer than the context is cut once, the same in every worker); a session ends before its history
+alone would overflow. The draws are the same as without clamping: a request that fits is unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import random
 from array import array
 from bisect import bisect_right
@@ -101,6 +106,7 @@ class PromptSizer:
     exact: bool = False  # True when fitted to the server's /tokenize
     api: Api = "chat"
     note: str = ""  # where the numbers came from, e.g. "estimate: /tokenize returned HTTP 404"
+    fit_context: int | None = None  # --fit-context: every request clamped to fit this many tokens
 
     @classmethod
     def estimate(cls, api: Api, note: str = "estimate") -> PromptSizer:
@@ -112,6 +118,20 @@ class PromptSizer:
 
     def tokens_for_words(self, words: int) -> float:
         return words / self.words_per_token
+
+    @property
+    def per_turn_tokens(self) -> int:
+        """Template tokens a session turn adds to the history besides its text (chat: the reply's message)."""
+        return self.per_message_tokens if self.api == "chat" else 0
+
+    def slack(self, tokens: int) -> int:
+        """Tokens kept free when a request of ``tokens`` estimated prompt tokens is clamped to fit: random
+        words' token counts vary (at most ~0.5 token per word: 2·√N is four standard deviations), and an
+        estimated sizer may be off by a tenth."""
+        margin = 2.0 * math.sqrt(max(0, tokens))
+        if not self.exact:
+            margin += 0.1 * tokens
+        return int(math.ceil(margin))
 
 
 def as_api(value: str) -> Api:
@@ -247,7 +267,38 @@ class Workload:
         self._buckets = profile.buckets
         self._cum_weights = tuple(itertools.accumulate(b.weight for b in profile.buckets))
         self._groups: dict[str, PrefixGroup] = {g.name: g for g in profile.prefix_groups}
+        self._prefix_tokens = {g.name: self._fitted_prefix(g.prefix_tokens) for g in profile.prefix_groups}
         self._next_session_id = 0
+
+    def _fitted_prefix(self, tokens: int) -> int:
+        """A prefix's length, cut (with ``fit_context``) so that the template, one token of fresh text and
+        one of reply still fit after it."""
+        limit = self.sizer.fit_context
+        if limit is None:
+            return tokens
+        sizer = self.sizer
+        template = sizer.overhead_tokens + sizer.per_message_tokens + TRANSCRIPT_LABEL_TOKENS
+        return max(1, min(tokens, limit - sizer.slack(limit) - template - 2))
+
+    def prefix_tokens(self, group: str) -> int:
+        """Tokens of each prefix of ``group`` (the profile's, or less when cut to fit the context)."""
+        return self._prefix_tokens[group]
+
+    def fit(self, target: int, new_tokens: int, max_tokens: int, floor: int) -> tuple[int, int, int] | None:
+        """(target, new_tokens, max_tokens) of a request clamped to ``fit_context``: max_tokens first, down to
+        1; then the fresh text, to no fewer than ``floor`` tokens. None when even that does not fit."""
+        limit = self.sizer.fit_context
+        if limit is None:
+            return target, new_tokens, max_tokens
+        room = limit - self.sizer.slack(min(target, limit))
+        if target + max_tokens <= room:
+            return target, new_tokens, max_tokens
+        if target + 1 <= room:
+            return target, new_tokens, room - target
+        cut = target + 1 - room
+        if new_tokens - cut < floor:
+            return None
+        return target - cut, new_tokens - cut, 1
 
     def choose_bucket(self, rng: random.Random) -> Bucket:
         x = rng.random() * self._cum_weights[-1]
@@ -255,8 +306,7 @@ class Workload:
 
     def shared_prefix(self, group: str, index: int) -> str:
         """The text of prefix ``index`` of ``group``: identical in every process with the same seed and sizer."""
-        g = self._groups[group]
-        words = self.sizer.words_for(g.prefix_tokens)
+        words = self.sizer.words_for(self._prefix_tokens[group])
         return self._pool.window(_stable_offset(self.seed, group, index), words)
 
     def unique_text(self, rng: random.Random, words: int) -> str:
@@ -318,9 +368,9 @@ class Session:
         group = self.bucket.prefix_group
         if group is not None:
             g = workload._groups[group]
-            self._prefix_tokens = g.prefix_tokens
+            self._prefix_tokens = workload.prefix_tokens(group)
             if self.bucket.cache == "miss":
-                self._prefix = workload.unique_text(rng, workload.sizer.words_for(g.prefix_tokens))
+                self._prefix = workload.unique_text(rng, workload.sizer.words_for(self._prefix_tokens))
             else:
                 self._prefix = workload.shared_prefix(group, rng.randrange(g.count))
         # Chat: the prefix is its own system message, or (prefix_role = "user") opens the first user message.
@@ -359,6 +409,11 @@ class Session:
                 return None
         if self._multi and not chat and self.turn == 0:
             overhead += TRANSCRIPT_LABEL_TOKENS
+        fitted = w.fit(target, new_tokens, max_tokens, floor=overhead + 1)
+        if fitted is None:  # the history alone fills the context
+            self.done = True
+            return None
+        target, new_tokens, max_tokens = fitted
         messages, prompt = self._shape(w.unique_text(rng, sizer.words_for(max(1, new_tokens - overhead))))
         spec = RequestSpec(
             api=w.api,

@@ -13,6 +13,7 @@ import pytest
 
 from loadgen.config import SLO, RampPlan
 from loadgen.distributions import (
+    Distribution,
     DistributionError,
     Empirical,
     Fixed,
@@ -35,7 +36,7 @@ from loadgen.profile import (
 
 BUILTINS = {
     "chat",
-    "sglang-8k-1k",
+    "fixed-7k-1k",
     "agent-long-context",
     "rag-prefill-heavy",
     "decode-heavy",
@@ -92,9 +93,9 @@ def test_every_builtin_loads(name: str) -> None:
 
 
 def test_builtin_specifics() -> None:
-    sglang = load_profile("sglang-8k-1k")
-    (bucket,) = sglang.buckets
-    assert bucket.input == Fixed(8192) and bucket.output == Fixed(1024)
+    fixed = load_profile("fixed-7k-1k")
+    (bucket,) = fixed.buckets
+    assert bucket.input == Fixed(7000) and bucket.output == Fixed(1024)
 
     hvm = load_profile("prefix-hit-vs-miss")
     assert [(b.cache, b.weight, b.input, b.output, b.prefix_group) for b in hvm.buckets] == [
@@ -103,10 +104,10 @@ def test_builtin_specifics() -> None:
     ]
 
     agent = load_profile("agent-long-context")
-    assert agent.session is not None and agent.prefix_groups[0].prefix_tokens >= 4096
+    assert agent.session is not None and agent.prefix_groups[0].prefix_tokens >= 4000
 
     rag = load_profile("rag-prefill-heavy")
-    assert rag.buckets[0].input == Uniform(4096, 16384)
+    assert rag.buckets[0].input == Uniform(4096, 7680)
 
 
 def test_path_and_name_both_work(tmp_path: Path) -> None:
@@ -126,7 +127,7 @@ def test_unknown_builtin_name() -> None:
 # ---------------------------------------------------------------------------------------------- distributions
 
 
-def draw(dist, n: int = 20000, seed: int = 7) -> list[int]:
+def draw(dist: Distribution, n: int = 20000, seed: int = 7) -> list[int]:
     rng = random.Random(seed)
     return [sample_tokens(dist, rng) for _ in range(n)]
 
@@ -363,14 +364,16 @@ def test_pricing() -> None:
 def test_context_overflow_estimates_what_the_server_will_reject() -> None:
     from loadgen.profile import context_overflow, load_profile
 
-    # chat: lognormal prompts (to 8,192) + replies (to 2,048); against a 2,048-token server a few percent
-    share, largest = context_overflow(load_profile("chat"), 2048) or (0.0, 0)
-    assert 0.005 < share < 0.08 and 2048 < largest <= 8192 + 2048
-    # SGLang's fixed 8,192 in / 1,024 out never fits 8,192 and always fits 32k
-    assert context_overflow(load_profile("sglang-8k-1k"), 8192) == (1.0, 9216)
-    assert context_overflow(load_profile("sglang-8k-1k"), 32768) is None
-    # A session's context grows turn by turn: no per-request estimate
-    assert context_overflow(load_profile("agent-long-context"), 512) is None
+    # chat: lognormal prompts (to 6,000) + replies (to 2,048); against a 2,048-token server a few percent
+    found = context_overflow(load_profile("chat"), 2048)
+    assert found is not None and 0.005 < found.share < 0.08 and found.largest == 6000 + 2048
+    # fixed 7,000 in / 1,024 out never fits 4,096 and always fits 8,192
+    found = context_overflow(load_profile("fixed-7k-1k"), 4096)
+    assert found is not None and (found.share, found.largest) == (1.0, 8024)
+    assert context_overflow(load_profile("fixed-7k-1k"), 8192) is None
+    # A session's context grows turn by turn, to at most its max_context_tokens
+    found = context_overflow(load_profile("agent-long-context"), 512)
+    assert found is not None and found.share == 1.0 and found.largest == 8000
 
 
 def test_ramp_mode_travels_with_the_plan() -> None:

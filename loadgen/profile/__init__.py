@@ -77,6 +77,7 @@ profiles live in ``profiles/*.toml``, installed as the package ``loadgen.builtin
 
 from __future__ import annotations
 
+from loadgen.profile.context import ContextFit, context_overflow, largest_ask, largest_tokens
 from loadgen.profile.load import (
     builtin_profile_names,
     builtin_profile_path,
@@ -99,7 +100,6 @@ from loadgen.profile.model import (
     ProfileError,
     Sampling,
     SessionSpec,
-    context_overflow,
 )
 
 __all__ = [
@@ -110,6 +110,7 @@ __all__ = [
     "RAMP_MODES",
     "Bucket",
     "CacheClass",
+    "ContextFit",
     "PrefixGroup",
     "PrefixRole",
     "Pricing",
@@ -121,6 +122,8 @@ __all__ = [
     "builtin_profile_path",
     "builtin_profile_text",
     "context_overflow",
+    "largest_ask",
+    "largest_tokens",
     "load_profile",
     "parse_profile",
 ]

@@ -1,12 +1,11 @@
-"""The typed profile: the frozen, picklable records a validated profile becomes (``Profile`` and its parts),
-``ProfileError``, and ``context_overflow``, the one estimate made from a profile alone.
+"""The typed profile: the frozen, picklable records a validated profile becomes (``Profile`` and its parts)
+and ``ProfileError``.
 
 Everything after ``loadgen.profile.load`` works on these; workers receive a ``Profile`` pickled.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -35,7 +34,6 @@ __all__ = [
     "ProfileError",
     "Sampling",
     "SessionSpec",
-    "context_overflow",
 ]
 
 
@@ -206,24 +204,3 @@ class Profile:
             "ramp": None if self.ramp is None else self.ramp.as_dict(),
             "pricing": None if self.pricing is None else self.pricing.to_dict(),
         }
-
-
-def context_overflow(
-    profile: Profile, max_model_len: int, draws: int = 20_000, seed: int = 0
-) -> tuple[float, int] | None:
-    """The share of requests whose prompt + max_tokens would exceed ``max_model_len`` (a server rejects
-    them, vLLM with HTTP 400), estimated by drawing from the profile, and the largest ask seen; None for a
-    session profile (its context grows turn by turn: see its ``max_context_tokens``) or when none overflow.
-    """
-    if profile.session is not None or max_model_len <= 0 or not profile.buckets:
-        return None
-    rng = random.Random(seed)
-    prefixes = {g.name: g.prefix_tokens for g in profile.prefix_groups}
-    weights = [b.weight for b in profile.buckets]
-    over = largest = 0
-    for bucket in rng.choices(profile.buckets, weights=weights, k=draws):
-        ask = prefixes.get(bucket.prefix_group or "", 0) + int(bucket.input.sample(rng))
-        ask += int(bucket.output.sample(rng))
-        largest = max(largest, ask)
-        over += ask > max_model_len
-    return (over / draws, largest) if over else None

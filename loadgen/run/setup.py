@@ -1,13 +1,16 @@
 """Before the load: what the target serves (model, runtime, context length), the prompt sizer fitted to
 the API the workers speak, the telemetry, the record's header, and the warnings worth knowing before the
-first request is sent.
+first request is sent. With ``fit_context`` the sizer the workers receive carries the server's
+max_model_len, and every request is clamped to it (``loadgen.workload``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from loadgen.config import SLO, RunConfig, SetupError
+from loadgen.format import fmt_count, fmt_pct
 from loadgen.profile import Profile, context_overflow
 from loadgen.run.recording import RunRecord, record_header
 from loadgen.run.state import Load, RunStatus
@@ -30,18 +33,33 @@ def resolve_model(config: RunConfig, info: ServerInfo) -> str:
     return model
 
 
-def context_warning(profile: Profile, max_model_len: int | None) -> str | None:
-    """A warning when the profile asks for more context than the server serves, else None."""
+def context_warning(
+    profile: Profile, max_model_len: int | None, *, fit: bool, sizer: PromptSizer | None = None
+) -> str | None:
+    """A warning when the profile can ask for more context than the server serves, else None; ``fit``:
+    those requests are clamped (``--fit-context``), else they are sent and rejected."""
     if not isinstance(max_model_len, int):
-        return None
-    found = context_overflow(profile, max_model_len)
+        unknown = "--fit-context: the server does not state its max_model_len; requests are sent as drawn"
+        return unknown if fit else None
+    found = context_overflow(profile, max_model_len, turn_overhead=sizer.per_turn_tokens if sizer else 0)
     if found is None:
         return None
-    share, largest = found
+    share = (
+        f"about {fmt_pct(found.share)} of requests"
+        if found.share > 0
+        else f"fewer than 1 in {fmt_count(found.draws)} requests"
+    )
+    asks = f"up to {fmt_count(found.largest)}" if found.bounded else f"{fmt_count(found.largest)} or more"
+    head = (
+        f"profile '{profile.name}' asks {asks} tokens (prompt + max_tokens) against the server's "
+        f"max_model_len {fmt_count(max_model_len)}: {share}"
+    )
+    if not fit:
+        return f"{head} will be rejected as errors; use --fit-context to clamp them (or a profile that fits)."
+    estimate = "" if sizer is None or sizer.exact else f" (prompt lengths are estimated: {sizer.note})"
     return (
-        f"profile '{profile.name}': about {share:.1%} of requests ask for more than the server's "
-        f"max_model_len {max_model_len:,} (prompt + max_tokens up to {largest:,}); the server will reject "
-        "them as errors. Use a profile that fits, or serve a longer context."
+        f"{head} are clamped to fit (--fit-context): max_tokens lowered first, the prompt shortened when "
+        f"it alone does not fit{estimate}."
     )
 
 
@@ -59,9 +77,11 @@ async def prepare(
     # The resolved API (flags over profile, merged once into the target) is what the workers speak.
     sizer = await calibrate_sizer(config.target, status.model, config.api)
     await link.start(config)
-    warning = context_warning(config.profile, info.max_model_len)
+    warning = context_warning(config.profile, info.max_model_len, fit=config.fit_context, sizer=sizer)
     if warning is not None:
         status.warnings.append(warning)
+    if config.fit_context and isinstance(info.max_model_len, int):
+        sizer = dataclasses.replace(sizer, fit_context=info.max_model_len)
     if not config.out:
         return sizer, RunRecord()
     header = record_header(config, status, load, slo, info.max_model_len, link.conditions())
