@@ -247,3 +247,4 @@ class Snapshot:
     closing_left: int = 0  # closing: the step's counted requests still in flight
     surplus: int = 0  # settling: requests in flight above the new level
     notices: tuple[tuple[int, str], ...] = ()  # (id, text): what the engine chose for the operator (toasts)
+    latest_errors: Mapping[str, str] = EMPTY  # ErrorKind value -> the latest full (scrubbed) message of it
