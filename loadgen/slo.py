@@ -62,6 +62,10 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
 
 
 def _eligible(step: StepSummary) -> bool:
+    # Only a clean step can be best: one measured start to finish under its own load. A step cut by a key
+    # (its requests ran into the next load) or stopped part-way (a signal, a stop) says nothing certain.
+    if not step.clean or step.ended_by == "stop":
+        return False
     verdict = step.verdict
     if verdict.met is None:
         # no SLO: every step counts; not enough data (a failure line says so): it does not
@@ -70,7 +74,7 @@ def _eligible(step: StepSummary) -> bool:
 
 
 def best_step(steps: Sequence[StepSummary]) -> int | None:
-    """Position in ``steps`` of the highest aggregate out tok/s among steps that met the SLO.
+    """Position in ``steps`` of the highest aggregate out tok/s among clean steps that met the SLO.
 
     Ties go to the lighter load (lower concurrency, or lower rate in open loop), then the earlier step.
     """

@@ -73,9 +73,8 @@ def test_a_step_is_folded_ended_and_reported() -> None:
 def test_a_moment_between_two_key_presses_is_not_a_step() -> None:
     steps = _steps(level=1)
     steps.begin()
-    steps.end("level")
-    (ready,) = steps.complete()
-    assert steps.summarize(ready, SLO()) is None and steps.summaries == []
+    assert steps.end("level") is None  # decided at the cut: it takes no index and leaves no boundary
+    assert steps.complete() == [] and steps.summaries == [] and steps.index == 0 and steps.starts_s == []
 
 
 def test_warmup_is_never_reported() -> None:

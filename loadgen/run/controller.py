@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from loadgen.config import FINAL_STATES, EndedBy, Mode, RunConfig, RunOutcome, SetupError
+from loadgen.config import FINAL_STATES, RunConfig, RunOutcome, SetupError
 from loadgen.run.fleet import Fleet
 from loadgen.run.live import LiveFigures
 from loadgen.run.protocol import (
@@ -40,7 +40,8 @@ from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import NO_TIMER_NS, TELEMETRY_WAIT_S, Segment, Steps
 from loadgen.run.telemetry_link import TelemetryLink
-from loadgen.snapshot import Snapshot
+from loadgen.run.wheel import Wheel
+from loadgen.snapshot import Snapshot, StepSummary
 
 UNREACHABLE_AFTER_S = 10.0
 
@@ -60,6 +61,7 @@ class Controller:
         self.steps = Steps(self.load, self.fleet, self.link, self.status.t0_ns)
         self.live = LiveFigures(config.rolling_s, self.status.t0_ns)
         self.snapshots = SnapshotBuilder(config, self.slo)
+        self.wheel = Wheel(config, self.status, self.load, self.steps, self.fleet, self.live)
         self.record = RunRecord()  # none until setup opens one (--out)
         self.stop_requested: bool | None = None  # None, or the cancel flag of the stop asked for
         self.wake = asyncio.Event()
@@ -74,7 +76,7 @@ class Controller:
             case Stop(cancel=cancel):
                 if self.stop_requested is None:
                     self.stop_requested = cancel
-            case _ if not self.status.live:
+            case _ if not (self.status.live or self.wheel.idle_after_plan):
                 return
             case Mark(note=note):
                 self._mark(note)
@@ -87,15 +89,15 @@ class Controller:
             case Resume():
                 self._resume()
             case SetLevel(level=level):
-                self._change(level=max(0, level))
+                self.wheel.manual(level=level)
             case ChangeLevel(delta=delta):
-                self._change(level=max(0, load.level + delta))
+                self.wheel.manual(level=load.level + delta)
             case SetRate(rate_rps=rate):
-                self._change(rate=max(0.0, rate))
+                self.wheel.manual(rate=rate)
             case SetMode(mode=mode):
-                self._set_mode(mode)
+                self.wheel.switch_mode(mode)
             case NextStep():
-                self._advance("next")
+                self.wheel.next_step()
         self.wake.set()
 
     def _mark(self, note: str) -> None:
@@ -109,43 +111,15 @@ class Controller:
             self.fleet.send_all(PauseLoad())
             self.load.paused = True
             self.status.state = "paused"
-            self.steps.end("pause")
+            self.wheel.cut("pause")
+            self.wheel.settling = False
 
     def _resume(self) -> None:
         if self.status.state == "paused":
             self.load.paused = False
             self.status.state = "running"
             self.fleet.send_all(ResumeLoad())
-            self.steps.begin()
-
-    def _set_mode(self, mode: Mode) -> None:
-        if mode != self.load.mode:
-            if mode == "open" and self.load.rate <= 0:
-                self.load.rate = 1.0
-            self.load.mode = mode
-            self._change(mode_switch=True)
-
-    def _change(self, level: int | None = None, rate: float | None = None, mode_switch: bool = False) -> None:
-        load = self.load
-        if level is not None:
-            load.level = level
-        if rate is not None:
-            load.rate = rate
-        if self.status.state == "starting":
-            return
-        # A manual change ends the current step and starts a new one at the new level; a plan is left.
-        if level is not None or rate is not None:
-            load.plan = None
-        if self.status.state == "paused":
-            return
-        self.steps.end("mode" if mode_switch else "level")
-        self.steps.begin()
-
-    def _advance(self, ended_by: EndedBy) -> None:
-        if self.status.state != "running":
-            return
-        if not self.steps.advance(ended_by):
-            self.status.state = "finished"
+            self.wheel.start()
 
     # ---- setup ------------------------------------------------------------------------------------------
     async def _setup(self) -> None:
@@ -166,8 +140,9 @@ class Controller:
             return self.outcome()
         self._start_load()
         await self._loop()
-        # A finished plan drains: its last step's requests complete and count. A stop asked for says itself.
-        cancel = self.stop_requested if self.stop_requested is not None else status.state != "finished"
+        # A finished plan's last step closed under its own load before the plan finished: what is still in
+        # flight was sent after it and counts nowhere. A stop asked for says whether to cancel.
+        cancel = self.stop_requested if self.stop_requested is not None else True
         if status.state in ("running", "paused") and self.stop_requested is not None:
             status.state = "stopped"
         await self._shutdown(cancel=cancel)
@@ -178,12 +153,14 @@ class Controller:
         self.load.plan_index = 0
         if self.load.plan is not None and self.load.plan.levels:
             self.load.apply_plan_level(0)
-        self.steps.begin()
+        self.wheel.start()
 
     async def _loop(self) -> None:
         period_ns = int(1e9 / max(0.5, self.config.snapshot_hz))
         deadline = time.monotonic_ns() + period_ns
-        while self.stop_requested is None and self.status.state in ("running", "paused"):
+        while self.stop_requested is None and (
+            self.status.state in ("running", "paused") or self.wheel.idle_after_plan
+        ):
             # Wake at the next boundary too, not only at the next snapshot: a warm-up or step end checked
             # only on snapshot ticks would land up to a tick late and shorten or stretch the windows.
             wake_ns = min(deadline, self._next_timer_ns())
@@ -208,8 +185,9 @@ class Controller:
         if self.status.state != "running":
             return
         self.steps.end_warmup(now)
-        if self.steps.step_due(now):
-            self._advance("plan")
+        if self.steps.step_due(now) and self.steps.current is not None:
+            self.wheel.window_due()
+        self.wheel.check_settled()
 
     def _pump(self) -> None:
         for msg in self.fleet.drain():
@@ -224,7 +202,7 @@ class Controller:
                 self.fleet.fatal.append(text)
                 self.live.recent_errors.append(f"worker {wid} died: {text}")
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
-                self.steps.fold(wid, window, delta, closed, current)
+                self.steps.fold(wid, window, delta, closed, current, msg.in_flight)
                 self.live.add(wid, delta, current)
 
     def _report_complete(self, force: bool = False) -> None:
@@ -236,6 +214,10 @@ class Controller:
         if summary is None:
             return
         self.record.step(summary, seg.acc.encoded())
+        self._early_stop(summary)
+        self.wheel.reported(seg)
+
+    def _early_stop(self, summary: StepSummary) -> None:
         plan, verdict = self.load.plan, summary.verdict
         if (
             plan is not None
@@ -247,7 +229,8 @@ class Controller:
             self.status.message = (
                 f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
             )
-            self.status.state = "finished"
+            self.wheel.next_after_close = False
+            self.wheel.finish_plan()
 
     # ---- health -----------------------------------------------------------------------------------------
     def _check_health(self, now: int) -> None:
@@ -292,6 +275,7 @@ class Controller:
             self.live,
             self.link,
             self.record.path,
+            self.wheel,
         )
         self.publish(snap)
 

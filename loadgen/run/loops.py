@@ -18,6 +18,7 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from loadgen.config import Arrival
 from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec
@@ -26,7 +27,23 @@ from loadgen.workload import Workload
 CONNECT_BACKOFF_MIN_S = 0.01  # a closed-loop user's pause after a refused connection, doubling ...
 CONNECT_BACKOFF_MAX_S = 1.0  # ... up to this, until a request connects again
 
-Send = Callable[[RequestSpec, int], Awaitable[RequestResult]]  # (spec, intended start ns) -> result
+
+class Send(Protocol):
+    """Send one request intended to start at ``intended_ns``; ``reserved``: the window that scheduled it
+    (an arrival that waited for a slot belongs to the step that scheduled it, not to the one it is sent in)."""
+
+    def __call__(
+        self, spec: RequestSpec, intended_ns: int, reserved: int | None = None, /
+    ) -> Awaitable[RequestResult]: ...
+
+
+class Reservations(Protocol):
+    """The worker's windows as open loop sees them: an arrival queued for a slot reserves its place in the
+    window that scheduled it, and releases it if it is never sent."""
+
+    def reserve(self) -> int: ...
+
+    def release(self, window: int, /) -> None: ...
 
 
 class Gate:
@@ -87,7 +104,7 @@ class ClosedLoop:
                 self.users[uid].cancel()
 
     async def _user(self, uid: int) -> None:
-        rng = random.Random(self.seed * 1_000_003 + self.worker_id * 10_007 + uid)
+        rng = random.Random(f"{self.seed}:{self.worker_id}:{uid}")  # unique per (run, worker, user)
         session = self.workload.new_session(rng, session_id=self.session_id())
         gate = self.gate
         backoff_s = 0.0
@@ -125,11 +142,20 @@ class OpenLoop:
     """Sessions started on a seeded schedule of absolute times, behind an optional concurrency cap."""
 
     def __init__(
-        self, workload: Workload, send: Send, gate: Gate, session_id: Callable[[], int], rng: random.Random
+        self,
+        workload: Workload,
+        send: Send,
+        gate: Gate,
+        session_id: Callable[[], int],
+        rng: random.Random,
+        windows: Reservations,
     ) -> None:
         self.workload, self.send, self.gate, self.session_id, self.rng = workload, send, gate, session_id, rng
+        self.windows = windows
         self.sessions: set[asyncio.Task[None]] = set()
-        self.backlog: collections.deque[int] = collections.deque()  # intended start (ns) waiting for a slot
+        # (intended start ns, the window that scheduled it): arrivals waiting for a slot under the cap
+        self.backlog: collections.deque[tuple[int, int]] = collections.deque()
+        self.unsent: dict[asyncio.Task[None], int] = {}  # sessions started from the backlog, not sent yet
         self.arrivals: asyncio.Task[None] | None = None
         self.rate_rps = 0.0
         self.arrival: Arrival = "poisson"
@@ -149,10 +175,15 @@ class OpenLoop:
         if self.arrivals is not None:
             self.arrivals.cancel()
             self.arrivals = None
-        self.backlog.clear()
+        self.drop_backlog()
         if cancel:
             for task in list(self.sessions):
                 task.cancel()
+
+    def drop_backlog(self) -> None:
+        """Queued arrivals that will not be sent (paused, stopped, load changed): their windows may close."""
+        while self.backlog:
+            self.windows.release(self.backlog.popleft()[1])
 
     def restart(self) -> None:
         if self.arrivals is not None:
@@ -186,16 +217,21 @@ class OpenLoop:
             self._admit(next_ns)
             next_ns += int(self._gap_s() * 1e9)
 
-    def _admit(self, intended_ns: int) -> None:
+    def _admit(self, intended_ns: int, reserved: int | None = None) -> None:
         if self.cap and len(self.sessions) >= self.cap:
-            self.backlog.append(intended_ns)
+            self.backlog.append((intended_ns, self.windows.reserve() if reserved is None else reserved))
             return
-        task = asyncio.get_running_loop().create_task(self._session(intended_ns))
+        task = asyncio.get_running_loop().create_task(self._session(intended_ns, reserved))
+        if reserved is not None:
+            self.unsent[task] = reserved
         self.sessions.add(task)
         task.add_done_callback(self._session_done)
 
     def _session_done(self, task: asyncio.Task[None]) -> None:
         self.sessions.discard(task)
+        window = self.unsent.pop(task, None)
+        if window is not None:  # ended (cancelled, no request) before sending the arrival it reserved
+            self.windows.release(window)
         self._drain_backlog()
 
     def _drain_backlog(self) -> None:
@@ -206,18 +242,23 @@ class OpenLoop:
             and not gate.paused
             and (not self.cap or len(self.sessions) < self.cap)
         ):
-            self._admit(int(self.backlog.popleft()))
+            self._admit(*self.backlog.popleft())
 
-    async def _session(self, intended_ns: int) -> None:
+    async def _session(self, intended_ns: int, reserved: int | None = None) -> None:
         session = self.workload.new_session(
             random.Random(self.rng.getrandbits(64)), session_id=self.session_id()
         )
+        task = asyncio.current_task()
         with contextlib.suppress(asyncio.CancelledError):
             while not self.gate.stopping:
                 spec = session.next_request()
                 if spec is None:
                     return
-                result = await self.send(spec, intended_ns)
+                sending = self.send(spec, intended_ns, reserved)
+                if task is not None:
+                    self.unsent.pop(task, None)  # the send below takes the reservation over
+                reserved = None  # a session's later turns belong to the window they are sent in
+                result = await sending
                 if result.outcome is Outcome.CANCELLED:
                     return
                 session.on_result(result)

@@ -91,13 +91,16 @@ class WorkerFatal:
 @dataclass(frozen=True, slots=True)
 class WorkerDelta:
     """A worker's figures for the requests it sent in ``window``. ``closed``: none of them is left in
-    flight; ``current``: the window the worker sends in now (the delta then carries its live gauges)."""
+    flight; ``current``: the window the worker sends in now (the delta then carries its live gauges);
+    ``in_flight``: how many of the window's requests (and of its arrivals still queued for a slot) were in
+    flight when it was shipped — the step's closing count, and at a cut the share carried into the next load."""
 
     worker_id: int
     window: int
     closed: bool
     current: bool
     delta: IntervalDelta
+    in_flight: int = 0
 
 
 WorkerMessage: TypeAlias = WorkerReady | WorkerFatal | WorkerDelta

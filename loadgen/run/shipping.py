@@ -41,13 +41,29 @@ class WindowBook:
         self.t_last_ns = time.monotonic_ns()
 
     # ---- requests ---------------------------------------------------------------------------------------
-    def sending(self) -> int:
-        """A request leaves now: counted in flight in the current window, which it belongs to."""
-        window = self.window
+    def sending(self, reserved: int | None = None) -> int:
+        """A request leaves now: counted in flight in the current window, which it belongs to — or in the
+        window that ``reserve``d it when it was scheduled (an open-loop arrival that waited for a slot)."""
         self.in_flight += 1
         self.sent += 1
+        if reserved is not None:
+            return reserved  # already counted in its window's in-flight since it was scheduled
+        window = self.window
         self.window_inflight[window] = self.window_inflight.get(window, 0) + 1
         return window
+
+    def reserve(self) -> int:
+        """An arrival is scheduled now but waits for a slot: it belongs to the current window, which stays
+        open (not closed) until it has been sent and answered, or ``release``d."""
+        window = self.window
+        self.window_inflight[window] = self.window_inflight.get(window, 0) + 1
+        return window
+
+    def release(self, window: int) -> None:
+        """A reserved arrival that will never be sent (paused, stopped): its window may close."""
+        self.window_inflight[window] -= 1
+        if window != self.window and self.window_inflight[window] == 0:
+            self.ship_closed()
 
     def landed(self, window: int) -> None:
         """The request sent in ``window`` is no longer in flight (answered, failed or cancelled)."""
@@ -114,10 +130,11 @@ class WindowBook:
                     sent=self.sent,
                     health=health(),
                 )
-                self.put(WorkerDelta(wid, window, False, True, delta))
+                self.put(WorkerDelta(wid, window, False, True, delta, self.window_inflight.get(window, 0)))
             else:
-                closed = self.window_inflight.get(window, 0) == 0
-                self.put(WorkerDelta(wid, window, closed, False, recorder.take(self.t_last_ns, now)))
+                left = self.window_inflight.get(window, 0)
+                closed = left == 0
+                self.put(WorkerDelta(wid, window, closed, False, recorder.take(self.t_last_ns, now), left))
                 if closed:
                     del self.recorders[window]
                     self.window_inflight.pop(window, None)

@@ -11,6 +11,7 @@ from loadgen.run.live import LiveFigures
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import Steps
 from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.run.wheel import Wheel
 from loadgen.snapshot import SeriesPoint, Snapshot, WindowStats
 
 SERIES_POINTS = 900  # one a second: the last 15 minutes
@@ -53,15 +54,12 @@ class SnapshotBuilder:
         live: LiveFigures,
         link: TelemetryLink,
         record_path: str | None,
+        wheel: Wheel,
     ) -> Snapshot:
         elapsed = status.elapsed_s(now)
-        windows = self.windows(now, status, steps, live)
-        out_s, in_s, ok_s, sent_s = live.rates(now)
-        in_flight = live.in_flight
-        if now - self.last_series_ns >= SERIES_EVERY_NS and status.state in ("running", "paused"):
-            self.last_series_ns = now
-            self.series.append(SeriesPoint(elapsed, out_s, in_s, ok_s, in_flight, load.level))
-        end_ns = steps.end_ns if status.state == "running" else None
+        sent_s = live.rates(now)[3]
+        end_ns = steps.end_ns if status.state == "running" and steps.current is not None else None
+        phase = wheel.phase()
         self.seq += 1
         return Snapshot(
             seq=self.seq,
@@ -79,16 +77,15 @@ class SnapshotBuilder:
             arrival=load.arrival_label(),
             paused=load.paused,
             auto_ramp=load.auto,
-            step_index=max(0, steps.index),
+            step_index=steps.index,
             step_count=len(load.plan.levels) if load.plan is not None else None,
-            step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.index >= 0 else 0.0,
+            step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.t0_step_ns else 0.0,
             step_remaining_s=None if end_ns is None else max(0.0, (end_ns - now) / 1e9),
-            warming_up=steps.warming_up,
-            in_flight=in_flight,
+            warming_up=phase == "warmup",
+            in_flight=live.in_flight,
             queued=live.queued,
-            windows=windows,
+            windows=self.windows(now, status, steps, live),
             rolling_s=self.config.rolling_s,
-            series=tuple(self.series),
             step_starts_s=tuple(steps.starts_s),
             steps=tuple(steps.summaries),
             best_step=steps.best,
@@ -101,7 +98,22 @@ class SnapshotBuilder:
             marks=tuple(status.marks),
             message=status.message,
             server_log=self.server_log(),
+            phase=phase,
+            closing_left=steps.closing_left() if phase == "closing" else 0,
+            surplus=wheel.surplus(),
+            notices=tuple(wheel.notices),
+            series=self.series_point(now, elapsed, status, load, live),
         )
+
+    def series_point(
+        self, now: int, elapsed: float, status: RunStatus, load: Load, live: LiveFigures
+    ) -> tuple[SeriesPoint, ...]:
+        """The once-a-second throughput series, with a point added when a second has passed."""
+        if now - self.last_series_ns >= SERIES_EVERY_NS and status.state in ("running", "paused"):
+            self.last_series_ns = now
+            out_s, in_s, ok_s, _ = live.rates(now)
+            self.series.append(SeriesPoint(elapsed, out_s, in_s, ok_s, live.in_flight, load.level))
+        return tuple(self.series)
 
     def server_log(self) -> tuple[str, ...]:
         """The last lines of the server ramp launched (none otherwise; a failing reader shows none)."""

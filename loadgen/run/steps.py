@@ -43,6 +43,7 @@ class StepEnd:
     warmup_s: float
     duration_s: float
     close_deadline_ns: int  # report it by then even if some of its requests never came back
+    held: bool = False  # a planned end: the load holds at the step's level until its requests are done
 
 
 @dataclass(eq=False, slots=True)
@@ -58,13 +59,33 @@ class Segment:
     t1_ns: int | None = None
     judges: dict[int, BoundJudge] = field(default_factory=dict)  # per worker: its health over the window
     end: StepEnd | None = None  # set when the step ended: the window is then reported once complete
+    in_flight: dict[int, int] = field(default_factory=dict)  # per worker: its requests still in flight
+    cut_ns: int | None = None  # when its load was changed under its requests (they ran into the next load)
+    carried: dict[int, int] = field(default_factory=dict)  # per worker: its requests in flight at the cut
+    closed_ns: int | None = None  # when its last request was done
 
-    def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool) -> None:
+    def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0) -> None:
         self.acc.add(delta)
         if current and delta.health:
             self.judges.setdefault(wid, BoundJudge()).add(delta.health)
+        self.in_flight[wid] = 0 if closed else in_flight
+        # The first figures shipped after the cut say how many of its requests the cut caught in flight.
+        if self.cut_ns is not None and wid not in self.carried and delta.t1_ns >= self.cut_ns:
+            self.carried[wid] = self.in_flight[wid]
         if closed:
             self.pending.discard(wid)
+            if not self.pending and self.closed_ns is None:
+                self.closed_ns = time.monotonic_ns()
+
+    @property
+    def left(self) -> int:
+        """Its requests still in flight (as last shipped)."""
+        return sum(self.in_flight.values())
+
+    def carried_share(self, done: int) -> float:
+        if self.cut_ns is None or done <= 0:
+            return 0.0
+        return round(min(1.0, sum(self.carried.values()) / done), 4)
 
     def bound_reason(self) -> str | None:
         """Why this window's timings may read high (the client-bound flag), or None."""
@@ -81,7 +102,10 @@ class Steps:
         self.current: Segment | None = None
         self.run_acc = Accumulator()
         self.run_measured_s = 0.0
-        self.index = -1
+        self.index = 0  # the current step's index (or the next one's, between steps): header, chart, record
+        self.closing: Segment | None = None  # a planned step whose window ended: its load holds until done
+        self.mode: Mode = load.mode
+        self.arrival = load.arrival_label()
         self.t0_step_ns = 0
         self.warm_end_ns = 0
         self.end_ns: int | None = None
@@ -93,11 +117,13 @@ class Steps:
         self.best: int | None = None
 
     # ---- deltas -----------------------------------------------------------------------------------------
-    def fold(self, wid: int, window: int, delta: IntervalDelta, closed: bool, current: bool) -> None:
+    def fold(
+        self, wid: int, window: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0
+    ) -> None:
         seg = self.segments.get(window)
         if seg is None:
             return
-        seg.fold(wid, delta, closed, current)
+        seg.fold(wid, delta, closed, current, in_flight)
         if seg.phase == "measure":
             self.run_acc.add(delta)
 
@@ -121,12 +147,13 @@ class Steps:
         return seg
 
     def begin(self) -> None:
+        """A step begins at the load asked for now: its warm-up (or its measurement, without one)."""
         now = time.monotonic_ns()
         load = self.load
-        self.index += 1
         self.t0_step_ns = now
         self.level = load.level
         self.rate = load.rate if load.mode == "open" else None
+        self.mode, self.arrival = load.mode, load.arrival_label()
         self.marks = []
         self.starts_s.append((now - self.t0_ns) / 1e9)
         warm = load.warmup_s()
@@ -137,51 +164,69 @@ class Steps:
         self.fleet.apply_load(load)
         self.end_ns = load.step_end_ns(now)
 
-    def end(self, ended_by: EndedBy) -> None:
+    def _between(self, now: int) -> None:
+        """Requests sent from now until the next step begins go to a window nobody reports."""
+        self.fleet.send_all(Flush(self.next_seg, now))
+        self.next_seg += 1
+
+    def _forget(self, seg: Segment) -> None:
+        """The step never measured anything: it takes no index and leaves no chart boundary."""
+        self.segments.pop(seg.seg_id, None)
+        if self.starts_s:
+            self.starts_s.pop()
+
+    def end(self, ended_by: EndedBy, *, hold: bool = False) -> Segment | None:
+        """The current step's window ends now. ``hold``: a planned end — the load stays at its level until
+        every request it counted is done (``closing``); otherwise the load changes at once and the requests
+        still in flight are carried into the next load (their share is reported). Returns the step's window,
+        None when it is not a step (a warm-up, a moment between two key presses, nothing sent)."""
         seg = self.current
         if seg is None:
-            return
+            return None
         now = time.monotonic_ns()
         seg.t1_ns = now
         self.current = None
-        # Until the next step begins (pause, stop) requests go to a window nobody reports.
-        self.fleet.send_all(Flush(self.next_seg, now))
-        self.next_seg += 1
-        if seg.phase != "measure":
-            self.segments.pop(seg.seg_id, None)  # warm-up is never reported
-            return
+        self.end_ns = None
+        self._between(now)
+        nothing = seg.acc.sent == 0 and seg.left == 0 and not seg.acc.counters
+        if seg.phase != "measure" or (
+            ended_by in MANUAL_ENDS and ((now - seg.t0_ns) / 1e9 < MIN_STEP_S or nothing)
+        ):
+            self._forget(seg)
+            return None
+        self.index += 1
         self.link.poke()
         self.run_measured_s += (now - seg.t0_ns) / 1e9
-        # Reported once every worker says none of the window's requests is still in flight.
+        if not hold and ended_by != "stop":
+            seg.cut_ns = now
         seg.end = StepEnd(
             ended_by=ended_by,
-            mode=self.load.mode,
+            mode=self.mode,
             level=self.level,
             rate_rps=self.rate,
-            arrival=self.load.arrival_label(),
+            arrival=self.arrival,
             marks=tuple(self.marks),
             warmup_s=(self.warm_end_ns - self.t0_step_ns) / 1e9,
             duration_s=(now - self.t0_step_ns) / 1e9,
             close_deadline_ns=now + int(LATE_RESULTS_S * 1e9),
+            held=hold,
         )
+        if hold:
+            self.closing = seg
+        return seg
 
-    def advance(self, ended_by: EndedBy) -> bool:
-        """End the step and begin the next: the plan's next level, or (no plan) double the load. False when
-        the plan has no next level: the step is ended and nothing begins."""
-        load = self.load
-        if load.plan is not None:
-            if load.plan_index + 1 >= len(load.plan.levels):
-                self.end(ended_by)
-                return False
-            load.plan_index += 1
-            load.apply_plan_level(load.plan_index)
-        elif load.mode == "closed":
-            load.level = max(1, load.level * 2)
-        else:
-            load.rate = max(0.1, load.rate * 2)
-        self.end(ended_by)
-        self.begin()
+    def cut_closing(self) -> bool:
+        """The load changes while a planned step still holds for its requests: they are carried into the
+        next load. False when no step was closing."""
+        seg = self.closing
+        if seg is None:
+            return False
+        seg.cut_ns = time.monotonic_ns()
+        self.closing = None
         return True
+
+    def closing_left(self) -> int:
+        return self.closing.left if self.closing is not None else 0
 
     def restart_timer(self) -> None:
         """Auto-ramp switched: the current step ends when the new setting says."""
@@ -244,12 +289,13 @@ class Steps:
         window_s = max(1e-9, (t1_ns - seg.t0_ns) / 1e9)
         stats = seg.acc.stats("step", window_s)
         done = stats.ok + stats.error_count + stats.cancelled
-        if end.ended_by in MANUAL_ENDS and (window_s < MIN_STEP_S or done == 0):
-            return None
+        if self.closing is seg:
+            self.closing = None
+        closed_ns = seg.closed_ns if seg.closed_ns is not None else time.monotonic_ns()
         verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
         bound = seg.bound_reason()
         summary = StepSummary(
-            index=len(self.summaries),
+            index=seg.step,
             mode=end.mode,
             level=int(end.level),
             rate_rps=end.rate_rps,
@@ -266,6 +312,8 @@ class Steps:
             ended_by=end.ended_by,
             server=self.link.window_summary(seg.t0_ns, t1_ns),
             marks=end.marks,
+            carried_share=seg.carried_share(done),
+            closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
         )
         self.summaries.append(summary)
         self.best = best_step(self.summaries)

@@ -5,12 +5,19 @@ or more of these processes, sends them ``WorkerCommand`` messages over a queue (
 and receives a ``WorkerDelta`` (encoded HDR histograms + counters) from each about four times a second,
 plus one at once whenever it asks for a flush (step and warm-up boundaries). How the load is offered lives
 in ``loadgen.run.loops``; what is shipped, in ``loadgen.run.shipping``.
+
+A worker never outlives its controller: it ends itself the moment the controller's process is gone,
+whatever killed it (``loadgen.childproc.exit_with_parent``: the kernel's parent-death signal, and
+multiprocessing's parent sentinel). The terminal's signals (SIGINT, SIGHUP) are the controller's to act
+on; SIGTERM stops this worker's load (its streams cancelled, a last delta shipped) and ends it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import multiprocessing
 import os
 import random
 import signal
@@ -22,6 +29,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from loadgen.childproc import exit_with_parent
 from loadgen.client import Client
 from loadgen.config import Mode, Transport
 from loadgen.run.health import HealthSampler
@@ -65,8 +73,11 @@ class WorkerSpec:
 
 
 def worker_main(spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[WorkerMessage]) -> None:
-    """Process entry point. SIGINT is ignored: the controller decides when workers stop."""
+    """Process entry point. SIGINT and SIGHUP are ignored: the controller decides when workers stop."""
+    _die_with_controller()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     log_path = _quiet_output(spec.worker_id)
     cpus = os.environ.get("RAMP_WORKER_CPUS")  # e.g. "0" or "0,1": pin workers (the selftest does)
     if cpus and hasattr(os, "sched_setaffinity"):
@@ -81,6 +92,16 @@ def worker_main(spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[
     except Exception as exc:  # never a silent death: the controller shows this
         traceback.print_exc()
         deltas.put(WorkerFatal(spec.worker_id, f"{type(exc).__name__}: {exc} (details: {log_path})"))
+
+
+def _die_with_controller() -> None:
+    """End this worker as soon as the controller's process is gone (kill -9 of ramp included).
+    RAMP_PDEATHSIG=0 leaves the kernel's signal out, so that a test can prove the sentinel alone works."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.pid is None:  # not started by multiprocessing: nothing to watch
+        return
+    kernel = os.environ.get("RAMP_PDEATHSIG", "1") != "0"
+    exit_with_parent(parent.pid, parent.sentinel, kernel=kernel)
 
 
 def _quiet_output(worker_id: int) -> str:
@@ -144,7 +165,7 @@ class Worker:
         self.sessions = 0
         self.closed = ClosedLoop(workload, self.send, self.gate, self._session_id, spec.seed, spec.worker_id)
         rng = random.Random(spec.seed * 7919 + spec.worker_id)
-        self.open = OpenLoop(workload, self.send, self.gate, self._session_id, rng)
+        self.open = OpenLoop(workload, self.send, self.gate, self._session_id, rng, self.book)
         self.done = asyncio.Event()
 
     def _session_id(self) -> int:
@@ -155,6 +176,8 @@ class Worker:
     # ---- plumbing ---------------------------------------------------------------------------------------
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):  # no such signal here
+            loop.add_signal_handler(signal.SIGTERM, self.handle, StopLoad(True))
         threading.Thread(target=self._read_commands, args=(loop,), daemon=True).start()
         watch = asyncio.create_task(self.health.watch())
         ticker = asyncio.create_task(self._tick())
@@ -191,7 +214,7 @@ class Worker:
                 self.gate.resumed.clear()
                 # Arrivals queued behind the concurrency cap are dropped like the schedule's later ones: a
                 # freed slot must not send them while paused.
-                self.open.backlog.clear()
+                self.open.drop_backlog()
             case ResumeLoad():
                 self.gate.paused = False
                 self.gate.resumed.set()
@@ -239,9 +262,9 @@ class Worker:
         self.done.set()
 
     # ---- one request ------------------------------------------------------------------------------------
-    async def send(self, spec: RequestSpec, intended_ns: int) -> RequestResult:
+    async def send(self, spec: RequestSpec, intended_ns: int, reserved: int | None = None) -> RequestResult:
         book = self.book
-        window = book.sending()
+        window = book.sending(reserved)
         try:
             result = await self.client.send(spec, intended_ns, book.live)
         finally:

@@ -1,0 +1,194 @@
+"""Who changes the load, and when: the plan (and auto-ramp) at a step's end, the operator's keys at once,
+and the settling in between — so that every step is measured under its own load.
+
+- A planned step's window ends → the step *closes*: the load holds at its level until every request it
+  counted is done, the step is reported (verdict, early stop, best step), and only then the next level is
+  applied. The last step holds too.
+- After a lowering the next warm-up waits until in flight has come down to the new level (*settling*).
+- A key acts at once: the step it cuts is reported with the share of its requests that ran into the next
+  load, and auto-ramp is turned off (the operator took the wheel).
+- A mode switch keeps the ending step's own mode and level; the new mode starts from what the old one
+  achieved, never at 0 unasked.
+"""
+
+from __future__ import annotations
+
+from loadgen.config import EndedBy, Mode, RunConfig, StepPhase
+from loadgen.run.fleet import Fleet
+from loadgen.run.live import LiveFigures
+from loadgen.run.state import Load, RunStatus
+from loadgen.run.steps import Segment, Steps
+
+NOTICES_KEPT = 8
+MIN_OPEN_RATE = 0.1  # req/s: a closed loop that achieved nothing still opens at a rate that sends
+
+
+class Wheel:
+    def __init__(
+        self, config: RunConfig, status: RunStatus, load: Load, steps: Steps, fleet: Fleet, live: LiveFigures
+    ) -> None:
+        self.config, self.status, self.load, self.steps, self.fleet, self.live = (
+            config,
+            status,
+            load,
+            steps,
+            fleet,
+            live,
+        )
+        self.next_after_close = False  # the closing step was planned: its report applies the next level
+        self.settling = False
+        self.notices: list[tuple[int, str]] = []
+        self.notice_id = 0
+
+    # ---- what the snapshot shows ------------------------------------------------------------------------
+    def phase(self) -> StepPhase:
+        steps = self.steps
+        if steps.current is not None:
+            return steps.current.phase
+        if self.status.state == "running" and steps.closing is not None:
+            return "closing"
+        if self.status.state == "running" and self.settling:
+            return "settling"
+        return "idle"
+
+    def surplus(self) -> int:
+        return max(0, self.live.in_flight - self.load.level) if self.settling else 0
+
+    def notify(self, text: str) -> None:
+        self.notice_id += 1
+        self.notices.append((self.notice_id, text))
+        del self.notices[:-NOTICES_KEPT]
+
+    @property
+    def idle_after_plan(self) -> bool:
+        """A finished plan in the console: the run stays live, waiting for a key."""
+        return self.status.state == "finished" and self.config.after_plan == "idle"
+
+    # ---- starting a step --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Apply the load asked for now and begin a step under it, settling first after a lowering."""
+        load = self.load
+        if self.status.state != "running":
+            return
+        if (load.mode == "closed" and load.level <= 0) or (load.mode == "open" and load.rate <= 0):
+            self.settling = False
+            self.fleet.apply_load(load)  # no load: nothing to measure until a key asks for some
+            return
+        if load.mode == "closed" and self.live.in_flight > load.level:
+            self.settling = True
+            self.fleet.apply_load(load)
+            return
+        self.settling = False
+        self.steps.begin()
+
+    def check_settled(self) -> None:
+        if self.settling and self.status.state == "running" and self.live.in_flight <= self.load.level:
+            self.settling = False
+            self.steps.begin()
+
+    # ---- the plan ---------------------------------------------------------------------------------------
+    def window_due(self) -> None:
+        """The step's window ends on its timer: it closes under its own load."""
+        seg = self.steps.end("plan", hold=True)
+        self.next_after_close = True
+        if seg is None:  # nothing was measured (cannot normally happen): move on at once
+            self.after_close()
+
+    def reported(self, seg: Segment) -> None:
+        """A step was reported; if it was the planned step closing, the next level applies now."""
+        if seg.end is not None and seg.end.held and self.next_after_close and self.steps.closing is None:
+            self.after_close()
+
+    def after_close(self) -> None:
+        self.next_after_close = False
+        if self.status.state != "running":
+            return  # stopped early (SLO), paused or stopping: nothing more begins
+        if not self.step_plan_level():
+            self.finish_plan()
+            return
+        self.start()
+
+    def step_plan_level(self) -> bool:
+        """Move the load to the plan's next level (no plan: double it). False at the plan's end."""
+        load = self.load
+        if load.plan is not None:
+            if load.plan_index + 1 >= len(load.plan.levels):
+                return False
+            load.plan_index += 1
+            load.apply_plan_level(load.plan_index)
+        elif load.mode == "closed":
+            load.level = max(1, load.level * 2)
+        else:
+            load.rate = max(MIN_OPEN_RATE, load.rate * 2)
+        return True
+
+    def finish_plan(self) -> None:
+        self.status.state = "finished"
+        if self.config.after_plan == "idle":
+            self.load.level, self.load.rate, self.load.auto = 0, 0.0, False
+            self.fleet.apply_load(self.load)
+            self.notify("plan finished: ↑ or l starts a step at a level of your choice")
+
+    # ---- the operator's keys ----------------------------------------------------------------------------
+    def cut(self, ended_by: EndedBy) -> None:
+        """The load changes now: the current step ends (carrying its requests in flight into the next
+        load) and a closing step stops waiting."""
+        self.steps.end(ended_by)
+        self.steps.cut_closing()
+        self.next_after_close = False
+
+    def take_wheel(self) -> None:
+        if self.load.auto:
+            self.load.auto = False
+            self.notify("auto-ramp off — a to resume")
+
+    def manual(self, level: int | None = None, rate: float | None = None) -> None:
+        load = self.load
+        if level is not None:
+            load.level = max(0, level)
+        if rate is not None:
+            load.rate = max(0.0, rate)
+        if self.status.state == "starting":
+            return
+        self.take_wheel()
+        load.plan = None  # a manual level leaves the plan
+        if self.status.state == "paused":
+            return  # resuming begins a step at the new level
+        if self.idle_after_plan:
+            self.status.state = "running"
+        self.cut("level")
+        self.start()
+
+    def next_step(self) -> None:
+        if self.status.state != "running":
+            return
+        plan = self.load.plan
+        if plan is not None and self.load.plan_index + 1 >= len(plan.levels):
+            self.notify("the plan has no next step: ↑/↓ or l set a level")
+            return
+        self.cut("next")
+        self.step_plan_level()
+        self.start()
+
+    def switch_mode(self, mode: Mode) -> None:
+        load = self.load
+        if mode == load.mode or not (self.status.state == "running" or self.idle_after_plan):
+            return
+        if mode == "open":
+            span = self.live.rolling.span_s()
+            achieved = self.live.rolling.acc.sent / span if span > 0 else 0.0
+            cap = self.config.level if self.config.mode == "open" else 0
+            load.rate = max(MIN_OPEN_RATE, round(achieved, 2))
+            load.level = cap
+            capped = f"cap {cap}" if cap else "no cap"
+            self.notify(f"open loop at {load.rate:g} req/s (what the closed loop achieved), {capped}")
+        else:
+            load.level = max(1, self.live.in_flight)
+            self.notify(f"closed loop at {load.level} streams (the open loop's requests in flight)")
+        self.take_wheel()
+        if self.idle_after_plan:
+            self.status.state = "running"
+        self.cut("mode")
+        load.mode = mode
+        load.plan = None
+        self.start()
