@@ -209,6 +209,8 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("cached_tokens", _stats(lambda w: w.cached_tokens), int, "stats.cached_tokens", 0),
     StepKey("approx_tokens", _stats(lambda w: w.approx_tokens), int, "stats.approx_tokens", 0),
     StepKey("out_of_range", _stats(lambda w: dict(w.out_of_range)), dict, "stats.out_of_range", {}),
+    # the whole text of each kind's latest error, so "HTTP 400" comes with what the server said
+    StepKey("latest_errors", _step(lambda s: dict(s.latest_errors)), dict, "latest_errors", {}),
     StepKey("input_tokens_per_req", _per_request("input_tokens")),
     StepKey("output_tokens_per_req", _per_request("output_tokens")),
     StepKey("out_tok_s", _stats(lambda w: w.out_tok_s), _as_is, "stats.out_tok_s"),

@@ -297,6 +297,8 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         snapshot_hz=flags.refresh or (1.0 if flags.headless else 4.0),
         seed=flags.seed if flags.seed is not None else fresh_seed(),
         seed_source="given" if flags.seed is not None else "fresh",
+        # The console keeps a finished plan's run open: a key starts another step; headless ends with it.
+        after_plan="finish" if flags.headless else "idle",
         fit_context=flags.fit_context,
         transport=flags.transport,
         warmup_s=flags.warmup if flags.warmup is not None else 0.0,

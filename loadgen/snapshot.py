@@ -155,6 +155,7 @@ class StepSummary:
     # under the next load): 0.0 for a step closed under its own load. Only clean steps can be best.
     carried_share: float = 0.0
     closing_s: float = 0.0  # from the window's end until its last counted request was done (load held)
+    latest_errors: Mapping[str, str] = EMPTY  # error kind -> the step's latest message of it (scrubbed)
 
     @property
     def clean(self) -> bool:

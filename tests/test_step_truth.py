@@ -206,3 +206,39 @@ def test_a_mode_switch_keeps_the_ending_step_and_starts_sanely(sim: ProcessSimHa
     first, second = outcome.steps[:2]
     assert (first.mode, first.level, first.rate_rps) == ("closed", 4, None)
     assert second.mode == "open" and second.rate_rps is not None and second.rate_rps > 0.5
+
+
+TOO_LONG = """
+name = "too-long"
+description = "every request asks more context than the 1,024-token simulator serves"
+[[bucket]]
+input = 900
+output = 400
+"""
+
+
+def test_the_latest_error_of_each_kind_is_kept_whole_and_scrubbed(tmp_path: Path) -> None:
+    handle = spawn_sim_process(build_config("tiny-cpu", seed=4, max_model_len=1024, kv_capacity_tokens=4096))
+    try:
+        out = tmp_path / "errors.jsonl"
+        config = RunConfig(
+            Target(handle.url),
+            parse_profile(TOO_LONG, source="<too-long>"),
+            plan=RampPlan((2.0,), step_s=1.5, warmup_s=0.0),
+            out=str(out),
+            telemetry=False,
+        )
+        watch = Watch()
+        engine = Engine(config, on_snapshot=watch)
+        engine.start()
+        outcome = engine.wait(60)
+    finally:
+        handle.stop()
+    assert outcome is not None and outcome.steps
+    snap = watch.until(lambda s: bool(s.latest_errors), 5)
+    text = snap.latest_errors["http_status"]
+    assert "maximum context length is 1024 tokens" in text and len(text) > 120, text  # not cut at 40 cells
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    (step,) = [line for line in lines if line.get("type") == "step"]
+    assert step["errors"]["http_status"] > 0
+    assert "maximum context length is 1024 tokens" in step["latest_errors"]["http_status"]

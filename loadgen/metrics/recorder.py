@@ -38,6 +38,7 @@ SparseCounts = tuple[npt.NDArray[np.unsignedinteger[Any]], npt.NDArray[np.unsign
 RawParts = dict[str, list[tuple[IntArray, IntArray | None]]]  # key -> (values, counts; None = 1 each)
 
 MAX_ERRORS_PER_INTERVAL = 5
+MAX_ERROR_TEXT = 2000  # an error's message as the server said it, whole enough to read (the console shows it all)
 # Past this many buffered values a Recorder folds its buffers into sparse counts, so that a worker that is
 # never asked for a delta (a script, a stalled controller) stays bounded in memory.
 SPILL_AT = 65_536
@@ -235,7 +236,7 @@ class Recorder:
             key = "err:" + kind
             counters[key] = counters.get(key, 0) + 1
             message = result.error_message.strip().replace("\n", " ")
-            self._errors.append(f"{kind}: {message[:200]}" if message else kind)
+            self._errors.append(f"{kind}: {message[:MAX_ERROR_TEXT]}" if message else kind)
         else:
             counters["cancelled"] = counters.get("cancelled", 0) + 1
         self._buffered += 8 + len(result.chunk_times_ns)

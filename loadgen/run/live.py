@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterable
 
 from loadgen.metrics import IntervalDelta, RollingWindow
 from loadgen.run.health import RECENT_HEALTH, client_health
 from loadgen.snapshot import ClientHealth
+from loadgen.target.http import scrub
 from loadgen.types import ErrorKind
 
 RATE_HORIZON_S = 2.0  # the live rates are taken over the last this many seconds
@@ -32,6 +34,7 @@ class LiveFigures:
         self.timeline: collections.deque[tuple[int, int, int, int, int]] = collections.deque()
         self.last_ok_ns = time.monotonic_ns()
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
+        self.latest_errors: dict[str, str] = {}  # error kind -> its latest message, whole and scrubbed
 
     def add(self, wid: int, delta: IntervalDelta, current: bool) -> None:
         self.rolling.add(delta)
@@ -49,6 +52,7 @@ class LiveFigures:
         )
         for err in delta.recent_errors:
             self.recent_errors.append(str(err))
+        self.latest_errors.update(latest_by_kind(delta.recent_errors))
 
     @property
     def in_flight(self) -> int:
@@ -86,3 +90,12 @@ class LiveFigures:
 
     def client_health(self) -> ClientHealth:
         return client_health(self.health, self.recent_health)
+
+
+def latest_by_kind(errors: Iterable[str]) -> dict[str, str]:
+    """The last message of each error kind among ``errors`` ("kind: message" lines), secrets scrubbed."""
+    latest: dict[str, str] = {}
+    for line in errors:
+        kind, _, message = str(line).partition(": ")
+        latest[kind] = scrub(message or kind)
+    return latest

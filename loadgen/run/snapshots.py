@@ -102,6 +102,7 @@ class SnapshotBuilder:
             closing_left=steps.closing_left() if phase == "closing" else 0,
             surplus=wheel.surplus(),
             notices=tuple(wheel.notices),
+            latest_errors=dict(live.latest_errors),
             series=self.series_point(now, elapsed, status, load, live),
         )
 

@@ -16,6 +16,7 @@ from loadgen.config import SLO, EndedBy, Mode, Phase
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.run.fleet import Fleet
 from loadgen.run.health import BoundJudge, first_reason
+from loadgen.run.live import latest_by_kind
 from loadgen.run.protocol import Flush
 from loadgen.run.state import Load
 from loadgen.run.telemetry_link import TelemetryLink
@@ -63,9 +64,12 @@ class Segment:
     cut_ns: int | None = None  # when its load was changed under its requests (they ran into the next load)
     carried: dict[int, int] = field(default_factory=dict)  # per worker: its requests in flight at the cut
     closed_ns: int | None = None  # when its last request was done
+    latest_errors: dict[str, str] = field(default_factory=dict)  # error kind -> its latest message
 
     def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0) -> None:
         self.acc.add(delta)
+        if delta.recent_errors:
+            self.latest_errors.update(latest_by_kind(delta.recent_errors))
         if current and delta.health:
             self.judges.setdefault(wid, BoundJudge()).add(delta.health)
         self.in_flight[wid] = 0 if closed else in_flight
@@ -313,6 +317,7 @@ class Steps:
             server=self.link.window_summary(seg.t0_ns, t1_ns),
             marks=end.marks,
             carried_share=seg.carried_share(done),
+            latest_errors=dict(seg.latest_errors),
             closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
         )
         self.summaries.append(summary)
