@@ -2,31 +2,36 @@
 ``Engine`` and end with the same ``RunOutcome``; neither imports the other.
 
 Owns the reachability check before the load (``reachable``), the run itself (``run_headless``: start the
-engine, print progress to stderr until it finishes, Ctrl-C stops it with the finished steps kept), the
-progress line (``progress_line``) and the end (``finish``: the step table on stdout, the record's path,
-the exit code). On a terminal the progress line redraws in place; otherwise a line per step and every
-10 s, so that a log file stays readable.
+engine, print progress to stderr until it finishes; Ctrl-C, SIGTERM and SIGHUP stop it with the finished
+steps kept), the progress line (``progress_line``), output that survives a terminal gone away (``say``) and
+the end (``finish``: the step table on stdout, the record's path, the exit code). On a terminal the
+progress line redraws in place; otherwise a line per step and every 10 s, so that a log file stays readable.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import os
 import shutil
 import sys
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
+from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
 
 if TYPE_CHECKING:
     from loadgen.snapshot import Snapshot
 
-__all__ = ["WatchedRun", "finish", "progress_line", "reachable", "run_headless", "wait_with_progress"]
+__all__ = ["WatchedRun", "finish", "progress_line", "reachable", "run_headless", "say", "wait_with_progress"]
 
 _CLEAR_LINE = "\r\033[K"
 _QUIET_PRINT_S = 10.0  # off a terminal: a progress line per step, and at least this often
+STOP_WAIT_S = 15.0  # how long a stopped run gets to finish its record (the streams are cancelled at once)
 
 
 class WatchedRun(Protocol):
@@ -35,6 +40,7 @@ class WatchedRun(Protocol):
     def wait(self, timeout: float | None = None) -> RunOutcome | None: ...
     def latest(self) -> Snapshot | None: ...
     def stop(self, cancel: bool = True) -> None: ...
+    def interrupt(self, signum: int) -> None: ...
 
 
 def reachable(config: RunConfig) -> bool:
@@ -48,12 +54,14 @@ def reachable(config: RunConfig) -> bool:
 
 
 def run_headless(config: RunConfig) -> RunOutcome | None:
-    """Run ``config`` to its end with progress on stderr; None if the engine did not finish."""
-    from loadgen.engine import Engine
+    """Run ``config`` to its end with progress on stderr; None if the engine did not finish. SIGINT, SIGTERM
+    and SIGHUP stop it like Ctrl-C (``loadgen.run.signals``): the outcome then carries the signal."""
+    from loadgen.run.engine import Engine
 
     engine = Engine(config)
-    engine.start()
-    return wait_with_progress(engine)
+    with StopSignals(engine.interrupt) as stops:
+        engine.start()
+        return wait_with_progress(engine, stops)
 
 
 def progress_line(snap: Snapshot) -> str:
@@ -62,7 +70,13 @@ def progress_line(snap: Snapshot) -> str:
     rolling = snap.windows.get("rolling")
     steps = f"{snap.step_index + 1}/{snap.step_count}" if snap.step_count else f"{snap.step_index + 1}"
     load = f"{snap.level} streams" if snap.mode == "closed" else f"{snap.rate_rps:g} req/s"
-    phase = "warm-up" if snap.warming_up else "measuring"
+    phase = {
+        "warmup": "warm-up",
+        "measure": "measuring",
+        "closing": f"closing ({snap.closing_left} left)",
+        "settling": f"settling ({snap.surplus} surplus)",
+        "idle": "idle",
+    }["warmup" if snap.warming_up else snap.phase]
     remaining = f" {snap.step_remaining_s:4.0f}s left" if snap.step_remaining_s is not None else ""
     ttft = rolling.pct("ttft_ms").p95 if rolling is not None else None
     errs = step.error_count if step is not None else 0
@@ -75,53 +89,106 @@ def progress_line(snap: Snapshot) -> str:
     )
 
 
-def wait_with_progress(engine: WatchedRun) -> RunOutcome | None:
-    """Wait for ``engine`` to finish, printing warnings and progress to stderr; Ctrl-C stops the run."""
-    tty = sys.stderr.isatty()
-    last_step = -1
-    last_print = 0.0
-    warned = 0
+class _Progress:
+    """The progress on stderr: warnings once each; on a terminal one line redrawn in place, otherwise a
+    line per step and every ``_QUIET_PRINT_S``."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last_step = -1
+        self.last_print = 0.0
+        self.warned = 0
+
+    def show(self, snap: Snapshot | None) -> None:
+        if snap is None or snap.state == "starting":
+            return
+        for text in snap.warnings[self.warned :]:
+            say((_CLEAR_LINE if self.tty else "") + f"ramp: warning: {text}\n")
+        self.warned = len(snap.warnings)
+        now = time.monotonic()
+        if self.tty:
+            say(_CLEAR_LINE + progress_line(snap)[:200])
+        elif snap.step_index != self.last_step or now - self.last_print > _QUIET_PRINT_S:
+            say(progress_line(snap) + "\n")
+            self.last_step, self.last_print = snap.step_index, now
+
+    def end(self) -> None:
+        if self.tty:
+            say("\n")
+
+
+def wait_with_progress(engine: WatchedRun, stops: StopSignals | None = None) -> RunOutcome | None:
+    """Wait for ``engine`` to finish, printing warnings and progress to stderr. A stop signal that ``stops``
+    caught (its handler has interrupted the engine), or Ctrl-C raised as ``KeyboardInterrupt`` when there
+    is no ``stops``, stops the run with the finished steps kept."""
+    view = _Progress()
     try:
         while True:
             outcome = engine.wait(timeout=0.5)
+            if stops is not None and stops.signum is not None:
+                outcome = _stopping(engine, stops.signum)
+                break
             if outcome is not None:
                 break
-            snap = engine.latest()
-            if snap is None or snap.state == "starting":
-                continue
-            for text in snap.warnings[warned:]:
-                print((_CLEAR_LINE if tty else "") + f"ramp: warning: {text}", file=sys.stderr, flush=True)
-            warned = len(snap.warnings)
-            now = time.monotonic()
-            if tty:
-                sys.stderr.write(_CLEAR_LINE + progress_line(snap)[:200])
-                sys.stderr.flush()
-            elif snap.step_index != last_step or now - last_print > _QUIET_PRINT_S:
-                print(progress_line(snap), file=sys.stderr, flush=True)
-                last_step, last_print = snap.step_index, now
-    except KeyboardInterrupt:
-        print("\nramp: stopping (Ctrl-C): finished steps are in the record", file=sys.stderr)
-        engine.stop(cancel=True)
-        outcome = engine.wait(timeout=10)
-    if tty:
-        sys.stderr.write("\n")
+            view.show(engine.latest())
+    except KeyboardInterrupt as exc:
+        signum = interrupted_by(exc)
+        engine.interrupt(signum)
+        outcome = _stopping(engine, signum)
+    view.end()
     return outcome
+
+
+def _stopping(engine: WatchedRun, signum: int) -> RunOutcome:
+    say(f"\nramp: stopping ({signal_label(signum)}): finished steps are in the record\n")
+    outcome = engine.wait(timeout=STOP_WAIT_S)
+    if outcome is not None:
+        return outcome
+    # Still the signal's exit code, not "unreachable": the operator stopped it; the record may lack its end.
+    snap = engine.latest()
+    steps = tuple(snap.steps) if snap is not None else ()
+    message = f"the run did not stop within {STOP_WAIT_S:.0f} s of {signal_label(signum)}"
+    return RunOutcome("stopped", steps, None, snap.record_path if snap else None, message, signum=signum)
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Write to stderr (or ``stream``) and flush. A terminal that went away (SIGHUP: writes fail with EIO)
+    or a closed pipe must not end the run before its record is finished: the stream is pointed at
+    /dev/null instead, and the run goes on to its end and its exit code."""
+    out = stream if stream is not None else sys.stderr
+    try:
+        out.write(text)
+        out.flush()
+    except OSError:
+        _to_devnull(out)
+    except ValueError:  # closed
+        pass
+
+
+def _to_devnull(stream: TextIO) -> None:
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def finish(outcome: RunOutcome | None) -> int:
     """Print the step table and the record's path; the exit code: 0 = the SLO was met at some step,
-    1 = at none, 3 = the target was unreachable (or the run never finished)."""
+    1 = at none, 3 = the target was unreachable (or the run never finished), 128 + N = signal N stopped the
+    run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP: whatever its steps say, a stopped run claims nothing)."""
     from loadgen.report import format_step_table
 
     if outcome is None:
         return EXIT_UNREACHABLE
     if outcome.steps:
         width = max(80, shutil.get_terminal_size((120, 24)).columns)
-        print(format_step_table(list(outcome.steps), outcome.best_step, width=width))
+        say(format_step_table(list(outcome.steps), outcome.best_step, width=width) + "\n", sys.stdout)
     if outcome.record_path:
-        print(f"record: {outcome.record_path}")
+        say(f"record: {outcome.record_path}\n", sys.stdout)
     if outcome.message:
-        print(f"ramp: {outcome.message}", file=sys.stderr)
+        say(f"ramp: {outcome.message}\n")
+    if outcome.signum is not None:
+        return exit_code(outcome.signum)
     if outcome.unreachable and (not outcome.steps or outcome.state == "failed"):
         return EXIT_UNREACHABLE
     if outcome.best_step is None:
