@@ -1,8 +1,9 @@
-"""How ramp starts a child that must not outlive it or starve it: the ``Popen`` arguments that put the child
-in a process group of its own inside ramp's session, with a Linux parent-death signal.
+"""How ramp's children must not outlive it or starve it: the ``Popen`` arguments that put a child in a
+process group of its own inside ramp's session, with a Linux parent-death signal; and, for a child that is
+Python (a load worker), ending itself as soon as its parent is gone, whatever killed the parent.
 
 Owns ``own_process_group`` (why: its docstring), ``parent_death_signal`` and ``with_hook`` (a child hook
-chained after one already given), and ``child_popen_args``, the three together.
+chained after one already given), ``child_popen_args``, the three together, and ``exit_with_parent``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,16 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["child_popen_args", "own_process_group", "parent_death_signal", "with_hook"]
+__all__ = ["child_popen_args", "exit_with_parent", "own_process_group", "parent_death_signal", "with_hook"]
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+ORPHAN_EXIT = 3  # the exit code of a child that ended itself because its parent was gone
+PARENT_POLL_S = 0.2  # without a sentinel: how often the parent's pid is checked
 
 
 def own_process_group() -> dict[str, Any]:
@@ -31,21 +38,32 @@ def own_process_group() -> dict[str, Any]:
     return {"preexec_fn": os.setpgrp}
 
 
-def parent_death_signal() -> Callable[[], None] | None:
-    """Linux: a child hook asking the kernel to SIGTERM the server if ramp dies without stopping it
-    (SIGKILL, a crash): a forgotten vLLM keeps gigabytes of memory and its cores busy."""
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl`` through ctypes, or None elsewhere (or without a C library to load)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         import ctypes
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child only makes the call
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
-    pr_set_pdeathsig = 1
+    return prctl
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """Linux: a child hook asking the kernel to SIGTERM the server if ramp dies without stopping it
+    (SIGKILL, a crash): a forgotten vLLM keeps gigabytes of memory and its cores busy. A ramp that died
+    between the fork and the hook (the kernel would never tell) is caught by the parent's pid."""
+    prctl = _prctl()  # resolved here: the child only makes the call
+    if prctl is None:
+        return None
+    parent = os.getpid()
 
     def hook() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(ORPHAN_EXIT)
 
     return hook
 
@@ -68,3 +86,42 @@ def with_hook(kwargs: dict[str, Any], hook: Callable[[], None] | None) -> dict[s
 def child_popen_args() -> dict[str, Any]:
     """Its own process group in ramp's session, and SIGTERM from the kernel if ramp dies first."""
     return with_hook(own_process_group(), parent_death_signal())
+
+
+def exit_with_parent(parent_pid: int, sentinel: int | None = None, kernel: bool = True) -> None:
+    """In a child, as early as it can: end it (``os._exit``) as soon as its parent is gone, whatever killed
+    the parent. A load worker must never go on loading a server for a controller that no longer exists.
+
+    Two layers. Linux: the kernel SIGKILLs this process when its parent ends (``PR_SET_PDEATHSIG``; strictly,
+    when the parent's *thread* that started it ends — ramp's controller thread outlives its workers).
+    ``kernel=False`` leaves that layer out (tests of the other one). Everywhere: a daemon thread waits for
+    ``sentinel`` (a descriptor that turns readable once the parent is gone, as multiprocessing's parent
+    sentinel does) or, without one, polls the parent's pid. A parent that died before this call is caught
+    at once by its pid (this process was handed to another parent)."""
+    prctl = _prctl() if kernel else None
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:
+        _orphaned()
+    threading.Thread(
+        target=_watch_parent, args=(parent_pid, sentinel), name="ramp-parent-watch", daemon=True
+    ).start()
+
+
+def _watch_parent(parent_pid: int, sentinel: int | None) -> None:
+    if sentinel is not None:
+        from multiprocessing.connection import wait
+
+        wait([sentinel])
+    else:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+    _orphaned()
+
+
+def _orphaned() -> None:
+    try:
+        os.write(2, b"ramp: the process that started this one is gone: exiting\n")
+    except OSError:
+        pass
+    os._exit(ORPHAN_EXIT)

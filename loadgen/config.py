@@ -133,6 +133,7 @@ class RunOutcome:
     record_path: str | None
     message: str = ""
     unreachable: bool = False
+    signum: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP), if one did
 
 
 class SetupError(Exception):

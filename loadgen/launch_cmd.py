@@ -1,6 +1,7 @@
 """``ramp launch``: start vLLM or SGLang, wait until it is healthy (with progress), measure its cold start,
 then ramp it like ``ramp run`` (console or ``--headless``), with a cold first step and the cold-start
-figures in the record, and the server stopped on every way out (errors, Ctrl-C, SIGTERM).
+figures in the record, and the server stopped on every way out (errors, Ctrl-C, SIGTERM, SIGHUP; and, if
+ramp itself is killed, by the kernel: ``loadgen.childproc``).
 
 Owns the subcommand's flags (``add_launch_flags``; ``--attach`` is dispatched by ``loadgen.cli`` as a
 plain run), the health wait's progress indicator and the run of a launched server (``launch_main``). The
@@ -10,21 +11,18 @@ server process itself is ``loadgen.serverproc``'s.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import shlex
-import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import FrameType
 from typing import IO
 
 from loadgen.config import RunConfig, RunOutcome
-from loadgen.headless import finish, reachable, run_headless
+from loadgen.headless import finish, reachable, run_headless, say
+from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runargs import (
-    EXIT_INTERRUPTED,
     EXIT_UNREACHABLE,
     RunFlags,
     UsageError,
@@ -128,23 +126,6 @@ class _Progress:
             self.stream.flush()
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """A SIGTERM to ramp must still stop the server: turn it into the Ctrl-C path while inside."""
-    old_term = signal.getsignal(signal.SIGTERM)
-
-    def _term(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    with contextlib.suppress(ValueError):  # not the main thread: leave the handler alone
-        signal.signal(signal.SIGTERM, _term)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, old_term)
-
-
 def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """``ramp launch KIND MODEL``: the exit code of the run (3 when the server would not start)."""
     launch = LaunchFlags.from_namespace(args)
@@ -165,8 +146,16 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
         file=sys.stderr,
         flush=True,
     )
-    with _sigterm_as_interrupt():
-        return _start_and_run(launch, flags, extra, log_path)
+    # A stop signal (Ctrl-C, SIGTERM, SIGHUP) must still stop the server: while it starts (or between the
+    # phases) it is raised like Ctrl-C and the server is stopped on the way out; during the run the run's
+    # own handlers stop the run first (its record finished). Either way ramp exits with 128 + the signal.
+    with StopSignals(raising=True):
+        try:
+            return _start_and_run(launch, flags, extra, log_path)
+        except KeyboardInterrupt as exc:
+            signum = interrupted_by(exc)
+            say(f"ramp: interrupted ({signal_label(signum)}); the server has been stopped\n")
+            return exit_code(signum)
 
 
 def _start_and_run(launch: LaunchFlags, flags: RunFlags, extra: Sequence[str], log_path: str | None) -> int:
@@ -189,10 +178,10 @@ def _start_and_run(launch: LaunchFlags, flags: RunFlags, extra: Sequence[str], l
             progress.done()
             print(f"ramp: {exc}", file=sys.stderr)
             return EXIT_UNREACHABLE
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             progress.done()
             print("ramp: interrupted while the server was starting; it has been stopped", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return exit_code(interrupted_by(exc))
         progress.done()
         srv.measure_first_token(flags.model or None)
         first = srv.first_token_after_s

@@ -12,13 +12,16 @@ which face is attached.
 The controller (``loadgen.run.controller``) runs in a thread of its own with its own asyncio loop, so a
 UI's event loop is never blocked by it; the streams run in worker processes (``loadgen.run.worker``).
 Commands are typed messages (``loadgen.run.protocol``) handed to the controller's loop; the ones given
-before the loop exists are kept and delivered, in order, once it does.
+before the loop exists are kept and delivered, in order, once it does. Every command may be given from a
+signal handler too (``interrupt`` is meant for it: see ``loadgen.run.signals``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import signal
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -38,6 +41,7 @@ from loadgen.run.protocol import (
     SetRate,
     Stop,
 )
+from loadgen.run.signals import signal_name
 from loadgen.snapshot import Snapshot
 
 
@@ -46,6 +50,7 @@ class EngineControl(Protocol):
 
     def start(self) -> None: ...
     def stop(self, cancel: bool = True) -> None: ...
+    def interrupt(self, signum: int) -> None: ...
     def wait(self, timeout: float | None = None) -> RunOutcome | None: ...
     def latest(self) -> Snapshot | None: ...
     @property
@@ -69,7 +74,10 @@ class Engine:
         self._ctl: Controller | None = None
         self._thread: threading.Thread | None = None
         self._early: list[ControlCommand] = []
-        self._lock = threading.Lock()
+        # Re-entrant: a signal handler runs on the main thread between two bytecodes, possibly while that
+        # thread holds the lock in a command of its own, and may give a command itself (``interrupt``).
+        self._lock = threading.RLock()
+        self._signum: int | None = None  # the signal that stopped the run, once one did
         self._done = threading.Event()
         self._outcome: RunOutcome | None = None
         self._latest: Snapshot | None = None
@@ -78,14 +86,7 @@ class Engine:
     def start(self) -> None:
         if self._thread is not None:
             return
-        # Start multiprocessing's resource tracker now, while this process's stderr is still a real file:
-        # under a running Textual app sys.stderr has no file descriptor, and spawning it then fails.
-        try:
-            from multiprocessing import resource_tracker
-
-            resource_tracker.ensure_running()
-        except Exception:
-            pass
+        ensure_resource_tracker()
         self._thread = threading.Thread(target=self._thread_main, name="ramp-controller", daemon=True)
         self._thread.start()
 
@@ -107,6 +108,23 @@ class Engine:
     # ---- commands (thread-safe, return at once) ---------------------------------------------------------
     def stop(self, cancel: bool = True) -> None:
         self._send(Stop(bool(cancel)))
+
+    def interrupt(self, signum: int) -> None:
+        """Stop at once because of a signal (SIGINT, SIGTERM, SIGHUP): the streams in flight are cancelled,
+        the running step is marked with the signal and the record's end event names it, and the outcome
+        carries it (``RunOutcome.signum``; the faces exit with 128 + it). Safe to call from a signal
+        handler; only the first call counts."""
+        with self._lock:
+            if self._signum is not None:
+                return
+            self._signum = int(signum)
+            loop, ctl = self._loop, self._ctl
+        reason = f"stopped by {signal_name(signum)}"
+        self._send(Mark(reason))
+        if loop is not None and ctl is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_say_why, ctl, reason)
+        self._send(Stop(True))
 
     def set_level(self, level: int) -> None:
         self._send(SetLevel(int(level)))
@@ -162,15 +180,54 @@ class Engine:
         with self._lock:
             self._loop, self._ctl = loop, ctl
             early, self._early = self._early, []
+            signum = self._signum
         for cmd in early:
             loop.call_soon(ctl.command, cmd)
+        if signum is not None:  # interrupted before the loop existed
+            loop.call_soon(_say_why, ctl, f"stopped by {signal_name(signum)}")
+        outcome: RunOutcome | None = None
         try:
-            self._outcome = loop.run_until_complete(ctl.run())
+            outcome = loop.run_until_complete(ctl.run())
         except BaseException as exc:  # pragma: no cover - last resort, keeps the face informed
-            self._outcome = ctl.crashed(exc)
+            outcome = ctl.crashed(exc)
         finally:
+            with self._lock:
+                if outcome is not None and self._signum is not None:
+                    outcome = dataclasses.replace(outcome, signum=self._signum)
+                self._outcome = outcome
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
             self._done.set()
+
+
+def ensure_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (it unlinks the semaphores of the workers' queues should
+    ramp die) now, while this process's stderr is still a real file: under a running Textual app
+    sys.stderr has no file descriptor, and spawning it then fails. Call it before a face takes the screen.
+
+    It is started deaf to SIGHUP (it ignores SIGINT and SIGTERM by itself): a terminal that hangs up
+    signals ramp's whole process group, and a tracker killed then is relaunched with warnings and
+    tracebacks while ramp finishes its record. It outlives no one: it exits once the last process that
+    holds its pipe (ramp and its workers) is gone."""
+    from multiprocessing import resource_tracker
+
+    hup = signal.SIGHUP if hasattr(signal, "SIGHUP") else None
+    deaf = hup is not None and threading.current_thread() is threading.main_thread()
+    old = signal.signal(hup, signal.SIG_IGN) if deaf and hup is not None else None  # kept across exec
+    try:
+        resource_tracker.ensure_running()
+    except Exception:
+        pass
+    finally:
+        if deaf and hup is not None:
+            signal.signal(hup, old if old is not None else signal.SIG_DFL)
+
+
+def _say_why(ctl: Controller, reason: str) -> None:
+    """On the controller's loop: the run's message (the record's end event, the outcome) names why it
+    stopped, unless something said more already (a failure)."""
+    # Set here for want of a command that carries a reason (a Stop with one would do it in the controller).
+    if not ctl.status.message:
+        ctl.status.message = reason

@@ -28,6 +28,7 @@ DRAIN_LIMIT = 10_000
 READY_S = 60.0  # how long the workers get to start
 DRAIN_S = 60.0  # how long a graceful stop lets the streams in flight finish
 CANCEL_S = 2.0  # how long cancelled streams get to wind down
+JOIN_TERM_S = 2.0  # how long a worker sent SIGTERM at the end gets to exit before SIGKILL
 
 OnMessage = Callable[[WorkerMessage], None]
 
@@ -159,8 +160,14 @@ class Fleet:
             on_message(msg)
 
     def join(self) -> None:
+        """Wait for the workers to exit; one that does not is sent SIGTERM (it cancels its streams and
+        exits), then SIGKILL. None is left running: a worker's load outliving its run loads a server for
+        nobody."""
         for proc in self.procs:
             proc.join(timeout=0.2)
             if proc.is_alive():
                 proc.terminate()
+                proc.join(timeout=JOIN_TERM_S)
+            if proc.is_alive():
+                proc.kill()
                 proc.join(timeout=1.0)
