@@ -11,12 +11,13 @@ from tui_fakes import make_snapshot
 from loadgen.format import fmt_ms
 from loadgen.snapshot import GPUSample, HistogramView, Percentiles, ServerTelemetry
 from tui.control import health_line, steering_line, window_line
+from tui.curve import render_curve
 from tui.errors import render_errors
 from tui.histogram import axis_range, data_range, rebin, render_histogram
 from tui.plot import LogScale, bar_heights, bar_rows, nice_log_ticks, place_labels, resample, sparkline
 from tui.server import render_server
 from tui.status import identity_line, progress_line
-from tui.steps import render_curve, render_steps_table
+from tui.steps import render_steps_table
 from tui.throughput import render_throughput
 
 BINS = ((10.0, 20.0, 5), (20.0, 40.0, 30), (40.0, 80.0, 10), (80.0, 160.0, 0), (160.0, 320.0, 1))
@@ -149,24 +150,23 @@ def test_a_long_gpu_name_is_cut_visibly() -> None:
     assert text.startswith("GPU0 H200 (s… ")
 
 
-def test_server_ttft_sits_beside_the_clients_for_the_same_window() -> None:
+def test_server_ttft_sits_beside_the_clients_only_for_a_finished_steps_window() -> None:
+    # Issue 9: live, the server's histogram window and the client's step cover different requests, so the
+    # server's figure stands alone, labelled as its own window; the pair is a finished step's, from its
+    # record (StepSummary.server), over that step's window.
     snap = make_snapshot()
-    step_pct = snap.windows["step"].pct("ttft_ms")
-    roll_pct = snap.windows["rolling"].pct("ttft_ms")
-    step = render_server(snap.server, 100, client=snap, window="step").plain.splitlines()
-    server_row = next(line for line in step if line.startswith("server TTFT"))
-    client_row = next(line for line in step if line.startswith("client TTFT"))
-    assert "p50 371 ms" in server_row and "p95 598 ms" in server_row and "this step" in server_row
-    assert f"p50 {fmt_ms(step_pct.p50)}" in client_row and f"p95 {fmt_ms(step_pct.p95)}" in client_row
-    rolling = render_server(snap.server, 100, client=snap, window="rolling").plain.splitlines()
-    server_row = next(line for line in rolling if line.startswith("server TTFT"))
-    client_row = next(line for line in rolling if line.startswith("client TTFT"))
-    assert "p50 380 ms" in server_row and f"last {snap.rolling_s:g} s" in server_row
-    assert f"p50 {fmt_ms(roll_pct.p50)}" in client_row
-    # No step figure from the server yet (a step just began): the last N s, labelled so, never a blank.
-    early = replace(snap.server, step_ttft_ms_p50=None, step_ttft_ms_p95=None)
-    text = render_server(early, 100, client=snap, window="step").plain
-    assert "p50 380 ms" in text and "last" in text
+    lines = render_server(snap.server, 100, client=snap).plain.splitlines()
+    server_row = next(line for line in lines if line.startswith("server TTFT"))
+    assert "p50 380 ms" in server_row and "p95 610 ms" in server_row and "server's window" in server_row
+    assert not any("client" in line for line in lines)
+    step = replace(snap.steps[2], server={"server_ttft_p50_ms": 402.0, "server_ttft_p95_ms": 655.0})
+    paired = replace(snap, steps=(*snap.steps[:2], step, snap.steps[3]))
+    lines = render_server(snap.server, 100, client=paired).plain.splitlines()
+    server_row = next(line for line in lines if line.startswith("step 3 server"))
+    client_row = next(line for line in lines if line.startswith("step 3 client"))
+    client = step.stats.pct("ttft_ms")
+    assert "TTFT p95 655 ms" in server_row and "p50 402 ms" in server_row
+    assert f"TTFT p95 {fmt_ms(client.p95)}" in client_row and f"p50 {fmt_ms(client.p50)}" in client_row
 
 
 def test_steps_table_and_curve() -> None:

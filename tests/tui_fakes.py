@@ -290,3 +290,31 @@ class FakeEngine:
         thread = threading.Thread(target=self.publish, name="fake-engine")
         thread.start()
         thread.join(timeout=5)
+
+
+def judged_steps() -> tuple[StepSummary, ...]:
+    """Steps whose verdicts stand on something to show: a client-bound step, one cut by a manual change
+    (23 % of its requests ran into the next load), one missing the SLO on ITL p99, and a clean best."""
+    server = {
+        "server_ttft_p50_ms": 402.0,
+        "server_ttft_p95_ms": 655.0,
+        "kv_usage_max": 0.71,
+        "preemptions": 0.0,
+    }
+    return (
+        STEPS[0],
+        replace(
+            STEPS[1],
+            client_bound=True,
+            bound_reason="worker event loop lag over 5 ms in 3% of samples, max 21 ms: timings may read high",
+        ),
+        replace(STEPS[2], closing_s=2.4, server=server, marks=("bumped max_num_seqs",)),
+        replace(STEPS[3], carried_share=0.23, ended_by="level"),
+        replace(
+            step(4, 128, 5110.0, 470.0, False),
+            verdict=SLOVerdict(False, ("ITL p99 128 ms > 100 ms", "TTFT p95 985 ms > 500 ms")),
+            stats=replace(
+                step(4, 128, 5110.0, 470.0, False).stats, errors={"http_status": 2, "stream_cut": 1}
+            ),
+        ),
+    )

@@ -31,35 +31,23 @@ from textual.binding import Binding
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
-from loadgen.config import Mode, RunConfig, RunOutcome
-from loadgen.format import fmt_rate
+from loadgen.config import RunConfig, RunOutcome
 from loadgen.run.engine import EngineControl
 from loadgen.snapshot import Snapshot
+from tui.actions import EngineActions
 from tui.commands import RampCommands
 from tui.console import ConsoleScreen
-from tui.dialogs import ConfirmQuit, HelpScreen, ValueInput, key_label
-from tui.format import metric_title, window_label
-from tui.status import LIVE_STATES
-from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
+from tui.detail import DetailScreen, ErrorsDetail, StepDetail
+from tui.dialogs import ConfirmQuit, HelpScreen, key_label
+from tui.format import metric_title, snapshot_phase, window_label
+from tui.status import LIVE_STATES, waiting_for_a_key
 from tui.view import ViewState
 
 QUIT_TIMEOUT_S = 2.0
 SHUTDOWN_GROUP = "shutdown"  # the thread worker that stops the engine
 
 
-def prepare_subprocesses() -> None:
-    """Start multiprocessing's resource tracker now, before the app runs.
-
-    While a Textual app runs, ``sys.stderr`` is a capture object whose ``fileno()`` is -1; the resource
-    tracker, launched lazily by the first spawned worker, passes stderr's descriptor to its child and
-    fails with "bad value(s) in fds_to_keep". Once running, later spawns do not touch stderr.
-    """
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
-
-
-class RampApp(App[None]):
+class RampApp(EngineActions):
     CSS_PATH = "ramp.tcss"
     COMMANDS = App.COMMANDS | {RampCommands}
     BINDINGS = [
@@ -77,10 +65,7 @@ class RampApp(App[None]):
         start_engine: bool = True,
         basic_glyphs: bool | None = None,
     ) -> None:
-        super().__init__()
-        self.engine = engine
-        if engine is not None:
-            prepare_subprocesses()
+        super().__init__(engine)
         self.refresh_hz = refresh_hz
         self.title = title
         self.start_engine = start_engine
@@ -88,22 +73,13 @@ class RampApp(App[None]):
         self.basic_glyphs = os.environ.get("TERM") == "linux" if basic_glyphs is None else basic_glyphs
         self.view = ViewState()
         self.shown_snapshot: Snapshot | None = None
-        self._pushed: Snapshot | None = None  # written by the engine's thread
         self._drawn: tuple[int, ViewState] | None = None
         self._redraw_timer: Timer | None = None
         self._quitting = False
         self._announced_end = False
+        self._last_notice = -1  # the id of the latest engine notice toasted
 
     # ---- wiring --------------------------------------------------------------------------------
-    def attach(self, engine: EngineControl) -> None:
-        """Give the app its engine (built after the app so it can take ``snapshot_callback``)."""
-        self.engine = engine
-        prepare_subprocesses()
-
-    def snapshot_callback(self, snapshot: Snapshot) -> None:
-        """Called from the engine's thread: keep only the newest snapshot; the timer draws it."""
-        self._pushed = snapshot
-
     def get_default_screen(self) -> ConsoleScreen:
         return ConsoleScreen()
 
@@ -121,13 +97,6 @@ class RampApp(App[None]):
             self._redraw_timer.stop()
         self._redraw_timer = self.set_interval(1 / self.refresh_hz, self.redraw, name="redraw")
 
-    @property
-    def latest_snapshot(self) -> Snapshot | None:
-        snapshot = self._pushed
-        if snapshot is None and self.engine is not None:
-            snapshot = self.engine.latest()
-        return snapshot
-
     def redraw(self, force: bool = False) -> None:
         snapshot = self.latest_snapshot
         if snapshot is None:
@@ -140,123 +109,39 @@ class RampApp(App[None]):
         console = self.screen_stack[0] if self.screen_stack else None
         if isinstance(console, ConsoleScreen):
             console.show(snapshot, self.view)
-        if snapshot.state not in LIVE_STATES and not self._announced_end:
-            self._announced_end = True
-            detail = f": {snapshot.message}" if snapshot.message else ""
-            self.notify(
-                f"run {snapshot.state}{detail} — q to quit",
-                severity="error" if snapshot.state == "failed" else "information",
-            )
+        if isinstance(self.screen, DetailScreen):
+            self.screen.refresh_from(snapshot)
+        self.toast_notices(snapshot)
+        self.announce_end(snapshot)
+
+    def toast_notices(self, snapshot: Snapshot) -> None:
+        """Each of the engine's notices (what it chose for the operator) once, as a toast."""
+        for notice_id, text in snapshot.notices:
+            if notice_id > self._last_notice:
+                self._last_notice = notice_id
+                self.notify(text, markup=False)
+
+    def announce_end(self, snapshot: Snapshot) -> None:
+        """Say once that the run ended; in the console a finished plan waits for a key, and says so."""
+        if snapshot.state in LIVE_STATES:
+            self._announced_end = False  # a finished plan that a key restarted may finish again
+            return
+        if self._announced_end:
+            return
+        self._announced_end = True
+        if waiting_for_a_key(snapshot):
+            self.notify("plan finished: press ↑ or l to start a step, q to quit", markup=False)
+            return
+        detail = f": {snapshot.message}" if snapshot.message else ""
+        self.notify(
+            f"run {snapshot.state}{detail} — q to quit",
+            severity="error" if snapshot.state == "failed" else "information",
+            markup=False,
+        )
 
     def set_view(self, view: ViewState) -> None:
         self.view = view
         self.redraw()
-
-    # ---- engine commands ------------------------------------------------------------------------
-    def _engine_or_warn(self) -> EngineControl | None:
-        if self.engine is None:
-            self.notify("no engine attached", severity="warning")
-        return self.engine
-
-    def _mode(self) -> Mode:
-        snapshot = self.latest_snapshot
-        return "open" if snapshot is not None and snapshot.mode == "open" else "closed"
-
-    def action_level(self, step: str) -> None:
-        engine = self._engine_or_warn()
-        if engine is None:
-            return
-        snapshot = self.latest_snapshot
-        if self._mode() == "open":
-            if snapshot is None or snapshot.rate_rps is None:
-                self.notify("no rate known yet", severity="warning")
-                return
-            engine.set_rate(next_rate(snapshot.rate_rps, step))
-            return
-        delta = level_delta(step)
-        if delta is not None:
-            engine.change_level(delta)  # relative: correct even if our snapshot is a frame old
-        elif snapshot is not None:
-            engine.set_level(next_level(snapshot.level, step))
-
-    def action_type_level(self) -> None:
-        if self._engine_or_warn() is None:
-            return
-        snapshot = self.latest_snapshot
-        if self._mode() == "open":
-            current = (
-                f"{snapshot.rate_rps:g}" if snapshot is not None and snapshot.rate_rps is not None else ""
-            )
-            dialog = ValueInput(
-                "Arrival rate (req/s)", value=current, placeholder="e.g. 12.5", validate=parse_rate
-            )
-            self.push_screen(dialog, self._apply_rate)
-        else:
-            current = str(snapshot.level) if snapshot is not None else ""
-            dialog = ValueInput(
-                "Concurrency level", value=current, placeholder="e.g. 32", validate=parse_level
-            )
-            self.push_screen(dialog, self._apply_level)
-
-    def action_type_cap(self) -> None:
-        if self._engine_or_warn() is None:
-            return
-        dialog = ValueInput("Concurrency cap (0 = none)", placeholder="e.g. 256", validate=parse_level)
-        self.push_screen(dialog, self._apply_level)
-
-    def _apply_level(self, text: str | None) -> None:
-        if text is not None and self.engine is not None:
-            self.engine.set_level(parse_level(text))
-
-    def _apply_rate(self, text: str | None) -> None:
-        if text is not None and self.engine is not None:
-            rate = parse_rate(text)
-            self.engine.set_rate(rate)
-            self.notify(f"rate → {fmt_rate(rate)}")
-
-    def action_toggle_pause(self) -> None:
-        engine = self._engine_or_warn()
-        if engine is None:
-            return
-        snapshot = self.latest_snapshot
-        if snapshot is not None and snapshot.paused:
-            engine.resume()
-        else:
-            engine.pause()
-
-    def action_next_step(self) -> None:
-        engine = self._engine_or_warn()
-        if engine is not None:
-            engine.next_step()
-
-    def action_toggle_auto(self) -> None:
-        engine = self._engine_or_warn()
-        if engine is None:
-            return
-        snapshot = self.latest_snapshot
-        on = not (snapshot.auto_ramp if snapshot is not None else False)
-        engine.set_auto(on)
-        self.notify(f"auto-ramp {'on' if on else 'off'}")
-
-    def action_toggle_mode(self) -> None:
-        engine = self._engine_or_warn()
-        if engine is None:
-            return
-        mode: Mode = "open" if self._mode() == "closed" else "closed"
-        engine.set_mode(mode)
-        self.notify(f"switching to {mode} loop")
-
-    def action_mark(self) -> None:
-        if self._engine_or_warn() is None:
-            return
-        self.push_screen(
-            ValueInput("Mark this moment", placeholder="a note for the record"), self._apply_mark
-        )
-
-    def _apply_mark(self, note: str | None) -> None:
-        if note is not None and self.engine is not None:
-            self.engine.mark(note.strip() or "mark")
-            self.notify("marked")
 
     # ---- view -----------------------------------------------------------------------------------
     def action_cycle_metric(self, side: str) -> None:
@@ -266,8 +151,10 @@ class RampApp(App[None]):
 
     def action_cycle_window(self) -> None:
         self.set_view(self.view.cycle_window())
-        rolling_s = self.shown_snapshot.rolling_s if self.shown_snapshot is not None else 10.0
-        self.notify(f"window: {window_label(self.view.window, rolling_s)}", timeout=1.5)
+        shown = self.shown_snapshot
+        rolling_s = shown.rolling_s if shown is not None else 10.0
+        phase = snapshot_phase(shown.phase, shown.warming_up) if shown is not None else "measure"
+        self.notify(f"window: {window_label(self.view.window, rolling_s, phase)}", timeout=1.5)
 
     def action_cycle_curve(self) -> None:
         self.set_view(self.view.cycle_curve_x())
@@ -279,6 +166,16 @@ class RampApp(App[None]):
             path = str(Path(record).parent if record else Path.cwd())
         saved = self.save_screenshot(filename=filename, path=path)
         self.notify(f"screenshot saved: {saved}")
+
+    def action_step_detail(self) -> None:
+        if isinstance(self.screen, DetailScreen):
+            self.screen.dismiss(None)
+        self.push_screen(StepDetail())
+
+    def action_error_detail(self) -> None:
+        if isinstance(self.screen, DetailScreen):
+            self.screen.dismiss(None)
+        self.push_screen(ErrorsDetail())
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

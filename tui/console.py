@@ -17,12 +17,13 @@ from textual.widgets import Footer, TabbedContent, TabPane
 
 from loadgen.snapshot import Snapshot
 from tui.control import ControlPanel
+from tui.curve import CurvePanel
 from tui.errors import ErrorsPanel
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
 from tui.server import ServerPanel
 from tui.status import StatusBar
-from tui.steps import CurvePanel, StepsPanel
+from tui.steps import StepsPanel
 from tui.throughput import ThroughputPanel
 from tui.view import ViewState
 
@@ -94,6 +95,9 @@ class ConsoleScreen(Screen[None]):
         Binding("w", "app.cycle_window", "Window", id="cycle_window"),
         Binding("o", "app.toggle_mode", "Open/closed loop", show=False, id="switch_mode"),
         Binding("k", "app.mark", "Mark", show=False, id="mark"),
+        # Not in the footer (no room at 80 columns): the steps and errors panels name their keys.
+        Binding("d", "app.step_detail", "Step details", show=False, id="step_detail"),
+        Binding("e", "app.error_detail", "Error details", show=False, id="error_detail"),
         Binding("s", "app.screenshot", "Screenshot", show=False, id="screenshot"),
         *(
             Binding(str(number), f"show_tab('{tab}')", f"{tab.title()} tab", show=False, id=f"tab_{tab}")

@@ -2,7 +2,8 @@
 
 Line 1: target level or asked/achieved arrival rate, in flight, queued, schedule lag.
 Line 2: what the chosen window measured (out tok/s, prefill tok/s, req/s, ok, errors).
-Line 3: client health (event-loop lag, worker CPU) and a loud warning when the client is the bottleneck.
+Line 3: the engine's verdict on the client (live, and the finished steps it judged client-bound), the
+figures it stands on and the engine's own thresholds; a loud warning when the client is the bottleneck.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from collections.abc import Mapping
 from rich.style import Style
 from rich.text import Text
 
-from loadgen.format import fmt_count, fmt_ms, fmt_pct, fmt_rate, fmt_si
-from loadgen.snapshot import Snapshot, WindowStats
-from tui.format import window_label
+from loadgen.format import fmt_count, fmt_ms, fmt_num_trimmed, fmt_pct, fmt_rate, fmt_si
+from loadgen.run.health import CLIENT_BOUND_CPU_PCT, CLIENT_BOUND_LAG_MS
+from loadgen.snapshot import ClientHealth, Snapshot, WindowStats
+from tui.format import snapshot_phase, window_label
+from tui.line import fit_line, piece
 from tui.panel import SnapshotPanel
+from tui.status import bound_steps, bound_steps_text
 from tui.view import ViewState
 
 
@@ -68,55 +72,74 @@ def window_line(stats: WindowStats | None, label: str, width: int, styles: Mappi
     error_text = f"{fmt_count(errors)}"
     if errors and rate is not None:
         error_text += f" ({fmt_pct(1 - rate)})"
-    parts: list[tuple[str, Style | str]] = [
-        (f"{label}: ", dim),
-        ("out ", dim),
-        (f"{fmt_si(stats.out_tok_s)} tok/s", strong),
-        ("  prefill ", dim),
-        (fmt_si(stats.prefill_tok_s), ""),
-        ("  ", ""),
-        (fmt_rate(stats.req_s), ""),
-        ("  ·  ok ", dim),
-        (fmt_count(stats.ok), ""),
-        ("  err ", dim),
-        (error_text, _s(styles, "bad") if errors else ""),
+    pieces = [
+        piece((f"{label}: ", dim), ("out ", dim), (f"{fmt_si(stats.out_tok_s)} tok/s", strong)),
+        piece(("  prefill ", dim), (fmt_si(stats.prefill_tok_s), ""), keep=1),
+        piece(("  ", ""), (fmt_rate(stats.req_s), ""), keep=2),
+        piece(("  ·  ok ", dim), (fmt_count(stats.ok), ""), ("  err ", dim)),
+        piece((error_text, _s(styles, "bad") if errors else "")),
     ]
     if stats.approx_tokens:
-        parts += [("  ·  ", dim), (f"~{fmt_count(stats.approx_tokens)} approx tokens", _s(styles, "warn"))]
-    return _line(parts, width)
+        pieces.append(
+            piece(("  ·  ", dim), (f"~{fmt_count(stats.approx_tokens)} approx tokens", _s(styles, "warn")))
+        )
+    return fit_line(pieces, width)
+
+
+def spikes(health: ClientHealth) -> list[str]:
+    """Figures of the latest reports past the engine's own thresholds while the engine, judging the last
+    few seconds, does not call the client bound: said as spikes, never as healthy."""
+    out = []
+    if health.loop_lag_ms_p99 is not None and health.loop_lag_ms_p99 > CLIENT_BOUND_LAG_MS:
+        out.append(
+            f"loop lag p99 {fmt_ms(health.loop_lag_ms_p99)} > {fmt_num_trimmed(CLIENT_BOUND_LAG_MS)} ms"
+        )
+    busiest = max(health.cpu_pct, default=0.0)
+    if busiest > CLIENT_BOUND_CPU_PCT:
+        out.append(f"worker cpu {busiest:.0f}% > {fmt_num_trimmed(CLIENT_BOUND_CPU_PCT)}%")
+    return out
 
 
 def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> Text:
-    dim = _s(styles, "dim")
+    """The engine's verdict on the client (``ClientHealth.client_bound``, the rule the record's steps are
+    judged by), the figures it stands on, the engine's thresholds, and the finished steps it flagged."""
+    dim, warn = _s(styles, "dim"), _s(styles, "warn")
     health = snapshot.health
     cpu = " ".join(f"{c:.0f}%" for c in health.cpu_pct) if health.cpu_pct else "n/a"
-    if health.client_bound:
-        reason = health.reason or "the load generator cannot keep up"
-        return _line(
-            [
-                (" ⚠ CLIENT-BOUND ", _s(styles, "alarm")),
-                ("  ", ""),
-                (reason, _s(styles, "bad")),
-                ("  ·  loop lag p99 ", dim),
-                (fmt_ms(health.loop_lag_ms_p99), ""),
-                ("  cpu ", dim),
-                (cpu, ""),
-            ],
-            width,
-        )
-    parts: list[tuple[str, Style | str]] = [
-        ("client: loop lag p99 ", dim),
+    flagged = bound_steps(snapshot)
+    flags = piece((" · ", dim), ("⚠ " + bound_steps_text(flagged), warn), keep=6) if flagged else None
+    lag = piece(
+        ("  ·  loop lag p99 ", dim),
         (fmt_ms(health.loop_lag_ms_p99), ""),
         (" max ", dim),
         (fmt_ms(health.loop_lag_ms_max), ""),
-        ("  ·  worker cpu ", dim),
-        (cpu, ""),
-        ("  ·  ", dim),
-        ("healthy", _s(styles, "good")),
-    ]
-    if health.reason:
-        parts += [("  ·  ", dim), (health.reason, _s(styles, "warn"))]
-    return _line(parts, width)
+        keep=3,
+    )
+    rule = (
+        f"bound: lag p99 > {fmt_num_trimmed(CLIENT_BOUND_LAG_MS)} ms or cpu > "
+        f"{fmt_num_trimmed(CLIENT_BOUND_CPU_PCT)}%"
+    )
+    if health.client_bound:
+        reason = health.reason or "the load generator cannot keep up"
+        pieces = [
+            piece((" ⚠ CLIENT-BOUND ", _s(styles, "alarm")), ("  ", ""), (reason, _s(styles, "bad"))),
+            lag,
+            piece(("  cpu ", dim), (cpu, ""), keep=2),
+        ]
+    else:
+        spiked = spikes(health)
+        verdict = (
+            piece(("client not bound · spike: ", dim), ("; ".join(spiked), warn))
+            if spiked
+            else piece(("client ", dim), ("healthy", _s(styles, "good")))
+        )
+        pieces = [verdict, *([] if spiked else [lag]), piece(("  ·  worker cpu ", dim), (cpu, ""), keep=2)]
+        if health.reason:
+            pieces.append(piece(("  ·  ", dim), (health.reason, warn), keep=4))
+        pieces.append(piece(("  ·  ", dim), (rule, dim), keep=1))
+    if flags is not None:
+        pieces.insert(1, flags)
+    return fit_line(pieces, width)
 
 
 class ControlPanel(SnapshotPanel):
@@ -131,7 +154,9 @@ class ControlPanel(SnapshotPanel):
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("control--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        label = window_label(view.window, snapshot.rolling_s)
+        label = window_label(
+            view.window, snapshot.rolling_s, snapshot_phase(snapshot.phase, snapshot.warming_up)
+        )
         lines = [
             steering_line(snapshot, width, styles),
             window_line(snapshot.windows.get(view.window), label, width, styles),

@@ -110,11 +110,20 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close", id="close_help")]
 
     LEGEND = (
+        "Header: RUNNING then the step's phase: WARM-UP (not counted), MEASURING, CLOSING (N left: the window "
+        "ended, the load holds until its N requests are done), SETTLING (N surplus: in flight comes down after "
+        "a lowering); FINISHED waits for ↑ or l. The client verdict is the engine's (the record's rule).\n"
         "Histograms: log-scale buckets of the window in use; ▲ marks p50 / p95 / p99 (labelled 50 95 99), "
-        "┃ and ┊ the SLO threshold, bars past it in red. Percentiles come from the engine's HDR histograms.\n"
-        "Throughput: output tok/s bars, ┊ and numbers mark where each step began; prefill tok/s and req/s below.\n"
-        "Server: n/a means the source did not report it; the reason follows. Ramp table: ★ is the best step under the SLO.\n"
-        "Throughput–latency: each step's number at its TTFT p95; ┄ the SLO, or SLO ↑ when it lies far above the points.\n"
+        "┃ and ┊ the SLO threshold, bars past it in red. 'whole run' leaves warm-ups out.\n"
+        "Throughput: output tok/s bars, ┊ and numbers mark where each step began, ⚑ your marks (k); prefill "
+        "tok/s and req/s below.\n"
+        "Server: n/a means the source did not report it; the reason follows. The server's TTFT sits beside "
+        "the client's only for a finished step's window (the same requests).\n"
+        "Ramp table: ★ the best step under the SLO (only a clean step); SLO names the failing clause; notes: "
+        "⚠bound (client-bound), cut N% (a manual change carried N% of its requests into the next load). "
+        "d shows every figure of a step (← → other steps), e the errors in full.\n"
+        "Throughput–latency: ● met, ✕ missed, ○ no SLO, ★ best, each with its step number; ┄ the SLO (SLO ↑ "
+        "when far above); ↑ a step far above the rest, drawn on the top edge.\n"
         "More actions (refresh rate, curve axis, x2 / ÷2) are in the command palette: ctrl+p."
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from loadgen.format import fmt_duration, fmt_ms, fmt_rate, fmt_setting, fmt_si
+from loadgen.format import fmt_duration, fmt_ms, fmt_pct, fmt_rate, fmt_setting, fmt_si
 from loadgen.snapshot import METRICS, SLO, SLOVerdict
 
 METRIC_TITLES: dict[str, str] = {
@@ -41,12 +41,27 @@ def metric_unit(metric: str) -> str:
     return METRICS.get(metric, "")
 
 
-def window_label(window: str, rolling_s: float) -> str:
+# What the current step's window holds while the step is not measuring (its samples are not the step's).
+PHASE_NOTES: dict[str, str] = {"warmup": "warm-up", "closing": "closing", "settling": "settling"}
+
+
+def window_label(window: str, rolling_s: float, phase: str = "measure") -> str:
+    """'this step', 'this step (warm-up)', 'last 10 s', 'whole run (no warm-ups)'.
+
+    The run window leaves warm-ups out (the engine adds only measured segments to it), while the last N s
+    take every request: the labels say so, so that the two never seem to disagree without a reason.
+    """
     if window == "step":
-        return "this step"
+        note = PHASE_NOTES.get(phase)
+        return f"this step ({note})" if note else "this step"
     if window == "rolling":
         return f"last {fmt_setting(rolling_s)} s"
-    return "whole run"
+    return "whole run (no warm-ups)"
+
+
+def snapshot_phase(phase: str, warming_up: bool) -> str:
+    """The step's phase; an engine that only says ``warming_up`` is read as in its warm-up."""
+    return "warmup" if warming_up and phase == "measure" else phase
 
 
 def mode_label(mode: str, level: int, rate_rps: float | None, arrival: str = "") -> str:
@@ -94,6 +109,43 @@ def verdict_label(verdict: SLOVerdict) -> str:
     if verdict.met is None:
         return "–"
     return "met" if verdict.met else "miss"
+
+
+def slo_clause(failure: str) -> str:
+    """The clause a failure line names: 'ITL p99 128 ms > 100 ms' -> 'ITL p99', 'error rate 5 % > 1 %' ->
+    'error rate', 'not enough data: 3 requests...' -> 'not enough data'."""
+    words: list[str] = []
+    for word in failure.split():
+        if word[:1].isdigit() or word in ("n/a", ">", "<") or word.startswith("("):
+            break
+        words.append(word.rstrip(":"))
+        if word.endswith(":"):
+            break
+    return " ".join(words) or failure
+
+
+def verdict_cell(verdict: SLOVerdict, compact: int = 0) -> str:
+    """The steps table's SLO cell: 'met', 'miss ITL p99 +1' (one more clause failed), or '–' (no SLO).
+    ``compact`` 1 leaves out the count of the other clauses, 2 writes 'miss' as '✕'."""
+    label = verdict_label(verdict)
+    if label != "miss" or not verdict.failures:
+        return label
+    more = len(verdict.failures) - 1
+    clause = slo_clause(verdict.failures[0])
+    if compact >= 2:
+        return f"✕ {clause}"
+    return f"miss {clause}" + (f" +{more}" if more and compact == 0 else "")
+
+
+def step_notes(client_bound: bool, carried_share: float) -> str:
+    """What a step's figures stand on, in a few cells: '⚠bound' (the client was the bottleneck), 'cut 23%'
+    (a manual change cut it: that share of its requests finished under the next load)."""
+    notes = []
+    if client_bound:
+        notes.append("⚠bound")
+    if carried_share > 0:
+        notes.append(f"cut {fmt_pct(carried_share, 0)}")
+    return " ".join(notes)
 
 
 def source_reasons(sources: Mapping[str, str], *, gpu: bool | None = None) -> str:

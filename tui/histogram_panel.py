@@ -11,7 +11,7 @@ from rich.text import Text
 from loadgen.config import Window
 from loadgen.format import fmt_count
 from loadgen.snapshot import HistogramView, Snapshot
-from tui.format import metric_title, slo_threshold, window_label
+from tui.format import metric_title, slo_threshold, snapshot_phase, window_label
 from tui.histogram import HistogramStyle, render_histogram
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
@@ -52,12 +52,14 @@ class HistogramPanel(SnapshotPanel):
             view.window,
             snapshot.slo,
             snapshot.rolling_s,
+            snapshot_phase(snapshot.phase, snapshot.warming_up),
         )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         metric = self.metric(view)
         hist = pick_view(snapshot, view.window, metric)
-        self.border_title = f"{metric_title(metric)} · {window_label(view.window, snapshot.rolling_s)}"
+        phase = snapshot_phase(snapshot.phase, snapshot.warming_up)
+        self.border_title = f"{metric_title(metric)} · {window_label(view.window, snapshot.rolling_s, phase)}"
         count = f"n={fmt_count(hist.pct.count)}" if hist is not None else "n=0"
         threshold = slo_threshold(snapshot.slo, metric)
         self.border_subtitle = f"{threshold[1]} · {count}" if threshold else count

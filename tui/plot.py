@@ -1,6 +1,6 @@
-"""Pure character-cell plotting: vertical bar columns, sparklines, time series and a small scatter plot.
+"""Pure character-cell plotting: vertical bar columns, sparklines, time series and label rows.
 
-Shared by the histogram renderer and the throughput / step-curve panels. Everything takes plain numbers
+Shared by the histogram renderer and the throughput / step-curve panels (the curve's own cells: tui.curve). Everything takes plain numbers
 and a size in cells and returns strings or Rich ``Text`` lines, so it is unit-tested without a terminal.
 Only block elements are used (no braille): they exist in the Linux console font too; ``basic=True``
 restricts bars to half blocks for fonts that lack the eighths.
@@ -9,7 +9,7 @@ restricts bars to half blocks for fonts that lack the eighths.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -163,36 +163,3 @@ def place_labels(width: int, labels: Sequence[tuple[int, str, Style | str]], *, 
         cursor = start + len(label)
     text.append(" " * (width - cursor))
     return text
-
-
-def scatter(
-    points: Sequence[tuple[float, float, str, Style | str]],
-    width: int,
-    height: int,
-    *,
-    x_range: tuple[float, float] | None = None,
-    y_range: tuple[float, float] | None = None,
-    row_fill: Mapping[int, tuple[str, Style | str]] | None = None,
-) -> list[Text]:
-    """Points (x, y, glyph, style) in a ``width`` x ``height`` cell grid, y up; later points win a cell.
-    ``row_fill`` fills the empty cells of some rows (counted from the top), e.g. a threshold line."""
-    fill = row_fill or {}
-    grid: list[list[tuple[str, Style | str]]] = [[fill.get(row, (" ", ""))] * width for row in range(height)]
-    if points and width > 0 and height > 0:
-        xs = [p[0] for p in points]
-        ys = [p[1] for p in points]
-        x0, x1 = x_range or (min(xs), max(xs))
-        y0, y1 = y_range or (min(ys), max(ys))
-        for x, y, glyph, style in points:
-            col = 0 if x1 <= x0 else round((x - x0) / (x1 - x0) * (width - 1))
-            row = 0 if y1 <= y0 else round((y - y0) / (y1 - y0) * (height - 1))
-            col = min(width - 1, max(0, col))
-            row = min(height - 1, max(0, row))
-            grid[height - 1 - row][col] = (glyph[:1], style)
-    lines = []
-    for cells in grid:
-        line = Text(no_wrap=True, overflow="crop")
-        for glyph, style in cells:
-            line.append(glyph, style=style)
-        lines.append(line)
-    return lines

@@ -1,22 +1,23 @@
 """Server and GPU state beside the client's numbers: GPU memory and utilisation per GPU, KV-cache usage,
 running / waiting requests, preemptions, prefix-cache hit rate, the server's own TTFT and token rates.
 
-A value the sources did not provide is "n/a" with the failing source's reason, never a zero; a run with
-no telemetry at all says so.
+A value the sources did not provide is "n/a" with the failing source's reason, never a zero; each
+failing source has a row with its reason; a run with no telemetry at all says so. The server's TTFT sits
+beside the client's only over one set of requests: a finished step's window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rich.style import Style
 from rich.text import Text
 
-from loadgen.config import Window
 from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na
-from loadgen.snapshot import ServerTelemetry, Snapshot
+from loadgen.snapshot import ServerTelemetry, Snapshot, StepSummary
 from tui.format import source_reasons
+from tui.line import Piece, fit_line, piece
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
@@ -68,6 +69,10 @@ class ServerRows:
         line = Text.assemble((f"{label:<{LABEL_W}}", self.dim), *parts, no_wrap=True, overflow="ellipsis")
         line.truncate(self.width, overflow="ellipsis")
         self.lines.append(line)
+
+    def fit(self, label: str, *pieces: Piece) -> None:
+        """A row whose less important pieces give way on a narrow panel."""
+        self.lines.append(fit_line([piece((f"{label:<{LABEL_W}}", self.dim)), *pieces], self.width))
 
     def value(self, number: str, missing: bool, reason: str) -> Part:
         return (na(reason), self.dim) if missing else (number, self.strong)
@@ -139,28 +144,47 @@ def scheduler_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w
         rows.row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
 
 
-def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None, window: Window) -> None:
-    """The server's TTFT for this step (or the last N s), and the client's for the same window under it."""
+def paired_step(steps: Sequence[StepSummary]) -> StepSummary | None:
+    """The latest finished step whose record has the server's TTFT over that step's own window."""
+    for step in reversed(steps):
+        if (
+            step.server.get("server_ttft_p95_ms") is not None
+            or step.server.get("server_ttft_p50_ms") is not None
+        ):
+            return step
+    return None
+
+
+def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None) -> None:
+    """The server's TTFT over its own (rolling) window, labelled as its own; beside the client's only for
+    a finished step, over that step's window, where the step's record has the server's figure.
+
+    Live, the server's histograms and the client's step cover different requests (the server counts what
+    it answered in its window, the client what it sent in its own), so a live pair would compare apples
+    with pears: it is never shown.
+    """
     dim, strong = rows.dim, rows.strong
-    step = window == "step" and (server.step_ttft_ms_p50 is not None or server.step_ttft_ms_p95 is not None)
-    p50, p95 = (
-        (server.step_ttft_ms_p50, server.step_ttft_ms_p95)
-        if step
-        else (server.server_ttft_ms_p50, server.server_ttft_ms_p95)
-    )
-    if p50 is None and p95 is None:
+    if server.server_ttft_ms_p50 is not None or server.server_ttft_ms_p95 is not None:
+        rows.fit(
+            "server TTFT",
+            piece(("p95 ", dim), (fmt_ms(server.server_ttft_ms_p95), strong)),
+            piece(("  p50 ", dim), (fmt_ms(server.server_ttft_ms_p50), strong), keep=1),
+            piece(("  · server's window", dim)),
+        )
+    step = paired_step(client.steps) if client is not None else None
+    if step is None:
         return
-    rolling_s = client.rolling_s if client is not None else None
-    label = "this step" if step else (f"last {rolling_s:g} s" if rolling_s else "recent")
-
-    def p50_p95(lo: float | None, hi: float | None) -> tuple[Part, ...]:
-        return (("p50 ", dim), (fmt_ms(lo), strong), ("  p95 ", dim), (fmt_ms(hi), strong))
-
-    rows.row("server TTFT", *p50_p95(p50, p95), (f"  · {label}", dim))
-    stats = client.windows.get("step" if step else "rolling") if client is not None else None
-    if stats is not None and stats.ok:
-        pct = stats.pct("ttft_ms")
-        rows.row("client TTFT", *p50_p95(pct.p50, pct.p95))
+    pct = step.stats.pct("ttft_ms")
+    number = step.index + 1
+    for who, p95, p50 in (
+        ("server", step.server.get("server_ttft_p95_ms"), step.server.get("server_ttft_p50_ms")),
+        ("client", pct.p95, pct.p50),
+    ):
+        rows.fit(
+            f"step {number} {who}",
+            piece(("TTFT p95 ", dim), (fmt_ms(p95), strong)),
+            piece(("  p50 ", dim), (fmt_ms(p50), strong), keep=1),
+        )
 
 
 def rate_and_source_rows(rows: ServerRows, server: ServerTelemetry) -> None:
@@ -179,10 +203,15 @@ def rate_and_source_rows(rows: ServerRows, server: ServerTelemetry) -> None:
             if parts:
                 parts.append(("  ", ""))
             ok = state == "ok"
-            parts.append(
-                (f"{name} {'ok' if ok else 'n/a'}", rows.style("good") if ok else rows.style("warn"))
-            )
+            # A failing source's reason is on a row of its own below: never a bare "n/a" here.
+            state_text = "ok" if ok else "failing ↓"
+            parts.append((f"{name} {state_text}", rows.style("good") if ok else rows.style("warn")))
         rows.row("sources", *parts)
+        # Each failing source on a row of its own, with its reason (a failing --gpu-cmd says why).
+        for name, state in server.sources.items():
+            if state != "ok":
+                label = name if len(name) < LABEL_W else name[: LABEL_W - 2] + "…"
+                rows.row(label, ("n/a: ", dim), (state, rows.style("warn")))
 
 
 def render_server(
@@ -191,11 +220,10 @@ def render_server(
     *,
     styles: Mapping[str, Style] | None = None,
     client: Snapshot | None = None,
-    window: Window = "step",
 ) -> Text:
-    """The server/GPU rows; with ``client``, the client's TTFT for the same window under the server's
-    (this step when the histograms show the step, else the last N seconds), so the gap between the two
-    (network, HTTP, templating, the client itself) reads at a glance."""
+    """The server/GPU rows; with ``client``, its last finished step's TTFT beside the server's over that
+    step's window, so the gap between the two (network, HTTP, templating, the client itself) reads at a
+    glance over one set of requests."""
     rows = ServerRows(width, styles or {})
     if server is None:
         return Text("no telemetry source", style=rows.dim)
@@ -204,7 +232,7 @@ def render_server(
     bar_w = max(4, min(16, width - LABEL_W - 34))
     gpu_rows(rows, server, gpu_reason, bar_w)
     scheduler_rows(rows, server, server_reason, bar_w)
-    ttft_rows(rows, server, client, window)
+    ttft_rows(rows, server, client)
     rate_and_source_rows(rows, server)
     return Text("\n").join(rows.lines)
 
@@ -213,7 +241,7 @@ class ServerPanel(SnapshotPanel):
     COMPONENT_CLASSES = {"server--dim", "server--strong", "server--good", "server--warn", "server--bad"}
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (snapshot.server, view.window, snapshot.windows.get("step"), snapshot.windows.get("rolling"))
+        return (snapshot.server, snapshot.steps)
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         runtime = snapshot.server.runtime if snapshot.server is not None else None
@@ -221,4 +249,4 @@ class ServerPanel(SnapshotPanel):
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("server--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return render_server(snapshot.server, width, styles=styles, client=snapshot, window=view.window)
+        return render_server(snapshot.server, width, styles=styles, client=snapshot)

@@ -1,5 +1,6 @@
 """The status line: what is being tested (target, model, runtime, profile, record) and where the run is
-(state, mode, auto-ramp, step and countdown, elapsed, warm-up)."""
+(state, the step's phase, mode, step and countdown, elapsed, auto-ramp, and the engine's verdict on the
+client: live, and for every finished step judged client-bound)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,30 @@ from dataclasses import replace
 from rich.style import Style
 from rich.text import Text
 
-from loadgen.format import fmt_duration
+from loadgen.format import fmt_count, fmt_duration
 from loadgen.snapshot import Snapshot
-from tui.format import mode_label, step_label
+from tui.format import mode_label, snapshot_phase, step_label
+from tui.line import Piece, fit_line, piece
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
 LIVE_STATES = ("starting", "running", "paused")
+DOT = " · "
 
 
 def _s(styles: Mapping[str, Style], name: str) -> Style:
     return styles.get(name, Style.null())
 
 
+PHASE_BADGES = {
+    "warmup": ("WARM-UP", "warm-up"),
+    "measure": ("MEASURING", "measuring"),
+    "idle": ("IDLE", "dim"),
+}
+IDLE_HINT = "idle: press ↑ or l to start a step"
+
+
 def state_badge(snapshot: Snapshot) -> str:
-    if snapshot.state == "running" and snapshot.warming_up:
-        return "WARM-UP"
     return snapshot.state.upper()
 
 
@@ -59,28 +68,74 @@ def _identity(snapshot: Snapshot, model: str, styles: Mapping[str, Style]) -> Te
     return line
 
 
+def phase_badge(snapshot: Snapshot) -> tuple[str, str] | None:
+    """Where a running step stands, as (text, style): WARM-UP, MEASURING, CLOSING (N left), SETTLING
+    (N surplus). None when the state badge says it all (paused, stopped...)."""
+    if snapshot.state != "running":
+        return None
+    phase = snapshot_phase(snapshot.phase, snapshot.warming_up)
+    if phase == "closing":
+        return f"CLOSING ({fmt_count(snapshot.closing_left)} left)", "closing"
+    if phase == "settling":
+        return f"SETTLING ({fmt_count(snapshot.surplus)} surplus)", "settling"
+    return PHASE_BADGES.get(phase, (phase.upper(), "dim"))
+
+
+def waiting_for_a_key(snapshot: Snapshot) -> bool:
+    """A finished plan in the console: the run stays live at load 0 until a load key starts a step."""
+    return snapshot.state == "finished" and snapshot.phase == "idle"
+
+
+def bound_steps(snapshot: Snapshot) -> list[int]:
+    """The numbers (1-based, as everywhere on screen) of the finished steps judged client-bound."""
+    return [step.index + 1 for step in snapshot.steps if step.client_bound]
+
+
+def bound_steps_text(numbers: list[int]) -> str:
+    """'step 2 client-bound', 'steps 2, 5 client-bound', '4 steps client-bound'."""
+    if len(numbers) == 1:
+        return f"step {numbers[0]} client-bound"
+    if len(numbers) <= 3:
+        return f"steps {', '.join(map(str, numbers))} client-bound"
+    return f"{len(numbers)} steps client-bound"
+
+
+def client_piece(snapshot: Snapshot, styles: Mapping[str, Style]) -> Piece:
+    """The engine's own verdict on the client, live and for the finished steps (one rule: the record's)."""
+    dot = (DOT, _s(styles, "dim"))
+    if snapshot.health.client_bound:
+        return piece(dot, (" ⚠ CLIENT-BOUND ", _s(styles, "alarm")))
+    flagged = bound_steps(snapshot)
+    if flagged:
+        return piece(dot, ("⚠ " + bound_steps_text(flagged), _s(styles, "warn")), keep=6)
+    return piece(dot, ("client ok", _s(styles, "good")), keep=3)
+
+
 def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> Text:
+    dim = _s(styles, "dim")
     badge = state_badge(snapshot)
-    badge_style = styles.get(badge.lower(), _s(styles, "dim"))
-    parts: list[tuple[str, Style | str]] = [
-        (f" {badge} ", badge_style),
-        ("  ", ""),
-        (
-            mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival),
-            _s(styles, "strong"),
-        ),
-        ("  ·  ", _s(styles, "dim")),
-        (step_label(snapshot.step_index, snapshot.step_count, snapshot.step_remaining_s), ""),
-        ("  ·  elapsed ", _s(styles, "dim")),
-        (fmt_duration(snapshot.elapsed_s), ""),
-        ("  ·  auto ", _s(styles, "dim")),
-        ("on" if snapshot.auto_ramp else "off", ""),
+    pieces = [piece((f" {badge} ", styles.get(badge.lower(), dim)))]
+    phase = phase_badge(snapshot)
+    if phase is not None:
+        pieces.append(piece((" ", ""), (f" {phase[0]} ", _s(styles, phase[1]))))
+    elif waiting_for_a_key(snapshot):
+        pieces.append(piece((" ", ""), (IDLE_HINT, _s(styles, "warn"))))
+    mode = mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival)
+    pieces += [
+        piece((" ", ""), (mode, _s(styles, "strong"))),
+        piece((DOT, dim), (step_label(snapshot.step_index, snapshot.step_count, None), ""), keep=7),
+    ]
+    counting_down = snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure")
+    if snapshot.step_remaining_s is not None and snapshot.step_count is not None and counting_down:
+        pieces.append(piece((" · ", dim), (f"{fmt_duration(snapshot.step_remaining_s)} left", ""), keep=4))
+    pieces += [
+        piece((f"{DOT}elapsed ", dim), (fmt_duration(snapshot.elapsed_s), ""), keep=1),
+        piece((f"{DOT}auto ", dim), ("on" if snapshot.auto_ramp else "off", ""), keep=2),
+        client_piece(snapshot, styles),
     ]
     if snapshot.message:
-        parts += [("  ·  ", _s(styles, "dim")), (snapshot.message, _s(styles, "failed"))]
-    line = Text.assemble(*parts, no_wrap=True, overflow="ellipsis")
-    line.truncate(width, overflow="ellipsis")
-    return line
+        pieces.append(piece((DOT, dim), (snapshot.message, _s(styles, "failed")), keep=8))
+    return fit_line(pieces, width)
 
 
 class StatusBar(SnapshotPanel):
@@ -92,6 +147,12 @@ class StatusBar(SnapshotPanel):
         "status--starting",
         "status--running",
         "status--warm-up",
+        "status--measuring",
+        "status--closing",
+        "status--settling",
+        "status--warn",
+        "status--good",
+        "status--alarm",
         "status--paused",
         "status--finished",
         "status--stopped",

@@ -1,10 +1,15 @@
-"""The ramp table (one row per finished step, the best step under the SLO highlighted) and the
-throughput-latency curve (TTFT p95 against output tok/s or against the level), both from
-``Snapshot.steps`` / ``Snapshot.best_step``."""
+"""The ramp table: one row per finished step (``Snapshot.steps``), the best step under the SLO starred.
+
+Each row says what its verdict stands on: the failing SLO clause in the SLO cell, and notes for a step
+the client limited (``StepSummary.client_bound``) or a manual change cut (``carried_share``). Columns
+that matter less give way first on a narrow panel; ``#``, level, tok/s, TTFT p95, err, SLO and the notes
+always stay. ``d`` opens every figure of a step (``tui.detail``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from rich import box
 from rich.style import Style
@@ -13,10 +18,9 @@ from rich.text import Text
 
 from loadgen.format import fmt_count, fmt_ms, fmt_rate, fmt_si
 from loadgen.snapshot import Snapshot, StepSummary
-from tui.format import verdict_label
+from tui.format import step_notes, verdict_cell, verdict_label
 from tui.panel import SnapshotPanel
-from tui.plot import place_labels, scatter
-from tui.view import CurveX, ViewState
+from tui.view import ViewState
 
 
 def _s(styles: Mapping[str, Style], name: str) -> Style:
@@ -29,133 +33,117 @@ def level_text(step: StepSummary) -> str:
     return str(step.level)
 
 
+def starred(steps: Sequence[StepSummary], best_step: int | None) -> int | None:
+    """The position that gets the best-step star: only ever a clean step (one no manual change cut)."""
+    if best_step is None or not 0 <= best_step < len(steps) or not steps[best_step].clean:
+        return None
+    return best_step
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    header: str
+    cell: Callable[[StepSummary], str]
+    key: bool  # kept at any width
+    left: bool = False
+
+
+def columns(compact: int = 0) -> tuple[Column, ...]:
+    """The table's columns; ``compact`` shortens the SLO cell (see ``verdict_cell``)."""
+    return (
+        Column("#", lambda s: str(s.index + 1), True, left=True),
+        Column("level", level_text, True),
+        Column("tok/s", lambda s: fmt_si(s.stats.out_tok_s), True),
+        Column("dec p50", lambda s: fmt_si(s.stats.pct("decode_tok_s").p50), False),
+        Column("TTFT p50", lambda s: fmt_ms(s.stats.pct("ttft_ms").p50), False),
+        Column("TTFT p95", lambda s: fmt_ms(s.stats.pct("ttft_ms").p95), True),
+        Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), False),
+        Column("err", lambda s: fmt_count(s.stats.error_count), True),
+        Column("SLO", lambda s: verdict_cell(s.verdict, compact), True, left=True),
+        Column("notes", lambda s: step_notes(s.client_bound, s.carried_share), True, left=True),
+    )
+
+
+GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
+OPTIONAL_ORDER = ("e2e p95", "dec p50", "TTFT p50")  # the first to give way on a narrow panel
+
+
+def fitting_columns(steps: Sequence[StepSummary], width: int | None) -> list[Column]:
+    """The columns that fit ``width`` (all of them when None): the optional ones give way first, then the
+    SLO cell shortens; an empty notes column is left out."""
+
+    def natural(column: Column) -> int:
+        cells = [len(column.cell(s)) for s in steps]
+        return max([len(column.header), *cells]) + (1 if column.header == "#" else 0)  # the star
+
+    def total(chosen: list[Column]) -> int:
+        return sum(natural(c) for c in chosen) + GAP * (len(chosen) - 1)
+
+    chosen: list[Column] = []
+    for compact in range(3):
+        chosen = [c for c in columns(compact) if c.header != "notes" or any(c.cell(s) for s in steps)]
+        for header in OPTIONAL_ORDER:
+            if width is None or total(chosen) <= width:
+                break
+            chosen = [c for c in chosen if c.header != header]
+        if width is None or total(chosen) <= width:
+            break
+    return chosen
+
+
 def render_steps_table(
     steps: Sequence[StepSummary],
     best_step: int | None,
     height: int,
     *,
+    width: int | None = None,
     styles: Mapping[str, Style] | None = None,
 ) -> Table | Text:
-    """The last rows that fit in ``height`` (header included)."""
+    """The last rows that fit in ``height`` (header included), the columns that fit in ``width``."""
     styles = styles or {}
     if not steps:
         return Text("no finished steps yet", style=_s(styles, "dim"))
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), expand=False, show_edge=False, pad_edge=False)
-    headers = ("#", "level", "tok/s", "dec p50", "TTFT p50", "TTFT p95", "e2e p95", "err", "SLO")
-    for name in headers:
+    columns = fitting_columns(steps, width)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), expand=False, show_edge=False, pad_edge=False)
+    for column in columns:
         table.add_column(
-            name, justify="left" if name in ("#", "SLO") else "right", no_wrap=True, min_width=len(name)
+            column.header,
+            justify="left" if column.left else "right",
+            no_wrap=True,
+            min_width=len(column.header),
         )
+    star = starred(steps, best_step)
     visible = max(1, height - 2)
     first = max(0, len(steps) - visible)
     for position in range(first, len(steps)):
         step = steps[position]
-        stats = step.stats
-        verdict = verdict_label(step.verdict)
-        verdict_style = {"met": "good", "miss": "bad"}.get(verdict, "dim")
-        row_style = _s(styles, "best") if position == best_step else None
-        marker = "★" if position == best_step else " "
-        table.add_row(
-            f"{marker}{step.index + 1}",
-            level_text(step),
-            fmt_si(stats.out_tok_s),
-            fmt_si(stats.pct("decode_tok_s").p50),
-            fmt_ms(stats.pct("ttft_ms").p50),
-            fmt_ms(stats.pct("ttft_ms").p95),
-            fmt_ms(stats.pct("e2e_ms").p95),
-            Text(fmt_count(stats.error_count), style=_s(styles, "bad") if stats.error_count else ""),
-            Text(verdict, style=_s(styles, verdict_style)),
-            style=row_style,
-        )
+        cells = [cell_text(column, step, position == star, styles) for column in columns]
+        table.add_row(*cells, style=_s(styles, "best") if position == star else None)
     return table
 
 
-SLO_SPAN = 4.0  # the curve's y axis stretches to an SLO up to this many times the highest point
-
-
-def curve_points(
-    steps: Sequence[StepSummary], best_step: int | None, x_axis: CurveX, styles: Mapping[str, Style]
-) -> list[tuple[float, float, str, Style]]:
-    """(x, TTFT p95, the step's last digit, style) of each step that has both numbers."""
-    points = []
-    for position, step in enumerate(steps):
-        y = step.stats.pct("ttft_ms").p95
-        x = (
-            step.stats.out_tok_s
-            if x_axis == "out_tok_s"
-            else float(step.rate_rps or 0 if step.mode == "open" else step.level)
-        )
-        if x is None or y is None:
-            continue
-        style = _s(styles, "best") if position == best_step else _s(styles, "point")
-        points.append((x, y, str((step.index + 1) % 10), style))
-    return points
-
-
-def render_curve(
-    steps: Sequence[StepSummary],
-    best_step: int | None,
-    x_axis: CurveX,
-    width: int,
-    height: int,
-    *,
-    slo_ttft_p95_ms: float | None = None,
-    styles: Mapping[str, Style] | None = None,
-) -> Text:
-    """TTFT p95 (y) against out tok/s or level (x); each step is drawn as its number (last digit) and the
-    TTFT p95 SLO, when set, as a dashed horizontal line."""
-    styles = styles or {}
-    dim = _s(styles, "dim")
-    points = curve_points(steps, best_step, x_axis, styles)
-    x_name = "out tok/s" if x_axis == "out_tok_s" else "level"
-    title = Text.assemble(("TTFT p95 ", _s(styles, "strong")), ("vs ", dim), (x_name, _s(styles, "strong")))
-    data_hi = max((p[1] for p in points), default=0.0)
-    # The SLO line is drawn when it lies within SLO_SPAN of the data; far above it would flatten every
-    # point onto the bottom row, so the curve keeps its shape and the title says where the SLO is.
-    slo_drawn = slo_ttft_p95_ms is not None and (not points or slo_ttft_p95_ms <= SLO_SPAN * data_hi)
-    if slo_ttft_p95_ms is not None:
-        where = "" if slo_drawn else " ↑"  # above the plot
-        title.append_text(
-            Text.assemble((" ┄ SLO ", _s(styles, "slo")), (fmt_ms(slo_ttft_p95_ms) + where, dim))
-        )
-    if not points or width < 16 or height < 5:
-        return Text.assemble(title, ("\n", ""), ("needs a finished step", dim))
-    gutter = 8
-    plot_w = width - gutter
-    plot_h = height - 3  # title, x axis, x labels
-    ys = [p[1] for p in points] + ([slo_ttft_p95_ms] if slo_drawn and slo_ttft_p95_ms is not None else [])
-    y_hi = max(ys) * 1.05
-    x_hi = max(p[0] for p in points) * 1.05 or 1.0
-    fill: dict[int, tuple[str, Style | str]] = {}
-    if slo_drawn and slo_ttft_p95_ms is not None and y_hi > 0:
-        slo_row = plot_h - 1 - min(plot_h - 1, max(0, round(slo_ttft_p95_ms / y_hi * (plot_h - 1))))
-        fill[slo_row] = ("┄", _s(styles, "slo"))
-    grid = scatter(points, plot_w, plot_h, x_range=(0.0, x_hi), y_range=(0.0, y_hi), row_fill=fill)
-    lines = [title]
-    for row, cells in enumerate(grid):
-        label = fmt_ms(y_hi) if row == 0 else ""
-        lines.append(
-            Text.assemble((f"{label:>{gutter - 2}} ", dim), ("│", dim), cells, no_wrap=True, overflow="crop")
-        )
-    lines.append(
-        Text.assemble(
-            (f"{'0':>{gutter - 2}} ", dim), ("└" + "─" * plot_w, dim), no_wrap=True, overflow="crop"
-        )
-    )
-    x_labels = place_labels(plot_w, [(plot_w, f"{fmt_si(x_hi)} {x_name}", dim), (0, "0", dim)])
-    lines.append(Text.assemble(" " * gutter, x_labels, no_wrap=True, overflow="crop"))
-    # Crop, never wrap: a wrapped title would push the x axis out of the panel.
-    return Text("\n", no_wrap=True, overflow="crop").join(lines[:height])
+def cell_text(column: Column, step: StepSummary, best: bool, styles: Mapping[str, Style]) -> Text:
+    text = column.cell(step)
+    if column.header == "#":
+        return Text(("★" if best else " ") + text)
+    if column.header == "err":
+        return Text(text, style=_s(styles, "bad") if step.stats.error_count else "")
+    if column.header == "SLO":
+        verdict = verdict_label(step.verdict)
+        return Text(text, style=_s(styles, {"met": "good", "miss": "bad"}.get(verdict, "dim")))
+    if column.header == "notes":
+        return Text(text, style=_s(styles, "warn"))
+    return Text(text)
 
 
 class StepsPanel(SnapshotPanel):
-    COMPONENT_CLASSES = {"steps--dim", "steps--best", "steps--good", "steps--bad"}
+    COMPONENT_CLASSES = {"steps--dim", "steps--best", "steps--good", "steps--bad", "steps--warn"}
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         return (len(snapshot.steps), snapshot.best_step)
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
-        best = snapshot.best_step
+        best = starred(snapshot.steps, snapshot.best_step)
         self.border_title = "Ramp steps"
         if best is not None and best < len(snapshot.steps):
             step = snapshot.steps[best]
@@ -164,29 +152,9 @@ class StepsPanel(SnapshotPanel):
             )
         else:
             self.border_subtitle = "no step under the SLO yet" if snapshot.steps else ""
+        if snapshot.steps:
+            self.border_subtitle = f"{self.border_subtitle} · d: details"
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Table | Text:
         styles = {name.removeprefix("steps--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return render_steps_table(snapshot.steps, snapshot.best_step, height, styles=styles)
-
-
-class CurvePanel(SnapshotPanel):
-    COMPONENT_CLASSES = {"curve--dim", "curve--strong", "curve--point", "curve--best", "curve--slo"}
-
-    def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (len(snapshot.steps), snapshot.best_step, view.curve_x, snapshot.slo)
-
-    def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
-        self.border_title = "Throughput–latency"
-
-    def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
-        styles = {name.removeprefix("curve--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return render_curve(
-            snapshot.steps,
-            snapshot.best_step,
-            view.curve_x,
-            width,
-            height,
-            slo_ttft_p95_ms=snapshot.slo.ttft_p95_ms,
-            styles=styles,
-        )
+        return render_steps_table(snapshot.steps, snapshot.best_step, height, width=width, styles=styles)

@@ -1,0 +1,162 @@
+"""The operator's commands to the engine, as the console's actions: level and rate steps, typed values,
+pause, next step, auto-ramp, mode switch and marks.
+
+``EngineActions`` is the part of the app that talks to the engine: it holds the engine and the newest
+snapshot the engine pushed (written by the engine's thread, an atomic attribute write), and turns each key
+into one engine command. ``RampApp`` (tui.app) adds drawing, views, details and quitting on top.
+"""
+
+from __future__ import annotations
+
+from textual.app import App
+
+from loadgen.config import Mode
+from loadgen.format import fmt_rate
+from loadgen.run.engine import EngineControl
+from loadgen.snapshot import Snapshot
+from tui.dialogs import ValueInput
+from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
+
+
+def prepare_subprocesses() -> None:
+    """Start multiprocessing's resource tracker now, before the app runs.
+
+    While a Textual app runs, ``sys.stderr`` is a capture object whose ``fileno()`` is -1; the resource
+    tracker, launched lazily by the first spawned worker, passes stderr's descriptor to its child and
+    fails with "bad value(s) in fds_to_keep". Once running, later spawns do not touch stderr.
+    """
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+
+
+class EngineActions(App[None]):
+    """The engine, the newest snapshot it pushed, and the actions that send it commands."""
+
+    def __init__(self, engine: EngineControl | None = None) -> None:
+        super().__init__()
+        self.engine = engine
+        if engine is not None:
+            prepare_subprocesses()
+        self._pushed: Snapshot | None = None  # written by the engine's thread
+
+    def attach(self, engine: EngineControl) -> None:
+        """Give the app its engine (built after the app so it can take ``snapshot_callback``)."""
+        self.engine = engine
+        prepare_subprocesses()
+
+    def snapshot_callback(self, snapshot: Snapshot) -> None:
+        """Called from the engine's thread: keep only the newest snapshot; the timer draws it."""
+        self._pushed = snapshot
+
+    @property
+    def latest_snapshot(self) -> Snapshot | None:
+        snapshot = self._pushed
+        if snapshot is None and self.engine is not None:
+            snapshot = self.engine.latest()
+        return snapshot
+
+    def _engine_or_warn(self) -> EngineControl | None:
+        if self.engine is None:
+            self.notify("no engine attached", severity="warning")
+        return self.engine
+
+    def _mode(self) -> Mode:
+        snapshot = self.latest_snapshot
+        return "open" if snapshot is not None and snapshot.mode == "open" else "closed"
+
+    def action_level(self, step: str) -> None:
+        engine = self._engine_or_warn()
+        if engine is None:
+            return
+        snapshot = self.latest_snapshot
+        if self._mode() == "open":
+            if snapshot is None or snapshot.rate_rps is None:
+                self.notify("no rate known yet", severity="warning")
+                return
+            engine.set_rate(next_rate(snapshot.rate_rps, step))
+            return
+        delta = level_delta(step)
+        if delta is not None:
+            engine.change_level(delta)  # relative: correct even if our snapshot is a frame old
+        elif snapshot is not None:
+            engine.set_level(next_level(snapshot.level, step))
+
+    def action_type_level(self) -> None:
+        if self._engine_or_warn() is None:
+            return
+        snapshot = self.latest_snapshot
+        if self._mode() == "open":
+            current = (
+                f"{snapshot.rate_rps:g}" if snapshot is not None and snapshot.rate_rps is not None else ""
+            )
+            dialog = ValueInput(
+                "Arrival rate (req/s)", value=current, placeholder="e.g. 12.5", validate=parse_rate
+            )
+            self.push_screen(dialog, self._apply_rate)
+        else:
+            current = str(snapshot.level) if snapshot is not None else ""
+            dialog = ValueInput(
+                "Concurrency level", value=current, placeholder="e.g. 32", validate=parse_level
+            )
+            self.push_screen(dialog, self._apply_level)
+
+    def action_type_cap(self) -> None:
+        if self._engine_or_warn() is None:
+            return
+        dialog = ValueInput("Concurrency cap (0 = none)", placeholder="e.g. 256", validate=parse_level)
+        self.push_screen(dialog, self._apply_level)
+
+    def _apply_level(self, text: str | None) -> None:
+        if text is not None and self.engine is not None:
+            self.engine.set_level(parse_level(text))
+
+    def _apply_rate(self, text: str | None) -> None:
+        if text is not None and self.engine is not None:
+            rate = parse_rate(text)
+            self.engine.set_rate(rate)
+            self.notify(f"rate → {fmt_rate(rate)}")
+
+    def action_toggle_pause(self) -> None:
+        engine = self._engine_or_warn()
+        if engine is None:
+            return
+        snapshot = self.latest_snapshot
+        if snapshot is not None and snapshot.paused:
+            engine.resume()
+        else:
+            engine.pause()
+
+    def action_next_step(self) -> None:
+        engine = self._engine_or_warn()
+        if engine is not None:
+            engine.next_step()
+
+    def action_toggle_auto(self) -> None:
+        engine = self._engine_or_warn()
+        if engine is None:
+            return
+        snapshot = self.latest_snapshot
+        on = not (snapshot.auto_ramp if snapshot is not None else False)
+        engine.set_auto(on)
+        self.notify(f"auto-ramp {'on' if on else 'off'}")
+
+    def action_toggle_mode(self) -> None:
+        engine = self._engine_or_warn()
+        if engine is None:
+            return
+        mode: Mode = "open" if self._mode() == "closed" else "closed"
+        engine.set_mode(mode)
+        self.notify(f"switching to {mode} loop")
+
+    def action_mark(self) -> None:
+        if self._engine_or_warn() is None:
+            return
+        self.push_screen(
+            ValueInput("Mark this moment", placeholder="a note for the record"), self._apply_mark
+        )
+
+    def _apply_mark(self, note: str | None) -> None:
+        if note is not None and self.engine is not None:
+            self.engine.mark(note.strip() or "mark")
+            self.notify("marked")

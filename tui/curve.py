@@ -1,0 +1,289 @@
+"""The throughput-latency curve: each finished step's TTFT p95 against its output tok/s (or its level).
+
+A step is a marker that says its verdict (● met, ✕ missed, ○ no SLO, ★ best), with its number beside
+it when there is room; a label never touches another label or marker, so "9" and "12" cannot read as
+"912". Two steps on one cell are nudged apart, so no point is hidden. The y axis keeps to the ordinary
+points: a step far above the rest (over ``OUTLIER_GAP`` times the next one) is drawn on the top edge with
+an arrow instead of squashing every other point onto the floor. The TTFT p95 SLO is a dashed line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+
+from loadgen.format import fmt_ms, fmt_si
+from loadgen.snapshot import Snapshot, StepSummary
+from tui.line import fit_line, piece
+from tui.panel import SnapshotPanel
+from tui.plot import place_labels
+from tui.steps import starred
+from tui.view import CurveX, ViewState
+
+MARKERS = {"met": "●", "miss": "✕", "none": "○", "best": "★"}
+LEGEND = {"met": "met", "miss": "miss", "none": "no SLO", "best": "best"}
+CLIPPED = "↑"
+SLO_SPAN = 4.0  # the y axis stretches to an SLO up to this many times the highest point
+OUTLIER_GAP = 3.0  # a point over this many times the next highest is drawn on the top edge
+GUTTER = 8
+
+Cell = tuple[str, Style | str]
+
+
+def _s(styles: Mapping[str, Style], name: str) -> Style:
+    return styles.get(name, Style.null())
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    x: float
+    y: float
+    kind: str  # a key of MARKERS
+    label: str  # the step's number, as everywhere on screen
+    cut: bool  # a manual change cut the step: drawn dim, never best
+
+
+def point_kind(step: StepSummary, best: bool) -> str:
+    if best:
+        return "best"
+    if step.verdict.met is None:
+        return "none"
+    return "met" if step.verdict.met else "miss"
+
+
+def curve_points(steps: Sequence[StepSummary], best_step: int | None, x_axis: CurveX) -> list[CurvePoint]:
+    """Every step that has both numbers, in step order."""
+    star = starred(steps, best_step)
+    points = []
+    for position, step in enumerate(steps):
+        y = step.stats.pct("ttft_ms").p95
+        x = (
+            step.stats.out_tok_s
+            if x_axis == "out_tok_s"
+            else float(step.rate_rps or 0 if step.mode == "open" else step.level)
+        )
+        if x is None or y is None:
+            continue
+        points.append(
+            CurvePoint(x, y, point_kind(step, position == star), str(step.index + 1), not step.clean)
+        )
+    return points
+
+
+def y_limit(ys: Sequence[float]) -> float | None:
+    """The height above which points are outliers (drawn on the edge), or None when none is.
+
+    From the top down, a point is an outlier while it is over ``OUTLIER_GAP`` times the next highest and
+    at least two ordinary points stay below it: one stray step cannot squash the curve's shape.
+    """
+    ordered = sorted(ys)
+    limit = None
+    while len(ordered) >= 3 and ordered[-1] > OUTLIER_GAP * max(ordered[-2], 1e-9):
+        limit = ordered[-2]
+        ordered.pop()
+    return limit
+
+
+def y_scale(points: Sequence[CurvePoint], slo_ttft_p95_ms: float | None) -> tuple[float, bool]:
+    """The y axis' top and whether the SLO line is drawn on it.
+
+    An SLO far above the data (past ``SLO_SPAN`` times its highest ordinary point) would flatten every
+    point onto the bottom row: then the curve keeps its shape and the title's arrow says where the SLO is.
+    """
+    limit = y_limit([p.y for p in points])
+    data_hi = max((p.y for p in points if limit is None or p.y <= limit), default=0.0)
+    slo_drawn = slo_ttft_p95_ms is not None and (not points or slo_ttft_p95_ms <= SLO_SPAN * data_hi)
+    top = max(data_hi, slo_ttft_p95_ms if slo_drawn and slo_ttft_p95_ms is not None else 0.0)
+    return top * 1.05, slo_drawn
+
+
+def curve_legend(points: Sequence[CurvePoint], slo_ttft_p95_ms: float | None = None) -> str:
+    """'● met  ✕ miss  ★ best  ↑ off scale': the markers this curve draws."""
+    kinds = {p.kind for p in points}
+    words = [f"{MARKERS[k]} {LEGEND[k]}" for k in MARKERS if k in kinds]
+    y_hi, _ = y_scale(points, slo_ttft_p95_ms)
+    if any(p.y > y_hi for p in points):
+        words.append(f"{CLIPPED} off scale")
+    return "  ".join(words)
+
+
+@dataclass(slots=True)
+class Grid:
+    """The plot's cells; ``taken`` marks markers and labels (a fill such as the SLO line is free)."""
+
+    width: int
+    height: int
+    cells: list[list[Cell]]
+    taken: list[list[bool]]
+
+    @classmethod
+    def empty(cls, width: int, height: int, fill: Mapping[int, Cell]) -> Grid:
+        cells = [[fill.get(row, (" ", ""))] * width for row in range(height)]
+        return cls(width, height, cells, [[False] * width for _ in range(height)])
+
+    def free(self, col: int, row: int) -> bool:
+        return 0 <= col < self.width and 0 <= row < self.height and not self.taken[row][col]
+
+    def put(self, col: int, row: int, glyph: str, style: Style | str) -> None:
+        self.cells[row][col] = (glyph, style)
+        self.taken[row][col] = True
+
+    def nearest_free(self, col: int, row: int) -> tuple[int, int]:
+        """The free cell nearest (col, row), sideways first (a nudge keeps the height right)."""
+        for reach in range(0, 4):
+            for dc, dr in (
+                (reach, 0),
+                (-reach, 0),
+                (0, reach),
+                (0, -reach),
+                (reach, reach),
+                (-reach, -reach),
+            ):
+                if self.free(col + dc, row + dr):
+                    return col + dc, row + dr
+        return col, row
+
+    def place_label(self, col: int, row: int, label: str, style: Style | str) -> bool:
+        """``label`` right of the marker at (col, row), else left of it, with a free cell (or the edge) on
+        its far side so that it never runs into another label or marker."""
+        n = len(label)
+        for start in (col + 1, col - n):
+            span = range(start, start + n)
+            beyond = start + n if start > col else start - 1
+            if all(self.free(c, row) for c in span) and (
+                beyond in (-1, self.width) or self.free(beyond, row)
+            ):
+                for offset, char in enumerate(label):
+                    self.put(start + offset, row, char, style)
+                return True
+        return False
+
+    def lines(self) -> list[Text]:
+        out = []
+        for cells in self.cells:
+            line = Text(no_wrap=True, overflow="crop")
+            for glyph, style in cells:
+                line.append(glyph, style=style)
+            out.append(line)
+        return out
+
+
+def draw_points(
+    grid: Grid, points: Sequence[CurvePoint], x_hi: float, y_hi: float, styles: Mapping[str, Style]
+) -> None:
+    """Markers first (the best step, then the latest, get their own cell), then labels where they fit."""
+    order = sorted(range(len(points)), key=lambda i: (points[i].kind != "best", -i))
+    at: dict[int, tuple[int, int]] = {}
+    for i in order:
+        p = points[i]
+        col = round(p.x / x_hi * (grid.width - 1)) if x_hi > 0 else 0
+        height = grid.height - 1 if p.y > y_hi else round(p.y / y_hi * (grid.height - 1)) if y_hi > 0 else 0
+        row = grid.height - 1 - min(grid.height - 1, max(0, height))  # counted from the top
+        at[i] = grid.nearest_free(min(grid.width - 1, max(0, col)), row)
+        style = _s(styles, "cut") if p.cut else _s(styles, p.kind)
+        grid.put(*at[i], MARKERS[p.kind], style)
+    for i in order:
+        p = points[i]
+        label_style = _s(styles, "label")
+        if p.y > y_hi:
+            if not grid.place_label(*at[i], CLIPPED + p.label, label_style):
+                grid.place_label(*at[i], CLIPPED, label_style)
+        else:
+            grid.place_label(*at[i], p.label, label_style)
+
+
+def curve_title(
+    x_name: str, slo_ttft_p95_ms: float | None, slo_drawn: bool, width: int, styles: Mapping[str, Style]
+) -> Text:
+    dim = _s(styles, "dim")
+    pieces = [
+        piece(("TTFT p95", _s(styles, "strong"))),
+        piece((" vs ", dim), (x_name, _s(styles, "strong")), keep=1),
+    ]
+    if slo_ttft_p95_ms is not None:
+        where = "" if slo_drawn else " ↑"  # above the plot
+        pieces.append(piece(("  ┄ SLO ", _s(styles, "slo")), (fmt_ms(slo_ttft_p95_ms) + where, dim)))
+    return fit_line(pieces, width)
+
+
+def render_curve(
+    steps: Sequence[StepSummary],
+    best_step: int | None,
+    x_axis: CurveX,
+    width: int,
+    height: int,
+    *,
+    slo_ttft_p95_ms: float | None = None,
+    styles: Mapping[str, Style] | None = None,
+) -> Text:
+    """TTFT p95 (y) against out tok/s or level (x); the TTFT p95 SLO, when set, as a dashed line."""
+    styles = styles or {}
+    dim = _s(styles, "dim")
+    points = curve_points(steps, best_step, x_axis)
+    x_name = "out tok/s" if x_axis == "out_tok_s" else "level"
+    y_hi, slo_drawn = y_scale(points, slo_ttft_p95_ms)
+    title = curve_title(x_name, slo_ttft_p95_ms, slo_drawn, width, styles)
+    if not points or width < 16 or height < 5:
+        return Text.assemble(title, ("\n", ""), ("needs a finished step", dim))
+    plot_w, plot_h = width - GUTTER, height - 3  # title, x axis, x labels
+    x_hi = max(p.x for p in points) * 1.05 or 1.0
+    fill: dict[int, Cell] = {}
+    if slo_drawn and slo_ttft_p95_ms is not None and y_hi > 0:
+        fill[plot_h - 1 - min(plot_h - 1, round(slo_ttft_p95_ms / y_hi * (plot_h - 1)))] = (
+            "┄",
+            _s(styles, "slo"),
+        )
+    grid = Grid.empty(plot_w, plot_h, fill)
+    draw_points(grid, points, x_hi, y_hi, styles)
+    lines = [title]
+    for row, cells in enumerate(grid.lines()):
+        label = fmt_ms(y_hi) if row == 0 else fmt_ms(y_hi / 2) if row == plot_h // 2 and plot_h >= 6 else ""
+        lines.append(
+            Text.assemble((f"{label:>{GUTTER - 2}} ", dim), ("│", dim), cells, no_wrap=True, overflow="crop")
+        )
+    lines.append(
+        Text.assemble(
+            (f"{'0':>{GUTTER - 2}} ", dim), ("└" + "─" * plot_w, dim), no_wrap=True, overflow="crop"
+        )
+    )
+    x_labels = place_labels(plot_w, [(plot_w, f"{fmt_si(x_hi)} {x_name}", dim), (0, "0", dim)])
+    lines.append(Text.assemble(" " * GUTTER, x_labels, no_wrap=True, overflow="crop"))
+    # Crop, never wrap: a wrapped title would push the x axis out of the panel.
+    return Text("\n", no_wrap=True, overflow="crop").join(lines[:height])
+
+
+class CurvePanel(SnapshotPanel):
+    COMPONENT_CLASSES = {
+        "curve--dim",
+        "curve--strong",
+        "curve--met",
+        "curve--miss",
+        "curve--none",
+        "curve--best",
+        "curve--cut",
+        "curve--label",
+        "curve--slo",
+    }
+
+    def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
+        return (snapshot.steps, snapshot.best_step, view.curve_x, snapshot.slo)
+
+    def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
+        self.border_title = "Throughput–latency"
+        points = curve_points(snapshot.steps, snapshot.best_step, view.curve_x)
+        self.border_subtitle = curve_legend(points, snapshot.slo.ttft_p95_ms)
+
+    def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
+        styles = {name.removeprefix("curve--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
+        return render_curve(
+            snapshot.steps,
+            snapshot.best_step,
+            view.curve_x,
+            width,
+            height,
+            slo_ttft_p95_ms=snapshot.slo.ttft_p95_ms,
+            styles=styles,
+        )

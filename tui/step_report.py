@@ -1,0 +1,245 @@
+"""Every figure of one finished step, as Rich renderables for the step detail view (``d``).
+
+What a step's verdict stands on comes first (the SLO clauses with the step's own figures, the failure
+lines, whether the client was the bottleneck and why, whether a manual change cut it), then how the load
+was held (warm-up, window, closing time), counts and tokens, every percentile, errors by kind with the
+latest full message of each kind, the server's figures over the step's window, and the operator's marks.
+Pure: a ``StepSummary`` (and the run's SLO and latest errors) in, renderables out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_rate, fmt_seconds, fmt_si
+from loadgen.snapshot import METRICS, SLO, Percentiles, StepSummary
+from tui.format import error_label, metric_title, mode_label, slo_clause
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """The report's styles (the detail screen takes them from its component classes in ramp.tcss)."""
+
+    heading: Style = field(default_factory=lambda: Style(bold=True))
+    good: Style = field(default_factory=Style.null)
+    bad: Style = field(default_factory=lambda: Style(bold=True))
+    warn: Style = field(default_factory=Style.null)
+    dim: Style = field(default_factory=lambda: Style(dim=True))
+
+
+PLAIN = Look()
+QUANTILES = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
+QUANTILE_TITLES = {"p999": "p99.9"}
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """One SLO objective as the verdict names it, its limit as written, and the step's figure."""
+
+    name: str  # as slo.evaluate names it in a failure line ("TTFT p95")
+    limit: str  # "≤ 500 ms"
+    value: str
+
+
+def slo_clauses(slo: SLO, step: StepSummary) -> list[Clause]:
+    stats = step.stats
+    clauses = []
+    if slo.ttft_p95_ms is not None:
+        clauses.append(Clause("TTFT p95", f"≤ {fmt_ms(slo.ttft_p95_ms)}", fmt_ms(stats.pct("ttft_ms").p95)))
+    if slo.ttft_p99_ms is not None:
+        clauses.append(Clause("TTFT p99", f"≤ {fmt_ms(slo.ttft_p99_ms)}", fmt_ms(stats.pct("ttft_ms").p99)))
+    if slo.decode_p50_tok_s is not None:
+        decode = stats.pct("decode_tok_s").p50
+        clauses.append(
+            Clause("decode p50", f"≥ {fmt_si(slo.decode_p50_tok_s)} tok/s", f"{fmt_si(decode)} tok/s")
+        )
+    if slo.itl_p99_ms is not None:
+        clauses.append(Clause("ITL p99", f"≤ {fmt_ms(slo.itl_p99_ms)}", fmt_ms(stats.pct("itl_ms").p99)))
+    if slo.e2e_p95_s is not None:
+        clauses.append(
+            Clause("e2e p95", f"≤ {fmt_ms(slo.e2e_p95_s * 1000.0)}", fmt_ms(stats.pct("e2e_ms").p95))
+        )
+    if slo.max_error_rate is not None:
+        clauses.append(Clause("error rate", f"≤ {fmt_pct(slo.max_error_rate)}", fmt_pct(error_rate(step))))
+    return clauses
+
+
+def error_rate(step: StepSummary) -> float | None:
+    done = step.stats.ok + step.stats.error_count
+    return None if done == 0 else step.stats.error_count / done
+
+
+def verdict_block(slo: SLO, step: StepSummary, look: Look) -> RenderableType:
+    verdict = step.verdict
+    head = Text("SLO  ", style=look.heading)
+    if verdict.met is None:
+        head.append("no verdict" if verdict.failures else "no SLO set", style=look.dim)
+    else:
+        head.append("met" if verdict.met else "missed", style=look.good if verdict.met else look.bad)
+    failing = {slo_clause(f).lower() for f in verdict.failures}
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), pad_edge=False)
+    for clause in slo_clauses(slo, step):
+        broken = clause.name.lower() in failing
+        mark = ("–", look.dim) if verdict.met is None else ("✕", look.bad) if broken else ("✓", look.good)
+        table.add_row(Text(f"  {clause.name} {clause.limit}"), Text(clause.value), Text(*mark))
+    parts: list[RenderableType] = [head, table] if table.row_count else [head]
+    parts += [
+        Text(f"  {failure}", style=look.bad if verdict.met is False else look.dim)
+        for failure in verdict.failures
+    ]
+    return Group(*parts)
+
+
+def grid(look: Look) -> Table:
+    """Two columns, a label and a value that wraps under itself."""
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), pad_edge=False, expand=True)
+    table.add_column(style=look.heading, no_wrap=True)
+    table.add_column(ratio=1)
+    return table
+
+
+def standing_block(step: StepSummary, look: Look) -> RenderableType:
+    """Whether the client limited the step, whether its requests ran into another load, how it was held."""
+    table = grid(look)
+    if step.client_bound:
+        reason = step.bound_reason or "the load generator could not keep up"
+        table.add_row("client", Text.assemble(("⚠ client-bound: ", look.bad), reason))
+    else:
+        table.add_row(
+            "client", Text("not bound (the engine's health rule held over the step)", style=look.good)
+        )
+    if step.carried_share > 0:
+        cut = (
+            f"cut: {fmt_pct(step.carried_share, 0)} of its counted requests were carried into the next load "
+            "(a manual change); never a best step"
+        )
+        table.add_row("load", Text(cut, style=look.warn))
+    else:
+        table.add_row(
+            "load", Text("clean: every counted request finished under this step's own load", style=look.good)
+        )
+    table.add_row(
+        "timing",
+        f"warm-up {fmt_seconds(step.warmup_s)} · window {fmt_seconds(step.window_s)} · closing "
+        f"{fmt_seconds(step.closing_s)} (load held until its requests were done) · step "
+        f"{fmt_seconds(step.duration_s)} · ended by {step.ended_by}",
+    )
+    stats = step.stats
+    approx = f" · ~{fmt_count(stats.approx_tokens)} approx" if stats.approx_tokens else ""
+    table.add_row(
+        "requests",
+        f"ok {fmt_count(stats.ok)} · errors {fmt_count(stats.error_count)} · cancelled "
+        f"{fmt_count(stats.cancelled)} · {fmt_rate(stats.req_s)}",
+    )
+    table.add_row(
+        "tokens",
+        f"input {fmt_count(stats.input_tokens)} · output {fmt_count(stats.output_tokens)} · cached "
+        f"{fmt_count(stats.cached_tokens)}{approx}",
+    )
+    table.add_row(
+        "rates", f"out {fmt_si(stats.out_tok_s)} tok/s · prefill {fmt_si(stats.prefill_tok_s)} tok/s"
+    )
+    return table
+
+
+def percentile_cells(pct: Percentiles, unit: str) -> list[str]:
+    values = pct.as_dict()
+    fmt = fmt_ms if unit == "ms" else fmt_si
+    return [fmt_count(pct.count), *(fmt(values[q]) for q in QUANTILES)]
+
+
+def percentiles_block(step: StepSummary, look: Look) -> RenderableType:
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+    table.add_column("metric", no_wrap=True)
+    for name in ("n", *(QUANTILE_TITLES.get(q, q) for q in QUANTILES)):
+        table.add_column(name, justify="right", no_wrap=True)
+    for metric, unit in METRICS.items():
+        pct = step.stats.pct(metric)
+        if pct.count:
+            table.add_row(metric_title(metric), *percentile_cells(pct, unit))
+    for cls, metrics in step.stats.by_class.items():
+        for metric, pct in metrics.items():
+            table.add_row(f"  {cls} {metric_title(metric)}", *percentile_cells(pct, METRICS.get(metric, "")))
+    parts: list[RenderableType] = [table]
+    if step.stats.out_of_range:
+        outside = ", ".join(f"{metric_title(m)} {fmt_count(n)}" for m, n in step.stats.out_of_range.items())
+        parts.append(Text(f"out of histogram range (not in the percentiles): {outside}", style=look.warn))
+    return Group(*parts)
+
+
+def errors_block(step: StepSummary, latest_errors: Mapping[str, str], look: Look) -> RenderableType:
+    errors = step.stats.errors
+    if not errors:
+        return Text.assemble(("errors  ", look.heading), ("none", look.good))
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), pad_edge=False, expand=True)
+    table.add_column(no_wrap=True)
+    table.add_column(justify="right", no_wrap=True)
+    table.add_column(ratio=1, overflow="fold")
+    for kind, count in sorted(errors.items(), key=lambda item: -item[1]):
+        latest = latest_errors.get(kind, "")
+        table.add_row(
+            Text(f"  {error_label(kind)}"),
+            Text(fmt_count(count), style=look.bad),
+            Text(latest, style=look.dim),
+        )
+    note = Text("errors by kind, with the run's latest message of each kind", style=look.heading)
+    return Group(note, table)
+
+
+def server_value(key: str, value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if key.endswith("_ms"):
+        return fmt_ms(value)
+    if key.endswith("_mib"):
+        return f"{fmt_gib(value)} GiB"
+    if key.startswith("kv_usage") or key in ("prefix_cache_hit_rate", "spec_acceptance"):
+        return fmt_pct(value)
+    if key.endswith("tok_s"):
+        return f"{fmt_si(value)} tok/s"
+    if key.endswith("_w"):
+        return f"{fmt_gauge(value)} W"
+    if key.endswith("_s"):
+        return fmt_seconds(value)
+    if key == "gpu_util_mean":
+        return f"{fmt_gauge(value)}%"
+    return fmt_gauge(value)
+
+
+def server_block(step: StepSummary, look: Look) -> RenderableType:
+    if not step.server:
+        return Text.assemble(("server  ", look.heading), ("no telemetry over this step", look.dim))
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), pad_edge=False)
+    for key, value in step.server.items():
+        table.add_row(Text(f"  {key.replace('_', ' ')}"), Text(server_value(key, value)))
+    return Group(Text("server over the step's window", style=look.heading), table)
+
+
+def step_report(
+    step: StepSummary, slo: SLO, latest_errors: Mapping[str, str], *, best: bool, look: Look = PLAIN
+) -> RenderableType:
+    title = Text(f"step {step.index + 1}", style=look.heading)
+    title.append(f"  ·  {mode_label(step.mode, step.level, step.rate_rps, step.arrival)}")
+    if best:
+        title.append("  ·  ★ best under the SLO", style=look.good)
+    parts: list[RenderableType] = [
+        title,
+        verdict_block(slo, step, look),
+        standing_block(step, look),
+        percentiles_block(step, look),
+        errors_block(step, latest_errors, look),
+        server_block(step, look),
+    ]
+    if step.marks:
+        parts.append(Group(Text("marks", style=look.heading), *(Text(f"  ⚑ {mark}") for mark in step.marks)))
+    spaced: list[RenderableType] = []
+    for part in parts:
+        spaced += [part, Text("")]
+    return Group(*spaced[:-1])
