@@ -1,15 +1,18 @@
 """Screen snapshots (pytest-textual-snapshot) of the console fed deterministic Snapshots: the main screen
-at 80x24 (tabs) and 160x48 (grid), an open-loop client-bound run, and missing telemetry.
+at 80x24 (tabs) and 160x48 (grid), an open-loop client-bound run, and missing telemetry; and what the
+verdicts stand on (issue 9): flagged steps at 120x36 and 160x48, the step and errors detail views, the
+curve with an outlier, a finished plan waiting for a key.
 
 Regenerate with ``pytest tests/test_tui_snapshots.py --snapshot-update`` and look at the SVGs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from tui_fakes import FakeEngine, make_snapshot
+from tui_fakes import FakeEngine, judged_steps, make_snapshot
 
 from loadgen.snapshot import ClientHealth, ServerTelemetry
 from tui.app import RampApp
@@ -88,3 +91,67 @@ def test_dialogs_80x24(snap_compare: Any, key: str) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=open_dialog)
+
+
+# ---- issue 9: what the verdicts stand on ----------------------------------------------------------------
+
+LATEST_ERRORS = {
+    "http_status": "HTTP 400: This model's maximum context length is 8192 tokens. However, you requested "
+    "9120 tokens (8800 in the messages, 320 in the completion). Please reduce the length of the messages.",
+    "stream_cut": "stream cut after 112 tokens: connection reset by peer",
+}
+
+
+def judged_app(**changes: Any) -> RampApp:
+    """Steps with a client-bound one, a cut one and a failing clause; the step closing; a lag spike."""
+    values: dict[str, Any] = {
+        "steps": judged_steps(),
+        "best_step": 2,
+        "phase": "closing",
+        "closing_left": 12,
+        "step_remaining_s": 0.0,
+        "latest_errors": LATEST_ERRORS,
+        "health": ClientHealth(loop_lag_ms_p99=5.32, loop_lag_ms_max=7.0, cpu_pct=(41.0,)),
+    }
+    values.update(changes)
+    return make_app(**values)
+
+
+def test_judged_steps_120x36(snap_compare: Any) -> None:
+    assert snap_compare(judged_app(), terminal_size=(120, 36), run_before=drawn)
+
+
+def test_judged_steps_160x48(snap_compare: Any) -> None:
+    assert snap_compare(judged_app(), terminal_size=(160, 48), run_before=drawn)
+
+
+@pytest.mark.parametrize("key", ["d", "e"])
+def test_detail_views_80x24(snap_compare: Any, key: str) -> None:
+    async def open_view(pilot: Pilot) -> None:
+        await drawn(pilot)
+        await pilot.press(key)
+        await pilot.pause()
+
+    assert snap_compare(judged_app(), terminal_size=(80, 24), run_before=open_view)
+
+
+def test_curve_with_an_outlier_80x24(snap_compare: Any) -> None:
+    steps = judged_steps()
+    far = steps[-1].stats.hist["ttft_ms"]
+    outlier = replace(far, pct=replace(far.pct, p95=60_000.0))
+    last = replace(
+        steps[-1], stats=replace(steps[-1].stats, hist={**steps[-1].stats.hist, "ttft_ms": outlier})
+    )
+
+    async def curve_tab(pilot: Pilot) -> None:
+        await drawn(pilot)
+        await pilot.press("5")
+        await pilot.pause()
+
+    app = judged_app(steps=(*steps[:-1], last))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=curve_tab)
+
+
+def test_finished_plan_waits_for_a_key_80x24(snap_compare: Any) -> None:
+    app = judged_app(state="finished", phase="idle", level=0, in_flight=0, closing_left=0)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=drawn)
