@@ -2,7 +2,9 @@
 
 Starts the simulator in a process of its own (``loadgen.sim.spawn_sim_process``), builds a RunConfig the
 way ``ramp demo`` does, runs the real engine behind ``RampApp`` under Textual's Pilot, and saves SVGs
-(plus PNGs when ``rsvg-convert`` is installed) into ``screenshots/``:
+(plus PNGs when ``rsvg-convert`` is installed, ``apt-get install librsvg2-bin``) into ``screenshots/``:
+the main screen at 160x48, 120x36 and 80x24, every tab at 80x24, and the step and errors detail views.
+A mark is placed (``k``) during the run, so that the timeline shows one.
 
     python scripts/screenshots.py [--preset h200-llama8b] [--out screenshots]
 """
@@ -17,15 +19,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from loadgen.cli import build_config, build_parser  # noqa: E402
-from loadgen.engine import Engine  # noqa: E402
+from textual.pilot import Pilot  # noqa: E402
+
+from loadgen.cli import build_parser  # noqa: E402
+from loadgen.run.engine import Engine  # noqa: E402
+from loadgen.runargs import build_config  # noqa: E402
 from loadgen.sim import build_config as sim_config  # noqa: E402
 from loadgen.sim import spawn_sim_process  # noqa: E402
+from loadgen.snapshot import Snapshot  # noqa: E402
 from tui.app import RampApp  # noqa: E402
 
 
@@ -44,6 +51,29 @@ def to_png(svg: Path) -> Path | None:
     return png
 
 
+async def wait_until(pilot: Pilot[None], done: Callable[[Snapshot], bool], deadline: float) -> None:
+    """Poll the app's shown snapshot (a script against a real run, so real time) until ``done`` or the
+    deadline, or until the run has ended."""
+    app = pilot.app
+    assert isinstance(app, RampApp)
+    while time.monotonic() < deadline:
+        snap = app.shown_snapshot
+        if snap is not None and (done(snap) or snap.state in ("stopped", "failed")):
+            return
+        await pilot.pause(0.25)
+
+
+def well_measured(min_steps: int) -> Callable[[Snapshot], bool]:
+    """Enough finished steps, and the current one well into its window (full histograms), or the plan done."""
+
+    def check(snap: Snapshot) -> bool:
+        step = snap.windows.get("step")
+        measuring = snap.phase == "measure" and not snap.warming_up and step is not None and step.ok >= 64
+        return len(snap.steps) >= min_steps and (measuring or snap.state == "finished")
+
+    return check
+
+
 async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> list[Path]:
     saved: list[Path] = []
 
@@ -54,30 +84,36 @@ async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> li
 
     async with app.run_test(size=(160, 48)) as pilot:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            snap = app.shown_snapshot
-            if snap is not None and snap.state not in ("starting", "running", "paused"):
-                break
-            # A step well into its measurement window shows full histograms, not the first few samples.
-            step = snap.windows.get("step") if snap is not None else None
-            if (
-                snap is not None
-                and len(snap.steps) >= min_steps
-                and not snap.warming_up
-                and step
-                and step.ok >= 64
-            ):
-                break
-            await pilot.pause(0.25)
+        await wait_until(pilot, lambda snap: len(snap.steps) >= 1, deadline)
+        await pilot.press("k", *"raised the level by hand", "enter")
+        await wait_until(pilot, well_measured(min_steps), deadline)
         await pilot.pause(0.5)
-        shot("console-160x48")
+        for size in ((160, 48), (120, 36)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause(0.5)
+            shot(f"console-{size[0]}x{size[1]}")
+        await pilot.press("d")
+        await pilot.pause(0.3)
+        shot("console-120x36-step-detail")
+        await pilot.press("escape")
         await pilot.resize_terminal(80, 24)
         await pilot.pause(0.5)
         shot("console-80x24")
-        for key, name in (("2", "throughput"), ("3", "server"), ("4", "steps")):
+        for key, name in (
+            ("2", "throughput"),
+            ("3", "server"),
+            ("4", "steps"),
+            ("5", "curve"),
+            ("6", "errors"),
+        ):
             await pilot.press(key)
             await pilot.pause(0.3)
             shot(f"console-80x24-{name}")
+        for key, name in (("d", "step-detail"), ("e", "errors-detail")):
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            shot(f"console-80x24-{name}")
+            await pilot.press("escape")
         await pilot.press("q")
         await pilot.pause(0.2)
         if app.screen.__class__.__name__ == "ConfirmQuit":

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from rich import box
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -170,7 +171,8 @@ def error_details(snapshot: Snapshot, look: Look = PLAIN) -> RenderableType:
     for title, lines in sections:
         if lines:
             parts.append(Text("\n" + title, style=look.heading))
-            parts += [Text("  " + line.rstrip(), overflow="fold") for line in lines]
+            # Indented as a block, so that a wrapped message stays under its first line.
+            parts += [Padding(Text(line.rstrip(), overflow="fold"), (0, 0, 0, 2)) for line in lines]
     return Group(*parts)
 
 
