@@ -6,6 +6,7 @@ Linux only (``/proc``); the tests that use it skip elsewhere.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -104,3 +105,13 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
 
 def record_has_step(path: Path) -> bool:
     return path.exists() and '"type":"step"' in path.read_text()
+
+
+def cold_start_pid(path: Path) -> int | None:
+    """The launched server's pid from a record's ``cold_start`` event, once that line is whole."""
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.endswith("\n") and '"cold_start"' in line and '"event"' in line:
+            return int(json.loads(line)["pid"])
+    return None

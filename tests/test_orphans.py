@@ -10,7 +10,6 @@ arrive after every ramp process was seen gone.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -19,7 +18,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from proc_watch import alive, cmdline, describe, group_members, kill_group, start_ramp, wait_for
+from proc_watch import (
+    alive,
+    cmdline,
+    cold_start_pid,
+    describe,
+    group_members,
+    kill_group,
+    start_ramp,
+    wait_for,
+)
 
 from loadgen.sim import SimHandle, build_config, spawn_sim_process
 
@@ -124,11 +132,7 @@ def test_kill_9_of_ramp_launch_takes_workers_and_server_down(tmp_path: Path) -> 
     env = {"PYTHONPATH": os.pathsep.join([str(FAKES), str(Path(__file__).resolve().parent.parent)])}
     proc = start_ramp(args, env={**env, "FAKE_MODE": "sim"}, cwd=tmp_path)
     try:
-        lines = wait_for(
-            lambda: out.exists() and '"cold_start"' in out.read_text() and out.read_text(), 60, "start"
-        )
-        cold = next(json.loads(x) for x in lines.splitlines() if '"cold_start"' in x and '"event"' in x)
-        server = int(cold["pid"])
+        server = wait_for(lambda: cold_start_pid(out), 60, "the server to be started")
         members = wait_for(lambda: _with_workers(proc.pid, 1), 30, "the worker")
         assert proc.poll() is None and alive(server)
         proc.send_signal(signal.SIGKILL)
@@ -144,7 +148,6 @@ def test_kill_9_of_ramp_launch_takes_workers_and_server_down(tmp_path: Path) -> 
             ) from None
     finally:
         kill_group(proc)
-        for pid in (int(json.loads(x)["pid"]) for x in (out.read_text() if out.exists() else "").splitlines()
-                    if '"cold_start"' in x and '"event"' in x):  # fmt: skip
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        pid = cold_start_pid(out)
+        if pid is not None and alive(pid):
+            os.kill(pid, signal.SIGKILL)

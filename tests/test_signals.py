@@ -10,7 +10,6 @@ and a terminal hang-up do).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -19,7 +18,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from proc_watch import alive, describe, group_members, kill_group, record_has_step, start_ramp, wait_for
+from proc_watch import (
+    alive,
+    cold_start_pid,
+    describe,
+    group_members,
+    kill_group,
+    record_has_step,
+    start_ramp,
+    wait_for,
+)
 from tui_fakes import STEPS
 
 from loadgen.config import RunOutcome
@@ -195,13 +203,6 @@ def _fake_env(**extra: object) -> dict[str, str]:
     return env | {k: str(v) for k, v in extra.items()}
 
 
-def _server_pid(out: Path) -> int:
-    for line in out.read_text().splitlines():
-        if '"cold_start"' in line and '"event"' in line:
-            return int(json.loads(line)["pid"])
-    raise AssertionError("no cold_start event in the record")
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_stops_a_launched_run_and_its_server(tmp_path: Path, sig: int) -> None:
     args, out = _launch(tmp_path, "--steps", "1,2,4,8", "--step-seconds", "1.2", "--warmup", "0")
@@ -209,7 +210,8 @@ def test_a_signal_stops_a_launched_run_and_its_server(tmp_path: Path, sig: int) 
     try:
         wait_for(lambda: record_has_step(out) or proc.poll() is not None, 90, "the first step")
         assert proc.poll() is None, proc.communicate()[1][-3000:]
-        server = _server_pid(out)
+        server = cold_start_pid(out)
+        assert server is not None
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + sig, err[-3000:]
