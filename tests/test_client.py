@@ -542,3 +542,36 @@ def test_body_shape() -> None:
 def test_bad_transport_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown transport"):
         Client(Target(url="http://127.0.0.1:1"), 1, transport="curl")
+
+
+def test_h1_on_uvloop_streams_and_reuses_its_connection() -> None:
+    """The worker runs on uvloop (its transports are not asyncio's classes): the h1 path must work there too."""
+    uvloop = pytest.importorskip("uvloop")
+    peers: list[object] = []
+
+    async def handle(req: web.Request) -> web.StreamResponse:
+        peers.append(req.transport.get_extra_info("peername") if req.transport else None)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        await _write_all(resp, events_of(CHAT_IDLE))
+        await resp.write_eof()
+        return resp
+
+    async def main() -> list[RequestResult]:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        client = Client(Target(url=f"http://127.0.0.1:{runner.addresses[0][1]}"), 1, "h1")
+        try:
+            return [await client.send(chat_spec(), time.monotonic_ns()) for _ in range(3)]
+        finally:
+            await client.aclose()
+            await runner.cleanup()
+
+    results = uvloop.run(main())
+    assert [r.outcome for r in results] == [Outcome.OK] * 3, [r.error_message for r in results]
+    assert all(r.output_tokens == 24 and len(r.chunk_times_ns) == 24 for r in results)
+    assert len(set(peers)) == 1  # one keep-alive connection served all three

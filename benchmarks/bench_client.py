@@ -1,6 +1,7 @@
 """Benchmark of the streaming hot path: CPU per chunk and per request for each transport, and SSE costs.
 
-Run: ``python tests/bench_client.py [--streams 64] [--tokens 100] [--tick-ms 10] [--rounds 3]``
+Run: ``python benchmarks/bench_client.py [--streams 64] [--tokens 100] [--tick-ms 10] [--rounds 3]
+[--loop asyncio|uvloop]`` (the worker runs on uvloop when it is installed; asyncio is the default here).
 
 A fast SSE server runs in a child process (so its CPU is not counted) and paces every stream like a
 batched decode step: one event per stream per tick, each its own write, so the client sees one event per
@@ -18,10 +19,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from loadgen.config import TRANSPORTS, Transport  # noqa: E402 - after the path, for a checkout without install
 
 CHUNK = (
     b'data: {"id":"chatcmpl-8e52705c0205a598","object":"chat.completion.chunk","created":1796000122,'
@@ -68,13 +72,15 @@ def serve(tick_ms: float) -> None:
     asyncio.run(main())
 
 
-async def run_transport(port: int, transport: str, args: argparse.Namespace, burst: bool) -> dict[str, float]:
-    import loadgen.client as client_mod
+async def run_transport(
+    port: int, transport: Transport, args: argparse.Namespace, burst: bool
+) -> dict[str, float]:
+    import loadgen.stream as stream_mod  # where the per-chunk sink makes its SSE parser
     from loadgen.client import Client, LiveCounter
     from loadgen.types import Outcome, RequestSpec, Target
 
     reads = 0
-    base_parser = client_mod.SSEParser
+    base_parser = stream_mod.SSEParser
 
     class CountingParser(base_parser):  # type: ignore[misc, valid-type]
         def feed(self, piece: bytes) -> list[bytes]:
@@ -82,7 +88,7 @@ async def run_transport(port: int, transport: str, args: argparse.Namespace, bur
             reads += 1
             return super().feed(piece)
 
-    client_mod.SSEParser = CountingParser  # type: ignore[misc]
+    stream_mod.SSEParser = CountingParser  # type: ignore[misc]
     client = Client(Target(url=f"http://127.0.0.1:{port}"), max_connections=args.streams, transport=transport)
     extra = (("burst", True),) if burst else ()
     spec = RequestSpec(
@@ -112,7 +118,7 @@ async def run_transport(port: int, transport: str, args: argparse.Namespace, bur
         cpu_short = time.process_time() - cpu1
     finally:
         await client.aclose()
-        client_mod.SSEParser = base_parser  # type: ignore[misc]
+        stream_mod.SSEParser = base_parser  # type: ignore[misc]
     per_request = cpu_short / n_short
     return {
         "ok": ok,
@@ -208,11 +214,17 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=100)
     parser.add_argument("--tick-ms", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.tick_ms)
         return
+    run: Callable[[Coroutine[object, object, dict[str, float]]], dict[str, float]] = asyncio.run
+    if args.loop == "uvloop":
+        import uvloop
+
+        run = uvloop.run
     bench_sse()
     asyncio.run(bench_timeouts())
     proc = subprocess.Popen(
@@ -225,7 +237,7 @@ def main() -> None:
         port = int(proc.stdout.readline())
         print(
             f"transports: {args.streams} concurrent streams x {args.tokens} tokens x {args.rounds} rounds, "
-            f"server in pid {proc.pid}, client CPU only (pid {os.getpid()})"
+            f"server in pid {proc.pid}, client CPU only (pid {os.getpid()}, {args.loop} loop)"
         )
         for burst in (False, True):
             label = (
@@ -234,8 +246,8 @@ def main() -> None:
                 else f"paced (one event per stream every {args.tick_ms:g} ms)"
             )
             print(f"  {label}:")
-            for transport in ("aiohttp", "httpx"):
-                r = asyncio.run(run_transport(port, transport, args, burst))
+            for transport in TRANSPORTS:
+                r = run(run_transport(port, transport, args, burst))
                 print(
                     f"    {transport:8s} ok {r['ok']:.0f}/{r['requests']:.0f}  chunks {r['chunks']:.0f}  "
                     f"reads/chunk {r['reads_per_chunk']:.2f}  {r['us_per_chunk_all_in']:6.1f} µs/chunk all-in  "
