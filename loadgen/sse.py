@@ -229,14 +229,7 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
 
     usage = obj.get("usage")
     has_usage = isinstance(usage, dict)
-    prompt = completion = cached = None
-    if has_usage:
-        assert isinstance(usage, dict)
-        prompt = _int_or_none(usage.get("prompt_tokens"))
-        completion = _int_or_none(usage.get("completion_tokens"))
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict):
-            cached = _int_or_none(details.get("cached_tokens"))
+    prompt, completion, cached = _usage_of(usage) if isinstance(usage, dict) else (None, None, None)
 
     if not (has_text or tokens is not None or finish or has_usage or want_text):
         return _NOTHING
@@ -250,6 +243,13 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
         cached_tokens=cached,
         text="".join(pieces) if pieces else None,
     )
+
+
+def _usage_of(usage: dict[str, object]) -> tuple[int | None, int | None, int | None]:
+    """(prompt, completion, cached) tokens of a ``usage`` object."""
+    details = usage.get("prompt_tokens_details")
+    cached = _int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return _int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")), cached
 
 
 def _error_of(obj: dict[str, object]) -> tuple[str | None, int | None]:
