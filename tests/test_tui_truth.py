@@ -25,6 +25,7 @@ from tui.curve import MARKERS, render_curve
 from tui.detail import ErrorsDetail, StepDetail
 from tui.dialogs import HelpScreen
 from tui.panel import SnapshotPanel
+from tui.step_report import step_report
 
 SIZE = (120, 36)
 LONG_ERROR = (
@@ -377,3 +378,27 @@ async def test_a_failing_gpu_command_shows_its_reason() -> None:
         assert any(line.startswith("gpu-cmd") and "exit 127" in line for line in named)
         await pilot.press("e")
         assert reason in flat(app.screen.plain())
+
+
+def test_a_steps_own_latest_error_comes_before_the_runs() -> None:
+    own = replace(judged_steps()[-1], latest_errors={"http_status": "HTTP 400: the step's own message"})
+    text = flat(plain(step_report(own, make_snapshot().slo, {"http_status": LONG_ERROR}, best=False), 120))
+    assert "the step's own message" in text and flat(LONG_ERROR) not in text
+    bare = flat(
+        plain(
+            step_report(judged_steps()[-1], make_snapshot().slo, {"http_status": LONG_ERROR}, best=False), 120
+        )
+    )
+    assert "(the run's latest) " + flat(LONG_ERROR) in bare
+
+
+def test_a_wide_y_label_never_pushes_a_curve_row_past_the_panel() -> None:
+    steps = tuple(
+        replace(s, stats=replace(s.stats, hist={**s.stats.hist, "ttft_ms": scaled(s, ttft)}))
+        for s, ttft in zip(flat_steps(3), (39.0, 55.5, 67.8), strict=True)
+    )
+    text = render_curve(steps, 2, "out_tok_s", 36, 10, slo_ttft_p95_ms=1000.0).plain
+    assert fmt_ms(67.8 * 1.05) == "71.2 ms"  # seven cells: wider than "1.01 s"
+    assert all(len(line) <= 36 for line in text.splitlines())
+    top = text.splitlines()[1]
+    assert top.startswith("71.2 ms │") and top.rstrip().endswith("★3")

@@ -28,7 +28,6 @@ LEGEND = {"met": "met", "miss": "miss", "none": "no SLO", "best": "best"}
 CLIPPED = "↑"
 SLO_SPAN = 4.0  # the y axis stretches to an SLO up to this many times the highest point
 OUTLIER_GAP = 3.0  # a point over this many times the next highest is drawn on the top edge
-GUTTER = 8
 
 Cell = tuple[str, Style | str]
 
@@ -228,29 +227,32 @@ def render_curve(
     title = curve_title(x_name, slo_ttft_p95_ms, slo_drawn, width, styles)
     if not points or width < 16 or height < 5:
         return Text.assemble(title, ("\n", ""), ("needs a finished step", dim))
-    plot_w, plot_h = width - GUTTER, height - 3  # title, x axis, x labels
+    plot_h = height - 3  # title, x axis, x labels
+    y_labels = {0: fmt_ms(y_hi)}
+    if plot_h >= 6:
+        y_labels[plot_h // 2] = fmt_ms(y_hi / 2)
+    label_w = max(len(text) for text in y_labels.values())  # "71.2 ms" is wider than "1.01 s"
+    gutter = label_w + 2  # the label, a space, the axis
+    plot_w = width - gutter
     x_hi = max(p.x for p in points) * 1.05 or 1.0
     fill: dict[int, Cell] = {}
     if slo_drawn and slo_ttft_p95_ms is not None and y_hi > 0:
-        fill[plot_h - 1 - min(plot_h - 1, round(slo_ttft_p95_ms / y_hi * (plot_h - 1)))] = (
-            "┄",
-            _s(styles, "slo"),
-        )
+        slo_row = plot_h - 1 - min(plot_h - 1, round(slo_ttft_p95_ms / y_hi * (plot_h - 1)))
+        fill[slo_row] = ("┄", _s(styles, "slo"))
     grid = Grid.empty(plot_w, plot_h, fill)
     draw_points(grid, points, x_hi, y_hi, styles)
     lines = [title]
     for row, cells in enumerate(grid.lines()):
-        label = fmt_ms(y_hi) if row == 0 else fmt_ms(y_hi / 2) if row == plot_h // 2 and plot_h >= 6 else ""
+        label = y_labels.get(row, "")
         lines.append(
-            Text.assemble((f"{label:>{GUTTER - 2}} ", dim), ("│", dim), cells, no_wrap=True, overflow="crop")
+            Text.assemble((f"{label:>{label_w}} ", dim), ("│", dim), cells, no_wrap=True, overflow="crop")
         )
-    lines.append(
-        Text.assemble(
-            (f"{'0':>{GUTTER - 2}} ", dim), ("└" + "─" * plot_w, dim), no_wrap=True, overflow="crop"
-        )
+    axis = Text.assemble(
+        (f"{'0':>{label_w}} ", dim), ("└" + "─" * plot_w, dim), no_wrap=True, overflow="crop"
     )
+    lines.append(axis)
     x_labels = place_labels(plot_w, [(plot_w, f"{fmt_si(x_hi)} {x_name}", dim), (0, "0", dim)])
-    lines.append(Text.assemble(" " * GUTTER, x_labels, no_wrap=True, overflow="crop"))
+    lines.append(Text.assemble(" " * gutter, x_labels, no_wrap=True, overflow="crop"))
     # Crop, never wrap: a wrapped title would push the x axis out of the panel.
     return Text("\n", no_wrap=True, overflow="crop").join(lines[:height])
 

@@ -155,26 +155,40 @@ def percentile_cells(pct: Percentiles, unit: str) -> list[str]:
     return [fmt_count(pct.count), *(fmt(values[q]) for q in QUANTILES)]
 
 
-def percentiles_block(step: StepSummary, look: Look) -> RenderableType:
+def percentile_table(columns: list[tuple[str, Percentiles, str]]) -> Table:
+    """One column per metric (title, percentiles, unit), one row per quantile: five metrics fit 80 columns
+    where eight quantiles side by side would not."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
-    table.add_column("metric", no_wrap=True)
-    for name in ("n", *(QUANTILE_TITLES.get(q, q) for q in QUANTILES)):
-        table.add_column(name, justify="right", no_wrap=True)
-    for metric, unit in METRICS.items():
-        pct = step.stats.pct(metric)
-        if pct.count:
-            table.add_row(metric_title(metric), *percentile_cells(pct, unit))
-    for cls, metrics in step.stats.by_class.items():
-        for metric, pct in metrics.items():
-            table.add_row(f"  {cls} {metric_title(metric)}", *percentile_cells(pct, METRICS.get(metric, "")))
-    parts: list[RenderableType] = [table]
-    if step.stats.out_of_range:
-        outside = ", ".join(f"{metric_title(m)} {fmt_count(n)}" for m, n in step.stats.out_of_range.items())
+    table.add_column("", no_wrap=True)
+    for title, _, _ in columns:
+        table.add_column(title, justify="right", no_wrap=True)
+    cells = [percentile_cells(pct, unit) for _, pct, unit in columns]
+    for row, name in enumerate(("n", *(QUANTILE_TITLES.get(q, q) for q in QUANTILES))):
+        table.add_row(name, *(column[row] for column in cells))
+    return table
+
+
+def percentiles_block(step: StepSummary, look: Look) -> RenderableType:
+    """Every percentile of each metric; the per-class ones (cache hit / miss...) in a table of their own."""
+    stats = step.stats
+    shown = [(metric_title(m), stats.pct(m), unit) for m, unit in METRICS.items() if stats.pct(m).count]
+    parts: list[RenderableType] = [percentile_table(shown)] if shown else [Text("no samples", style=look.dim)]
+    by_class = [
+        (f"{metric_title(metric)} {cls}", pct, METRICS.get(metric, ""))
+        for cls, metrics in stats.by_class.items()
+        for metric, pct in metrics.items()
+    ]
+    if by_class:
+        parts.append(percentile_table(by_class))
+    if stats.out_of_range:
+        outside = ", ".join(f"{metric_title(m)} {fmt_count(n)}" for m, n in stats.out_of_range.items())
         parts.append(Text(f"out of histogram range (not in the percentiles): {outside}", style=look.warn))
     return Group(*parts)
 
 
 def errors_block(step: StepSummary, latest_errors: Mapping[str, str], look: Look) -> RenderableType:
+    """Counts by kind, each with the step's own latest message (its record line keeps it), or the run's
+    latest of that kind, said so, for a step recorded without one."""
     errors = step.stats.errors
     if not errors:
         return Text.assemble(("errors  ", look.heading), ("none", look.good))
@@ -183,13 +197,10 @@ def errors_block(step: StepSummary, latest_errors: Mapping[str, str], look: Look
     table.add_column(justify="right", no_wrap=True)
     table.add_column(ratio=1, overflow="fold")
     for kind, count in sorted(errors.items(), key=lambda item: -item[1]):
-        latest = latest_errors.get(kind, "")
-        table.add_row(
-            Text(f"  {error_label(kind)}"),
-            Text(fmt_count(count), style=look.bad),
-            Text(latest, style=look.dim),
-        )
-    note = Text("errors by kind, with the run's latest message of each kind", style=look.heading)
+        own = step.latest_errors.get(kind)
+        latest = own or (f"(the run's latest) {latest_errors[kind]}" if kind in latest_errors else "")
+        table.add_row(Text(f"  {error_label(kind)}"), Text(fmt_count(count), style=look.bad), Text(latest))
+    note = Text("errors by kind, with the latest message of each", style=look.heading)
     return Group(note, table)
 
 
