@@ -68,6 +68,18 @@ class RampPlan:
     warmup_s: float = 5.0
     early_stop: bool = False  # stop the plan at the first step that breaks the SLO
     mode: Mode = "closed"
+    repeat: int = 1  # each level runs this many times in a row (each repeat its own step line)
+
+    @property
+    def positions(self) -> int:
+        """Steps in the plan: every level times its repeats."""
+        return len(self.levels) * max(1, self.repeat)
+
+    def level_at(self, position: int) -> float:
+        return self.levels[position // max(1, self.repeat)]
+
+    def repeat_at(self, position: int) -> int:
+        return position % max(1, self.repeat)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -76,6 +88,7 @@ class RampPlan:
             "step_s": self.step_s,
             "warmup_s": self.warmup_s,
             "early_stop": self.early_stop,
+            "repeat": self.repeat,
         }
 
 
@@ -115,6 +128,8 @@ class RunConfig:
     server_log: Callable[[], Sequence[str]] | None = None
     server_exit: Callable[[], str | None] | None = None
     after_plan: AfterPlan = "finish"
+    # --find-max: bisect the level between these bounds to the highest one whose held step meets the SLO
+    find_max: tuple[float, float] | None = None
     seed_source: Literal["fresh", "given"] = "given"  # "fresh": drawn for this run (the record says which)
     # Requests that cannot fit the server's max_model_len are clamped (max_tokens first, then the prompt)
     # instead of being sent to be rejected (--fit-context; the record header says so).

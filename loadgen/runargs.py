@@ -60,6 +60,8 @@ class RunFlags:
     step_seconds: float | None = None
     warmup: float | None = None
     early_stop: bool = False
+    repeat: int = 1
+    find_max: tuple[float, float] | None = None
     level: int | None = None
     open_loop: bool = False
     rate: float | None = None
@@ -111,6 +113,18 @@ def parse_levels(text: str) -> tuple[float, ...]:
     return values
 
 
+def parse_bounds(text: str) -> tuple[float, float]:
+    """``--find-max LO:HI``: two positive numbers, the lower first."""
+    lo, colon, hi = text.partition(":")
+    try:
+        bounds = (float(lo), float(hi)) if colon else (1.0, float(lo))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--find-max wants LO:HI, like 1:256 — got {text!r}") from None
+    if bounds[0] <= 0 or bounds[1] <= bounds[0]:
+        raise argparse.ArgumentTypeError(f"--find-max wants 0 < LO < HI, like 1:256 — got {text!r}")
+    return bounds
+
+
 def parse_tag(text: str) -> tuple[str, str]:
     """``--tag key=value``."""
     key, eq, value = text.partition("=")
@@ -144,6 +158,18 @@ def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
         "--warmup", type=float, default=d.warmup, help="warm-up seconds per step, excluded (default 5)"
     )
     p.add_argument("--early-stop", action="store_true", help="stop at the first step that breaks the SLO")
+    p.add_argument(
+        "--repeat", type=int, default=d.repeat, help="run each level N times in a row (median and range)"
+    )
+    p.add_argument(
+        "--find-max",
+        type=parse_bounds,
+        nargs="?",
+        const=(1.0, 512.0),
+        default=d.find_max,
+        metavar="LO:HI",
+        help="bisect to the highest level that meets the SLO (default bounds 1:512)",
+    )
     p.add_argument("--level", type=int, default=d.level, help="starting concurrency when no plan is given")
     p.add_argument("--open-loop", action="store_true", help="arrival-rate load instead of fixed concurrency")
     p.add_argument("--rate", type=float, default=d.rate, help="open loop arrival rate, req/s")
@@ -217,6 +243,12 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
         if profile_levels is None or profile_levels.mode != "open":
             raise UsageError("open loop needs --rate R or --steps R1,R2,... (req/s)")
     levels = flags.steps or (profile_levels.levels if profile_levels is not None else None)
+    if flags.find_max is not None:
+        if flags.steps is not None:
+            raise UsageError("--find-max searches the levels itself: drop --steps (bounds: --find-max LO:HI)")
+        levels = (flags.find_max[0],)
+    if flags.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {flags.repeat}")
     fractional = [v for v in levels or () if mode == "closed" and v != int(v)]
     if fractional:
         raise UsageError(
@@ -229,8 +261,9 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
             levels=tuple(levels),
             step_s=flags.step_seconds if flags.step_seconds is not None else (base.step_s if base else 30.0),
             warmup_s=flags.warmup if flags.warmup is not None else (base.warmup_s if base else 5.0),
-            early_stop=flags.early_stop or (base.early_stop if base else False),
+            early_stop=flags.find_max is None and (flags.early_stop or (base.early_stop if base else False)),
             mode=mode,
+            repeat=flags.repeat,
         )
     return LoadShape(
         plan=plan,
@@ -278,6 +311,8 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
     if flags.workers < 1:
         raise UsageError("--workers must be at least 1")
     shape = load_shape(flags, profile.ramp)
+    if flags.find_max is not None and profile.slo.is_empty():
+        raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
     return RunConfig(
         target=_target(flags, url, profile),
         profile=profile,
@@ -299,6 +334,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         seed_source="given" if flags.seed is not None else "fresh",
         # The console keeps a finished plan's run open: a key starts another step; headless ends with it.
         after_plan="finish" if flags.headless else "idle",
+        find_max=flags.find_max,
         fit_context=flags.fit_context,
         transport=flags.transport,
         warmup_s=flags.warmup if flags.warmup is not None else 0.0,

@@ -156,6 +156,7 @@ class StepSummary:
     carried_share: float = 0.0
     closing_s: float = 0.0  # from the window's end until its last counted request was done (load held)
     latest_errors: Mapping[str, str] = EMPTY  # error kind -> the step's latest message of it (scrubbed)
+    repeat: int = 0  # which repeat of its level this step is (0-based; --repeat N)
 
     @property
     def clean(self) -> bool:

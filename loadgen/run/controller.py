@@ -215,7 +215,10 @@ class Controller:
             return
         self.record.step(summary, seg.acc.encoded())
         self._early_stop(summary)
-        self.wheel.reported(seg)
+        self.wheel.reported(summary, seg.end is not None and seg.end.held)
+        if self.wheel.finished_search is not None:
+            self.record.event("find_max", self.wheel.finished_search.event())
+            self.wheel.finished_search = None
 
     def _early_stop(self, summary: StepSummary) -> None:
         plan, verdict = self.load.plan, summary.verdict

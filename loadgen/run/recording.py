@@ -49,14 +49,8 @@ def record_header(
         "seed": config.seed,
         "seed_source": config.seed_source,
         "fit_context": config.fit_context,  # requests clamped to the server's max_model_len
-        "plan": None
-        if plan is None
-        else {
-            "levels": list(plan.levels),
-            "step_s": plan.step_s,
-            "warmup_s": plan.warmup_s,
-            "early_stop": plan.early_stop,
-        },
+        "plan": None if plan is None else plan.as_dict(),
+        "find_max": None if config.find_max is None else list(config.find_max),
         "slo": slo.as_dict(),
         "cold_start": config.cold,
         "host": platform.node(),

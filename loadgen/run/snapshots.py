@@ -78,7 +78,7 @@ class SnapshotBuilder:
             paused=load.paused,
             auto_ramp=load.auto,
             step_index=steps.closing.step if phase == "closing" and steps.closing else steps.index,
-            step_count=len(load.plan.levels) if load.plan is not None else None,
+            step_count=load.plan.positions if load.plan is not None and wheel.search is None else None,
             step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.t0_step_ns else 0.0,
             step_remaining_s=None if end_ns is None else max(0.0, (end_ns - now) / 1e9),
             warming_up=phase == "warmup",

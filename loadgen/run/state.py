@@ -68,7 +68,7 @@ class Load:
 
     def apply_plan_level(self, index: int) -> None:
         assert self.plan is not None
-        value = self.plan.levels[index]
+        value = self.plan.level_at(index)
         if self.mode == "closed":
             self.level = int(value)
         else:

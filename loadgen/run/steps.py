@@ -45,6 +45,7 @@ class StepEnd:
     duration_s: float
     close_deadline_ns: int  # report it by then even if some of its requests never came back
     held: bool = False  # a planned end: the load holds at the step's level until its requests are done
+    repeat: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -110,6 +111,7 @@ class Steps:
         self.closing: Segment | None = None  # a planned step whose window ended: its load holds until done
         self.mode: Mode = load.mode
         self.arrival = load.arrival_label()
+        self.repeat = 0
         self.t0_step_ns = 0
         self.warm_end_ns = 0
         self.end_ns: int | None = None
@@ -158,6 +160,7 @@ class Steps:
         self.level = load.level
         self.rate = load.rate if load.mode == "open" else None
         self.mode, self.arrival = load.mode, load.arrival_label()
+        self.repeat = load.plan.repeat_at(load.plan_index) if load.plan is not None else 0
         self.marks = []
         self.starts_s.append((now - self.t0_ns) / 1e9)
         warm = load.warmup_s()
@@ -214,6 +217,7 @@ class Steps:
             duration_s=(now - self.t0_step_ns) / 1e9,
             close_deadline_ns=now + int(LATE_RESULTS_S * 1e9),
             held=hold,
+            repeat=self.repeat,
         )
         if hold:
             self.closing = seg
@@ -318,6 +322,7 @@ class Steps:
             marks=end.marks,
             carried_share=seg.carried_share(done),
             latest_errors=dict(seg.latest_errors),
+            repeat=end.repeat,
             closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
         )
         self.summaries.append(summary)

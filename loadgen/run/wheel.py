@@ -16,8 +16,10 @@ from __future__ import annotations
 from loadgen.config import EndedBy, Mode, RunConfig, StepPhase
 from loadgen.run.fleet import Fleet
 from loadgen.run.live import LiveFigures
+from loadgen.run.search import Search
 from loadgen.run.state import Load, RunStatus
-from loadgen.run.steps import Segment, Steps
+from loadgen.run.steps import Steps
+from loadgen.snapshot import StepSummary
 
 NOTICES_KEPT = 8
 MIN_OPEN_RATE = 0.1  # req/s: a closed loop that achieved nothing still opens at a rate that sends
@@ -39,6 +41,11 @@ class Wheel:
         self.settling = False
         self.notices: list[tuple[int, str]] = []
         self.notice_id = 0
+        self.search: Search | None = None
+        self.finished_search: Search | None = None  # set once the search is over: the record gets its event
+        if config.find_max is not None:
+            lo, hi = config.find_max
+            self.search = Search(lo, hi, integer=config.mode == "closed")
 
     # ---- what the snapshot shows ------------------------------------------------------------------------
     def phase(self) -> StepPhase:
@@ -94,25 +101,40 @@ class Wheel:
         if seg is None:  # nothing was measured (cannot normally happen): move on at once
             self.after_close()
 
-    def reported(self, seg: Segment) -> None:
+    def reported(self, summary: StepSummary, held: bool) -> None:
         """A step was reported; if it was the planned step closing, the next level applies now."""
-        if seg.end is not None and seg.end.held and self.next_after_close and self.steps.closing is None:
-            self.after_close()
+        if held and self.next_after_close and self.steps.closing is None:
+            self.after_close(summary)
 
-    def after_close(self) -> None:
+    def after_close(self, summary: StepSummary | None = None) -> None:
         self.next_after_close = False
         if self.status.state != "running":
             return  # stopped early (SLO), paused or stopping: nothing more begins
-        if not self.step_plan_level():
+        moved = self.search_next(summary) if self.search is not None else self.step_plan_level()
+        if not moved:
             self.finish_plan()
             return
         self.start()
+
+    def search_next(self, summary: StepSummary | None) -> bool:
+        search = self.search
+        assert search is not None
+        nxt = search.after(summary) if summary is not None else None
+        if nxt is None:
+            self.finished_search, self.search = search, None
+            self.status.message = search.summary()
+            return False
+        if self.load.mode == "closed":
+            self.load.level = int(nxt)
+        else:
+            self.load.rate = nxt
+        return True
 
     def step_plan_level(self) -> bool:
         """Move the load to the plan's next level (no plan: double it). False at the plan's end."""
         load = self.load
         if load.plan is not None:
-            if load.plan_index + 1 >= len(load.plan.levels):
+            if load.plan_index + 1 >= load.plan.positions:
                 return False
             load.plan_index += 1
             load.apply_plan_level(load.plan_index)
@@ -163,7 +185,7 @@ class Wheel:
         if self.status.state != "running":
             return
         plan = self.load.plan
-        if plan is not None and self.load.plan_index + 1 >= len(plan.levels):
+        if plan is not None and self.load.plan_index + 1 >= plan.positions:
             self.notify("the plan has no next step: ↑/↓ or l set a level")
             return
         self.cut("next")
