@@ -402,3 +402,18 @@ def test_a_wide_y_label_never_pushes_a_curve_row_past_the_panel() -> None:
     assert all(len(line) <= 36 for line in text.splitlines())
     top = text.splitlines()[1]
     assert top.startswith("71.2 ms │") and top.rstrip().endswith("★3")
+
+
+async def test_the_clients_full_reason_is_in_the_errors_view() -> None:
+    reason = (
+        "load worker waited for a CPU 21% of the time (loop lag over 5 ms in 6% of samples, max 15 ms): "
+        "other processes hold this machine's cores; run ramp on another host"
+    )
+    app, _ = make_app(
+        health=ClientHealth(loop_lag_ms_p99=9.0, cpu_pct=(40.0,), client_bound=True, reason=reason)
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await show(app, pilot)
+        assert reason not in flat(panel_text(app, "#control"))  # cut at 80 columns
+        await pilot.press("e")
+        assert "client-bound: " + reason in flat(app.screen.plain())

@@ -137,8 +137,9 @@ class ErrorsPanel(SnapshotPanel):
 
 
 def error_details(snapshot: Snapshot, look: Look = PLAIN) -> RenderableType:
-    """Everything the errors panel cuts, in full (the errors detail view, ``e``): warnings, counts by kind
-    with the latest full message of each kind, the latest messages, failing telemetry sources, the log."""
+    """Everything the panels cut, in full (the errors detail view, ``e``): warnings, counts by kind with the
+    latest full message of each kind, the client's health reason, the latest messages, failing telemetry
+    sources, a launched server's log."""
     run = snapshot.windows.get("run")
     step = snapshot.windows.get("step")
     run_errors = dict(run.errors) if run is not None else {}
@@ -163,7 +164,14 @@ def error_details(snapshot: Snapshot, look: Look = PLAIN) -> RenderableType:
         parts.append(table)
     elif not parts:
         parts.append(Text("no errors", style=look.good))
+    health = snapshot.health
+    client = (
+        (f"{'client-bound' if health.client_bound else 'not bound'}: {health.reason}",)
+        if health.reason
+        else ()
+    )
     sections = (
+        ("client", client),
         ("latest messages", snapshot.recent_errors[::-1]),
         ("telemetry sources", failing_sources(snapshot)),
         ("server log", snapshot.server_log),

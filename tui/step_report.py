@@ -179,7 +179,7 @@ def percentiles_block(step: StepSummary, look: Look) -> RenderableType:
         for metric, pct in metrics.items()
     ]
     if by_class:
-        parts.append(percentile_table(by_class))
+        parts += [Text("\nby request class", style=look.heading), percentile_table(by_class)]
     if stats.out_of_range:
         outside = ", ".join(f"{metric_title(m)} {fmt_count(n)}" for m, n in stats.out_of_range.items())
         parts.append(Text(f"out of histogram range (not in the percentiles): {outside}", style=look.warn))
