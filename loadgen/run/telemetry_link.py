@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -41,22 +40,21 @@ class TelemetryLink:
             from loadgen.telemetry import TelemetryHub, build_sources, discover
         except ImportError:
             return
-        env = config.target.api_key_env
-        api_key = os.environ.get(env) if env else None  # never stored: handed to the pollers only
+        env = config.target.api_key_env  # the key itself is read by target.http, never held here
         sources = build_sources(
             config.target.base_url if config.telemetry else None,
             metrics=config.telemetry,
             gpu_cmd=config.gpu_cmd,
             nvml=config.nvml,
             dcgm_url=config.dcgm_url,
-            api_key=api_key,
+            api_key_env=env,
         )
         if not sources:
             return
         conditions: dict[str, object] = {}
         if config.telemetry:
             try:
-                conditions = dict(await discover(config.target.base_url, api_key=api_key))
+                conditions = dict(await discover(config.target.base_url, api_key_env=env))
             except Exception:  # discovery is best effort: the run does not depend on it
                 conditions = {}
             conditions.pop("reachable", None)

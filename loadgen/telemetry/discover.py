@@ -107,7 +107,6 @@ async def _get_text(client: httpx.AsyncClient, url: str) -> str | BaseException:
 async def discover(
     base_url: str,
     *,
-    api_key: str | None = None,
     api_key_env: str | None = None,
     timeout_s: float = 2.0,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -115,7 +114,7 @@ async def discover(
     """Runtime and server conditions; every key in ``SERVER_KEYS`` is present (``None`` = unknown).
 
     Also ``reachable`` (bool) and ``error`` (one line naming the URL when nothing answered). The key is the
-    value of the environment variable ``api_key_env`` (``api_key``: the key itself, for older callers).
+    value of the environment variable ``api_key_env``.
     """
     import httpx
 
@@ -123,7 +122,7 @@ async def discover(
     out: dict[str, object | None] = dict.fromkeys(SERVER_KEYS)
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(timeout_s),
-        headers=_headers(api_key, api_key_env),
+        headers=auth_headers(api_key_env),
         transport=transport,
         follow_redirects=True,
     ) as client:
@@ -155,13 +154,6 @@ async def discover(
             else f"no answer from {root}"
         )
     return out
-
-
-def _headers(api_key: str | None, api_key_env: str | None) -> dict[str, str]:
-    if api_key_env:
-        return auth_headers(api_key_env)
-    # TODO(target): drop once run/telemetry_link passes api_key_env (target.http owns the header's shape).
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 def _metrics_conditions(out: dict[str, object | None], metrics: str | BaseException, url: str) -> str | None:

@@ -230,21 +230,16 @@ def build_sources(
     gpu_cmd: str | None = None,
     nvml: bool = False,
     dcgm_url: str | None = None,
-    api_key: str | None = None,
     api_key_env: str | None = None,
 ) -> list[Source]:
     """The sources the CLI flags ask for, in the order the hub prefers them.
 
     The server's ``/metrics`` (auto-detected runtime, plus DCGM names if present) comes first; dedicated
     GPU sources (DCGM exporter, NVML, the command) are preferred over it for the GPU panel. The server is
-    asked with the key held by the environment variable ``api_key_env`` (``api_key``: the key itself).
+    asked with the key held by the environment variable ``api_key_env`` (never stored here).
     """
     sources: list[Source] = []
-    if api_key_env:
-        headers = auth_headers(api_key_env) or None
-    else:
-        # TODO(target): drop once run/telemetry_link passes api_key_env (target.http owns the header's shape).
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    headers = auth_headers(api_key_env) or None
     if base_url and metrics:
         sources.append(PrometheusAutoSource(base_url, headers=headers))
     if dcgm_url:
