@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
-from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
+from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 
 if TYPE_CHECKING:
     from loadgen.snapshot import Snapshot
@@ -174,8 +174,9 @@ def _to_devnull(stream: TextIO) -> None:
 
 def finish(outcome: RunOutcome | None) -> int:
     """Print the step table and the record's path; the exit code: 0 = the SLO was met at some step,
-    1 = at none, 3 = the target was unreachable (or the run never finished), 128 + N = signal N stopped the
-    run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP: whatever its steps say, a stopped run claims nothing)."""
+    1 = at none, 2 = the run failed before its first step (it could not start as given), 3 = the target
+    was unreachable (or the run never finished), 128 + N = signal N stopped the run (130 Ctrl-C,
+    143 SIGTERM, 129 SIGHUP: whatever its steps say, a stopped run claims nothing)."""
     from loadgen.report import format_step_table
 
     if outcome is None:
@@ -191,6 +192,8 @@ def finish(outcome: RunOutcome | None) -> int:
         return exit_code(outcome.signum)
     if outcome.unreachable and (not outcome.steps or outcome.state == "failed"):
         return EXIT_UNREACHABLE
+    if outcome.state == "failed" and not outcome.steps:
+        return EXIT_USAGE  # it could not start as given (no model to ask for, no record...): no SLO verdict
     if outcome.best_step is None:
         return EXIT_SLO
     return EXIT_OK

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 
 from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, Mode, RampPlan, RunConfig, Transport
 from loadgen.profile import Profile, ProfileError, load_profile
+from loadgen.runchecks import check_url, flag_problem, out_problem, plan_problem
 from loadgen.types import Target
 
 EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -66,7 +67,7 @@ class RunFlags:
     open_loop: bool = False
     rate: float | None = None
     arrival: Arrival = "poisson"
-    burstiness: float = 1.0
+    burstiness: float | None = None  # None: not given (1.0, for gamma arrivals)
     max_concurrency: int = 0
     cancel_on_lower: bool = False
     workers: int = 1
@@ -174,7 +175,9 @@ def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     p.add_argument("--open-loop", action="store_true", help="arrival-rate load instead of fixed concurrency")
     p.add_argument("--rate", type=float, default=d.rate, help="open loop arrival rate, req/s")
     p.add_argument("--arrival", choices=ARRIVALS, default=d.arrival)
-    p.add_argument("--burstiness", type=float, default=d.burstiness, help="gamma shape k (<1 bursty)")
+    p.add_argument(
+        "--burstiness", type=float, default=d.burstiness, help="gamma shape k (<1 bursty; --arrival gamma)"
+    )
     p.add_argument(
         "--max-concurrency", type=int, default=d.max_concurrency, help="open loop concurrency cap (0 = none)"
     )
@@ -305,12 +308,20 @@ def fresh_seed() -> int:
 
 def resolve(flags: RunFlags, url: str) -> RunConfig:
     """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
-    if not (url.startswith("http://") or url.startswith("https://")):
-        raise UsageError(f"URL must start with http:// or https:// — got {url!r}")
+    url, problem = check_url(url)
+    if problem is not None:
+        raise UsageError(problem)
     profile = _profile(flags.profile)
     if flags.workers < 1:
         raise UsageError("--workers must be at least 1")
+    problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
+    if problem is not None:
+        raise UsageError(problem)
     shape = load_shape(flags, profile.ramp)
+    out = _record_path(flags, profile)
+    problem = plan_problem(shape.plan, flags) or out_problem(out)
+    if problem is not None:
+        raise UsageError(problem)
     if flags.find_max is not None and profile.slo.is_empty():
         raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
     return RunConfig(
@@ -321,9 +332,9 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         level=shape.level,
         rate_rps=shape.rate_rps,
         arrival=flags.arrival,
-        burstiness=flags.burstiness,
+        burstiness=flags.burstiness if flags.burstiness is not None else 1.0,
         workers=flags.workers,
-        out=_record_path(flags, profile),
+        out=out,
         tags=flags.tag,
         cancel_on_lower=flags.cancel_on_lower,
         rolling_s=flags.rolling,

@@ -132,10 +132,17 @@ class Target:
     def base_url(self) -> str:
         return server_root(self.url)
 
+    def endpoint(self, path: str) -> str:
+        """The URL of ``path`` (``/v1/models``) on this target, its query string (``?api_key=...``) kept
+        after the path, where a server reads it."""
+        query = self.url.partition("?")[2].partition("#")[0]
+        return self.base_url + path + ("?" + query if query else "")
+
 
 def server_root(url: str) -> str:
-    """``http://h:8000/v1/`` -> ``http://h:8000``: the API paths, /metrics, /version and /tokenize hang from it.
+    """``http://h:8000/v1/?k=v`` -> ``http://h:8000``: the API paths, /metrics, /version and /tokenize hang
+    from it (the query string is left out: ``Target.endpoint`` puts it back after the path).
 
     Defined here, with ``Target``, so the hot path and ``loadgen.target.http`` share one definition."""
-    url = url.strip().rstrip("/")
+    url = url.strip().partition("#")[0].partition("?")[0].rstrip("/")
     return url[:-3] if url.endswith("/v1") else url

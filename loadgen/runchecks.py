@@ -1,0 +1,117 @@
+"""Run flags that cannot work, found before anything starts: each one is told as one line that names the flag
+and says what to write instead (``loadgen.runargs`` raises it as a ``UsageError``: exit 2).
+
+Owns the checks of single flags (``flag_problem``: positive durations and timeouts, a rate only in open loop,
+a burstiness only for gamma arrivals, counts not negative), of the target URL (``check_url``: http or https
+in any case, a host, a port within 1-65535; returns the URL with its scheme in lower case), of the resolved
+plan (``plan_problem``: a warm-up shorter than its step) and of the record's path (``out_problem``).
+Messages never repeat a URL's credentials (``loadgen.target.http.scrub``).
+
+``--rate`` without ``--open-loop`` is refused rather than silently switching to open loop, unless the
+profile's own plan is an open-loop one (then ``--rate`` steers that mode by hand).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from loadgen.target.http import scrub
+
+if TYPE_CHECKING:
+    from loadgen.config import Mode, RampPlan
+    from loadgen.runargs import RunFlags
+
+__all__ = ["check_url", "flag_problem", "out_problem", "plan_problem"]
+
+
+def check_url(url: str) -> tuple[str, str | None]:
+    """(the URL with a lower-case scheme, what is wrong with it or None)."""
+    text = url.strip()
+    parts = urlsplit(text)
+    shown = scrub(text)
+    if parts.scheme.lower() not in ("http", "https") or "://" not in text:
+        return text, f"URL must start with http:// or https:// — got {shown!r}"
+    if not parts.hostname:
+        return text, f"URL {shown!r} names no host: use http://HOST:PORT"
+    try:
+        port = parts.port
+    except ValueError:  # "Port out of range 0-65535", or not a number
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        given = parts.netloc.rsplit(":", 1)[-1]
+        return text, f"URL {shown!r}: port {given} is not a TCP port (1-65535)"
+    return urlunsplit(parts._replace(scheme=parts.scheme.lower())), None
+
+
+def _positive(flags: RunFlags) -> str | None:
+    given: list[tuple[str, float | None, str]] = [
+        ("--rolling", flags.rolling, "seconds of the rolling window, e.g. --rolling 10"),
+        ("--step-seconds", flags.step_seconds, "seconds per step, e.g. --step-seconds 30"),
+        ("--ttft-timeout", flags.ttft_timeout, "seconds to wait for a first token, e.g. --ttft-timeout 300"),
+        ("--idle-timeout", flags.idle_timeout, "seconds a stream may stay silent, e.g. --idle-timeout 120"),
+        ("--total-timeout", flags.total_timeout, "seconds a request may take, e.g. --total-timeout 1800"),
+        ("--refresh", flags.refresh, "snapshots per second, e.g. --refresh 1"),
+        ("--rate", flags.rate, "arrivals per second, e.g. --rate 4"),
+    ]
+    for flag, value, meaning in given:
+        if value is not None and not value > 0:
+            return f"{flag} must be positive ({meaning}), got {value:g}"
+    return None
+
+
+def flag_problem(flags: RunFlags, profile_mode: Mode | None) -> str | None:
+    """The first flag that cannot work as given, told as what to do; None when all can.
+    ``profile_mode``: the mode of the profile's own plan (None when it has none)."""
+    problem = _positive(flags)
+    if problem is not None:
+        return problem
+    if flags.warmup is not None and flags.warmup < 0:
+        return f"--warmup must be 0 or more seconds, got {flags.warmup:g}"
+    for flag, count in (("--level", flags.level), ("--max-concurrency", flags.max_concurrency)):
+        if count is not None and count < 0:
+            return f"{flag} must be 0 or more, got {count}"
+    if flags.rate is not None and not flags.open_loop and profile_mode != "open":
+        return (
+            f"--rate {flags.rate:g} is an open-loop arrival rate (req/s): add --open-loop, "
+            "or use --level N for N closed-loop streams"
+        )
+    if flags.burstiness is not None:
+        if flags.arrival != "gamma":
+            return (
+                f"--burstiness shapes gamma arrivals only (--arrival is {flags.arrival}): "
+                "add --arrival gamma, or drop --burstiness"
+            )
+        if not flags.burstiness > 0:
+            return f"--burstiness must be positive (gamma shape k: < 1 burstier, > 1 smoother), got {flags.burstiness:g}"
+    return None
+
+
+def plan_problem(plan: RampPlan | None, flags: RunFlags) -> str | None:
+    """A plan whose warm-up fills its step would measure nothing."""
+    if plan is None or plan.warmup_s < plan.step_s:
+        return None
+    warm = "--warmup" if flags.warmup is not None else "the profile's warmup_seconds"
+    step = "--step-seconds" if flags.step_seconds is not None else "the profile's step_seconds (or 30 s)"
+    return (
+        f"a {plan.warmup_s:g} s warm-up ({warm}) leaves nothing to measure in a {plan.step_s:g} s step ({step}): "
+        "make the warm-up shorter than the step"
+    )
+
+
+def out_problem(path: str) -> str | None:
+    """Why a record cannot be written at ``path`` (its folder is made when missing), or None."""
+    if os.path.isdir(path):
+        return f"--out {path!r} is a folder: name a file, e.g. --out {os.path.join(path, 'run.jsonl')}"
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if not os.path.isdir(folder):
+        return f"--out {path!r}: {folder!r} is a file, not a folder: choose another path"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--out {path!r}: the folder {folder!r} is not writable: choose another path"
+    return None
