@@ -37,11 +37,10 @@ from loadgen.runargs import (
     RunFlags,
     UsageError,
     add_run_flags,
-    build_config,  # re-exported for callers of the old loadgen.cli.build_config (scripts, tests)
     resolve,
 )
 
-__all__ = ["SUBCOMMANDS", "build_config", "build_parser", "main"]
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 SUBCOMMANDS = {"demo", "run", "sim", "profiles", "report", "selftest", "launch"}
 DEMO_LEVELS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)

@@ -24,7 +24,7 @@ from loadgen.profile import parse_profile
 from loadgen.types import Target
 
 if TYPE_CHECKING:
-    from loadgen.engine import Engine
+    from loadgen.run.engine import Engine
     from loadgen.sim import SimHandle
 
 TTFT_MS = 50.0
@@ -187,7 +187,7 @@ def run_one(
     transport: Transport,
     handle: SimHandle | None = None,
 ) -> SelftestRow:
-    from loadgen.engine import Engine
+    from loadgen.run.engine import Engine
 
     engine = Engine(_config(url, streams, workers, seconds, warmup, transport))
     engine.start()

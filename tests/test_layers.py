@@ -36,3 +36,20 @@ def test_import_contract_is_kept(contract: str) -> None:
     cmd = [_lint_imports(), "--no-logo", "--no-cache", "--contract", contract]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_loadgen_module_sits_in_a_layer() -> None:
+    """A module outside every layer is checked by no layer rule: a new module must be placed."""
+    (layers,) = [
+        c["layers"]
+        for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+        if c["id"] == "layers"
+    ]
+    placed = {name.strip().strip("()") for layer in layers for name in layer.replace("\\", " ").split(":")}
+    modules = {
+        f"loadgen.{p.stem if p.is_file() else p.name}"
+        for p in (ROOT / "loadgen").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
+    }
+    modules.discard("loadgen.builtin_profiles")
+    assert modules <= placed, f"not in any layer of pyproject.toml: {sorted(modules - placed)}"
