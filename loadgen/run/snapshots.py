@@ -31,9 +31,12 @@ class SnapshotBuilder:
     def windows(self, now: int, status: RunStatus, steps: Steps, live: LiveFigures) -> dict[str, WindowStats]:
         """The step's, the rolling and the run's figures at ``now``."""
         cur = steps.current
+        held = steps.closing
         windows: dict[str, WindowStats] = {}
         if cur is not None:
             windows["step"] = cur.acc.stats("step", max(1e-3, (now - cur.t0_ns) / 1e9))
+        elif held is not None and held.t1_ns is not None:  # closing: the step's own figures, still filling
+            windows["step"] = held.acc.stats("step", max(1e-3, (held.t1_ns - held.t0_ns) / 1e9))
         else:
             windows["step"] = WindowStats(window="step")
         roll_s = min(self.config.rolling_s, max(1e-3, status.elapsed_s(now)))
@@ -57,7 +60,6 @@ class SnapshotBuilder:
         wheel: Wheel,
     ) -> Snapshot:
         elapsed = status.elapsed_s(now)
-        sent_s = live.rates(now)[3]
         end_ns = steps.end_ns if status.state == "running" and steps.current is not None else None
         phase = wheel.phase()
         self.seq += 1
@@ -73,17 +75,18 @@ class SnapshotBuilder:
             mode=load.mode,
             level=load.level,
             rate_rps=load.rate if load.mode == "open" else None,
-            achieved_rps=sent_s if load.mode == "open" else None,
+            achieved_rps=live.rates(now)[3] if load.mode == "open" else None,
             arrival=load.arrival_label(),
             paused=load.paused,
             auto_ramp=load.auto,
-            step_index=steps.closing.step if phase == "closing" and steps.closing else steps.index,
+            step_index=steps.shown_index(),
             step_count=load.plan.positions if load.plan is not None and wheel.search is None else None,
             step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.t0_step_ns else 0.0,
             step_remaining_s=None if end_ns is None else max(0.0, (end_ns - now) / 1e9),
             warming_up=phase == "warmup",
             in_flight=live.in_flight,
             queued=live.queued,
+            backing_off=live.backing_off,
             windows=self.windows(now, status, steps, live),
             rolling_s=self.config.rolling_s,
             step_starts_s=tuple(steps.starts_s),

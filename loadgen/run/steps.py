@@ -233,6 +233,12 @@ class Steps:
         self.closing = None
         return True
 
+    def shown_index(self) -> int:
+        """The step the header names: the closing one while it holds, else the current (or next) one."""
+        if self.current is None and self.closing is not None:
+            return self.closing.step
+        return self.index
+
     def closing_left(self) -> int:
         return self.closing.left if self.closing is not None else 0
 
