@@ -29,6 +29,7 @@ AfterPlan = Literal["finish", "idle"]  # a finished plan ends the run (headless)
 Phase = Literal["warmup", "measure"]
 Api = Literal["chat", "completions"]
 Transport = Literal["h1", "aiohttp", "httpx"]
+CacheResets = Literal["never", "step", "run"]  # prefix-cache resets: none, before each step, once per run
 
 MODES: tuple[Mode, ...] = get_args(Mode)
 ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
@@ -134,6 +135,8 @@ class RunConfig:
     # Requests that cannot fit the server's max_model_len are clamped (max_tokens first, then the prompt)
     # instead of being sent to be rejected (--fit-context; the record header says so).
     fit_context: bool = False
+    # --reset-prefix-cache: reset the server's prefix cache before every step's warm-up, or once at setup
+    reset_prefix_cache: CacheResets = "never"
 
     @property
     def api(self) -> Api:

@@ -19,7 +19,18 @@ import os
 import secrets
 from dataclasses import dataclass, fields
 
-from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, Mode, RampPlan, RunConfig, Transport
+from loadgen.config import (
+    APIS,
+    ARRIVALS,
+    TRANSPORTS,
+    Api,
+    Arrival,
+    CacheResets,
+    Mode,
+    RampPlan,
+    RunConfig,
+    Transport,
+)
 from loadgen.profile import Profile, ProfileError, load_profile
 from loadgen.runchecks import check_url, flag_problem, out_problem, plan_problem
 from loadgen.types import Target
@@ -77,6 +88,7 @@ class RunFlags:
     transport: Transport = "h1"
     seed: int | None = None  # None: a fresh seed for this run
     fit_context: bool = False
+    reset_prefix_cache: CacheResets = "never"
     ttft_timeout: float = 300.0
     idle_timeout: float = 120.0
     total_timeout: float = 1800.0
@@ -207,6 +219,14 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
         "--fit-context",
         action="store_true",
         help="clamp requests that cannot fit the server's max_model_len (max_tokens first, then the prompt)",
+    )
+    p.add_argument(
+        "--reset-prefix-cache",
+        nargs="?",
+        choices=("step", "run"),
+        const="step",
+        default=d.reset_prefix_cache,
+        help="reset the server's prefix cache before each step (step, the default) or once (run)",
     )
     p.add_argument("--ttft-timeout", type=float, default=d.ttft_timeout)
     p.add_argument("--idle-timeout", type=float, default=d.idle_timeout)
@@ -347,6 +367,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         after_plan="finish" if flags.headless else "idle",
         find_max=flags.find_max,
         fit_context=flags.fit_context,
+        reset_prefix_cache=flags.reset_prefix_cache,
         transport=flags.transport,
         warmup_s=flags.warmup if flags.warmup is not None else 0.0,
         telemetry=not flags.no_metrics,

@@ -59,6 +59,11 @@ class FixedLatencyEngine:
     def kv_used_tokens(self) -> int:
         return 0
 
+    def reset_prefix_cache(self) -> int:
+        """No cache to drop: the reset is only counted."""
+        self.stats.prefix_cache_resets += 1
+        return 0
+
     def step(self, start_ns: int) -> Step:
         heap = self._heap
         horizon = max(start_ns, heap[0][0]) + self._tick_ns

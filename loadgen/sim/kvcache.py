@@ -2,7 +2,7 @@
 
 Blocks are counted, never stored: a request holds ``seq.num_blocks`` blocks, of which ``seq.held_hashes``
 are shared prefix-cache blocks (reference-counted). A cached block nobody holds stays cached but evictable
-(least recently released first), and counts as free, as in vLLM.
+(least recently released first), and counts as free, as in vLLM. A reset drops the evictable ones.
 """
 
 from __future__ import annotations
@@ -77,3 +77,15 @@ class KVBlocks:
                 break  # someone else computed it too: keep ours private
             self.refcount[h] = 1
             seq.held_hashes.append(h)
+
+    def drop_evictable(self) -> int:
+        """Forget every cached block nobody holds (a prefix-cache reset); return how many.
+
+        Blocks held by running requests stay cached: dropping them would not free them, and the requests
+        holding them still read them."""
+        dropped = len(self.evictable)
+        for h in self.evictable:
+            del self.refcount[h]
+        self.evictable.clear()
+        self.free_blocks += dropped
+        return dropped

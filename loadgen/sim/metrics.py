@@ -46,6 +46,7 @@ class SimCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield from self._engine()
+        yield self._resets()
         yield from self._histograms()
         yield self._cache_config()
         if self.server.config.gpu_telemetry:
@@ -109,6 +110,13 @@ class SimCollector:
                 model,
                 st.spec_accepted_tokens,
             )
+
+    def _resets(self) -> Metric:
+        # vLLM keeps no such counter: the simulator's own name, so a test can see that a reset arrived
+        resets = self.server.engine.stats.prefix_cache_resets
+        return _counter(
+            "ramp_sim:prefix_cache_resets", "Prefix-cache resets received.", self.server.config.model, resets
+        )
 
     def _histograms(self) -> Iterator[Metric]:
         st = self.server.engine.stats

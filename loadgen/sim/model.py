@@ -70,6 +70,13 @@ class GpuEngine:
     def kv_used_tokens(self) -> int:
         return self.blocks.used() * self.params.block_size
 
+    def reset_prefix_cache(self) -> int:
+        """Drop every cached prefix block nobody holds (vLLM's reset); return how many were dropped."""
+        dropped = self.blocks.drop_evictable()
+        self.stats.prefix_cache_resets += 1
+        self.stats.prefix_blocks_dropped += dropped
+        return dropped
+
     def _preempt(self, seq: Seq) -> None:
         self.blocks.release(seq)
         seq.computed = 0

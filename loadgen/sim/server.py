@@ -4,7 +4,8 @@
 streams; requests.py parses bodies, faults.py draws injected failures, stream.py builds the reply bytes.
 
 Every request leaves a ground-truth record (monotonic ns, the same clock as the client's) readable from
-``SimServer.ground_truth()`` and ``GET /_sim/ground_truth``.
+``SimServer.ground_truth()`` and ``GET /_sim/ground_truth``. Both runtimes' prefix-cache resets (vLLM's
+``POST /reset_prefix_cache``, SGLang's ``/flush_cache``) drop the cached blocks nobody holds.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class SimServer:
         app.router.add_get("/health", self._health)
         app.router.add_get("/version", self._version)
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/reset_prefix_cache", self._reset_prefix_cache)  # vLLM (VLLM_SERVER_DEV_MODE=1)
+        app.router.add_post("/flush_cache", self._flush_cache)  # SGLang's, which answers GET too
+        app.router.add_get("/flush_cache", self._flush_cache)
         app.router.add_get("/_sim/info", self._info)
         app.router.add_get("/_sim/ground_truth", self._ground_truth)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
@@ -124,6 +128,8 @@ class SimServer:
             "steps_late": self._loop.steps_late,
             "max_late_ms": self._loop.max_late_ns / 1e6,
             "resyncs": self._loop.resyncs,
+            "prefix_cache_resets": e.stats.prefix_cache_resets,
+            "prefix_blocks_dropped": e.stats.prefix_blocks_dropped,
             "ground_truth_records": len(self._gt),
         }
 
@@ -249,6 +255,17 @@ class SimServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=render(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _reset_prefix_cache(self, request: web.Request) -> web.Response:
+        # vLLM answers an empty 200. vLLM itself refuses while running requests hold blocks, unless
+        # ?reset_running_requests=true preempts them; the sim preempts no one and keeps the held blocks
+        # cached, so a reset under load succeeds and only requests already sharing the prefix keep it.
+        self.engine.reset_prefix_cache()
+        return web.Response(status=200)
+
+    async def _flush_cache(self, request: web.Request) -> web.Response:
+        self.engine.reset_prefix_cache()
+        return web.Response(text="Cache flushed.\n")  # SGLang's answer
 
     async def _info(self, request: web.Request) -> web.Response:
         return web.json_response(self.info())

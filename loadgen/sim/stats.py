@@ -57,6 +57,8 @@ class EngineStats:
     prefix_queries: int = 0
     prefix_hits: int = 0
     cached_prompt_tokens: int = 0
+    prefix_cache_resets: int = 0  # POST /reset_prefix_cache or /flush_cache
+    prefix_blocks_dropped: int = 0  # cached blocks those resets dropped
     spec_drafts: int = 0
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
