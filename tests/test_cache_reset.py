@@ -164,16 +164,19 @@ async def test_the_client_flushes_sglang(sim: SimServer) -> None:
 
 
 Seen = list[tuple[str, str, Mapping[str, str]]]
+Answer = int | tuple[int, str]  # a status, or a status and a body
 VLLM = "POST /reset_prefix_cache?reset_running_requests=true"
 
 
 @asynccontextmanager
-async def _fake(routes: Mapping[str, int], seen: Seen) -> AsyncIterator[str]:
-    """A server that answers each path of ``routes`` with its status (every other path: 404)."""
+async def _fake(routes: Mapping[str, Answer], seen: Seen) -> AsyncIterator[str]:
+    """A server that answers each path of ``routes`` with its status (and body; every other path: 404)."""
 
     async def handle(request: web.Request) -> web.Response:
         seen.append((request.method, request.path_qs, dict(request.headers)))
-        return web.Response(status=routes.get(request.path, 404), text="nope")
+        answer = routes.get(request.path, 404)
+        status, body = answer if isinstance(answer, tuple) else (answer, "nope")
+        return web.Response(status=status, text=body)
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)
@@ -187,7 +190,7 @@ async def _fake(routes: Mapping[str, int], seen: Seen) -> AsyncIterator[str]:
 
 
 async def _reset_on(
-    routes: Mapping[str, int], runtime: str | None, target: Callable[[str], Target] = Target
+    routes: Mapping[str, Answer], runtime: str | None, target: Callable[[str], Target] = Target
 ) -> tuple[CacheReset, Seen]:
     seen: Seen = []
     async with _fake(routes, seen) as url:
@@ -231,10 +234,13 @@ async def test_a_known_runtime_asks_its_own_endpoint_only() -> None:
         ({"/flush_cache": 400}, "sglang", "POST /flush_cache → 400", "no request is running or waiting"),
         ({"/reset_prefix_cache": 409}, "vllm", f"{VLLM} → 409", "held"),
         ({"/reset_prefix_cache": 500}, None, f"{VLLM} → 500", "held"),
+        ({"/reset_prefix_cache": (200, '{"success": false}')}, "vllm", f"{VLLM} → 200", "held"),
+        ({"/flush_cache": (200, "Flush cache failed.\n")}, "sglang", "POST /flush_cache → 200", "no request"),
+        ({"/reset_prefix_cache": 401}, "vllm", f"{VLLM} → 401", "API key"),
     ],
 )
 async def test_a_refused_reset_is_not_done_and_not_retried(
-    routes: Mapping[str, int], runtime: str | None, start: str, hint: str
+    routes: Mapping[str, Answer], runtime: str | None, start: str, hint: str
 ) -> None:
     reset, seen = await _reset_on(routes, runtime)
     assert not reset.done
