@@ -35,6 +35,7 @@ import time
 from loadgen.config import TRANSPORTS, Api, Transport
 from loadgen.stream import LiveCounter, Stream, TransportError
 from loadgen.target.http import api_key, auth_headers, scrub
+from loadgen.target.refusals import retry_after_s
 from loadgen.transports import HTTPTransport, api_path, map_exception, open_transport
 from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec, Target
 
@@ -226,4 +227,5 @@ class Client:
             max_tokens=spec.max_tokens,
             output_text="".join(st.text) if st.text is not None else None,
             request_id=st.request_id,
+            retry_after_s=retry_after_s(st.retry_after) if st.retry_after is not None else None,
         )

@@ -51,7 +51,7 @@ class HTTPParseError(Exception):
 class Sink(Protocol):
     """What a response's body goes to. ``piece`` runs inside the protocol callback: keep it short."""
 
-    def headers(self, status: int) -> None: ...
+    def headers(self, status: int, retry_after: str | None = None) -> None: ...
 
     def piece(self, data: bytes, t_ns: int) -> None: ...
 
@@ -74,6 +74,7 @@ class Connection(asyncio.BufferedProtocol):
         "error",
         "reused",
         "keep_alive",
+        "retry_after",
     )
 
     def __init__(self, pool: Pool) -> None:
@@ -91,6 +92,7 @@ class Connection(asyncio.BufferedProtocol):
         self.error: BaseException | None = None
         self.reused = False
         self.keep_alive = False
+        self.retry_after: str | None = None
 
     # asyncio.BufferedProtocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -141,10 +143,15 @@ class Connection(asyncio.BufferedProtocol):
                     waiter.set_exception(ConnectionClosed(self.got_bytes, str(exc) if exc else ""))
 
     # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # A refusal's Retry-After (429, 503) says when to come back; a few headers per response, not per chunk.
+        if len(name) == 11 and name.lower() == b"retry-after":
+            self.retry_after = value.decode("latin-1")
+
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
         if self.sink is not None:
-            self.sink.headers(self.status)
+            self.sink.headers(self.status, self.retry_after)
 
     def on_body(self, body: bytes) -> None:
         if self.sink is not None:
@@ -177,6 +184,7 @@ class Connection(asyncio.BufferedProtocol):
         self.got_bytes = False
         self.complete = False
         self.keep_alive = False
+        self.retry_after = None
         self.error = None
         self.waiter = asyncio.get_running_loop().create_future()
         assert self.transport is not None

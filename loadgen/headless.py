@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
+from loadgen.report import error_kinds
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
+from loadgen.target.refusals import refusal_text
 
 if TYPE_CHECKING:
     from loadgen.snapshot import Snapshot
@@ -65,7 +67,8 @@ def run_headless(config: RunConfig) -> RunOutcome | None:
 
 
 def progress_line(snap: Snapshot) -> str:
-    """One line: step, load, phase, output throughput, rolling TTFT p95, counts, in flight."""
+    """One line: step, load, phase, output throughput, rolling TTFT p95, counts (and which errors), in
+    flight, the streams backing off and what the server refused them with."""
     step = snap.windows.get("step")
     rolling = snap.windows.get("rolling")
     steps = f"{snap.step_index + 1}/{snap.step_count}" if snap.step_count else f"{snap.step_index + 1}"
@@ -80,12 +83,17 @@ def progress_line(snap: Snapshot) -> str:
     remaining = f" {snap.step_remaining_s:4.0f}s left" if snap.step_remaining_s is not None else ""
     ttft = rolling.pct("ttft_ms").p95 if rolling is not None else None
     errs = step.error_count if step is not None else 0
+    kinds = f" ({error_kinds(step.errors)})" if step is not None and errs else ""
     ok = step.ok if step is not None else 0
     bound = "  CLIENT-BOUND" if snap.health.client_bound else ""
     out = rolling.out_tok_s if rolling is not None else None
+    refused = ""
+    if snap.backing_off:
+        said = refusal_text(snap.latest_errors)
+        refused = f" · backing off {snap.backing_off}" + (f" · {said}" if said else "")
     return (
         f"step {steps} · {load} · {phase}{remaining} · out {fmt_num_wide(out)} tok/s · "
-        f"TTFT p95 {fmt_ms_wide(ttft)} · ok {ok} err {errs} · in flight {snap.in_flight}{bound}"
+        f"TTFT p95 {fmt_ms_wide(ttft)} · ok {ok} err {errs}{kinds} · in flight {snap.in_flight}{refused}{bound}"
     )
 
 

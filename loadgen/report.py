@@ -16,7 +16,7 @@ from typing import Any
 from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_seconds, fmt_setting
 from loadgen.snapshot import StepSummary
 
-__all__ = ["format_step_table", "report_main"]
+__all__ = ["error_kinds", "format_step_table", "report_main"]
 
 
 def _load(step: StepSummary) -> str:
@@ -133,6 +133,31 @@ def _table(columns: list[_Column], rows: list[list[str]], width: int) -> list[st
     return lines
 
 
+def error_kinds(errors: Mapping[str, int], most: int = 2) -> str:
+    """``http_429 12, stream_cut 2``: the kinds counted, the most frequent first (``most`` of them, then +N)."""
+    kinds = sorted(((n, k) for k, n in errors.items() if n), reverse=True)
+    shown = ", ".join(f"{k} {fmt_count(n)}" for n, k in kinds[:most])
+    return shown + (f", +{len(kinds) - most} more" if len(kinds) > most else "")
+
+
+def _error_lines(steps: Sequence[StepSummary]) -> list[str]:
+    """Each step that had errors: which kinds, and what the server said (a refusal named as such)."""
+    from loadgen.target.refusals import refusal_text
+
+    lines = []
+    for step in steps:
+        if step.stats.error_count:
+            said = refusal_text(step.latest_errors)
+            most = max(step.stats.errors, key=lambda kind: step.stats.errors[kind])
+            latest = step.latest_errors.get(most, "") if said is None else ""
+            said = said or (f'latest: "{latest[:80]}"' if latest else "")
+            lines.append(
+                f"  step {step.index + 1} errors: {error_kinds(step.stats.errors, 4)}"
+                + (f" — {said}" if said else "")
+            )
+    return lines
+
+
 def _verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     """The best step and why, each step's SLO failures, and which steps were client-bound (and by what)."""
     lines = []
@@ -147,6 +172,7 @@ def _verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     for step in steps:
         if step.verdict.failures:
             lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(step.verdict.failures))
+    lines.extend(_error_lines(steps))
     if any(s.client_bound for s in steps):
         lines.append("  ! client-bound: the load generator, not the server, may have limited these steps")
         for step in steps:

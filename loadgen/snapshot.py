@@ -250,3 +250,4 @@ class Snapshot:
     surplus: int = 0  # settling: requests in flight above the new level
     notices: tuple[tuple[int, str], ...] = ()  # (id, text): what the engine chose for the operator (toasts)
     latest_errors: Mapping[str, str] = EMPTY  # ErrorKind value -> the latest full (scrubbed) message of it
+    backing_off: int = 0  # virtual users pausing after a refusal or a refused connection (a gauge)

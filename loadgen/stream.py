@@ -79,6 +79,7 @@ class Stream:
         "clean_eof",
         "headers",
         "request_id",
+        "retry_after",
     )
 
     def __init__(
@@ -104,6 +105,7 @@ class Stream:
         self.clean_eof = False
         self.headers = headers
         self.request_id = request_id
+        self.retry_after: str | None = None  # the Retry-After header of a non-2xx answer
         self.handle: asyncio.TimerHandle | None = None
         # Never sleep longer than one idle period: the first token may arrive meanwhile, and from then on
         # the idle deadline (possibly far earlier than the TTFT one) applies.
@@ -215,10 +217,11 @@ class StreamSink:
         self.t = st.sent_ns
         self.error_body: bytearray | None = None
 
-    def headers(self, status: int) -> None:
+    def headers(self, status: int, retry_after: str | None = None) -> None:
         self.st.status = status
         if not 200 <= status < 300:
             self.error_body = bytearray()
+            self.st.retry_after = retry_after
 
     def piece(self, piece: bytes, t: int) -> None:
         st = self.st

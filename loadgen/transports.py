@@ -148,6 +148,7 @@ class AiohttpTransport:
             st.status = resp.status
             chunks = resp.content.iter_any()
             if not 200 <= resp.status < 300:
+                st.retry_after = resp.headers.get("Retry-After")
                 raise await read_error(st, chunks)
             await read_stream(st, chunks, keep_text, live)
         finally:
@@ -185,6 +186,7 @@ class HttpxTransport:
         try:
             st.status = resp.status_code
             if not 200 <= resp.status_code < 300:
+                st.retry_after = resp.headers.get("Retry-After")
                 raise await read_error(st, chunks)
             await read_stream(st, chunks, keep_text, live)
         finally:

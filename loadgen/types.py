@@ -90,6 +90,7 @@ class RequestResult:
     max_tokens: int = 0
     output_text: str | None = None  # only when the spec asked for it (keep_text)
     request_id: str = ""  # sent as X-Request-Id, so a server's logs and our traces can be joined
+    retry_after_s: float | None = None  # a refusal's Retry-After, in seconds (loadgen.target.refusals)
 
     @property
     def ttft_ns(self) -> int | None:

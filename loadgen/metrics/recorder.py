@@ -38,7 +38,9 @@ SparseCounts = tuple[npt.NDArray[np.unsignedinteger[Any]], npt.NDArray[np.unsign
 RawParts = dict[str, list[tuple[IntArray, IntArray | None]]]  # key -> (values, counts; None = 1 each)
 
 MAX_ERRORS_PER_INTERVAL = 5
-MAX_ERROR_TEXT = 2000  # an error's message as the server said it, whole enough to read (the console shows it all)
+MAX_ERROR_TEXT = (
+    2000  # an error's message as the server said it, whole enough to read (the console shows it all)
+)
 # Past this many buffered values a Recorder folds its buffers into sparse counts, so that a worker that is
 # never asked for a delta (a script, a stalled controller) stays bounded in memory.
 SPILL_AT = 65_536
@@ -67,6 +69,7 @@ class IntervalDelta:
     queued: int = 0
     sent: int = 0
     health: Mapping[str, float] = EMPTY
+    backing_off: int = 0  # a gauge: virtual users pausing after a refusal (loadgen.run.loops.Backoff)
     recent_errors: tuple[str, ...] = ()  # "kind: message", the last few of the interval
 
     @property
@@ -307,6 +310,7 @@ class Recorder:
         queued: int = 0,
         sent: int = 0,
         health: Mapping[str, float] | None = None,
+        backing_off: int = 0,
     ) -> IntervalDelta:
         """The interval's delta; the recorder starts the next interval empty."""
         hists: dict[str, SparseCounts] = {}
@@ -325,6 +329,7 @@ class Recorder:
             queued=queued,
             sent=sent,
             health=dict(health) if health else {},
+            backing_off=backing_off,
             recent_errors=tuple(self._errors),
         )
         self._reset()

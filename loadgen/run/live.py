@@ -27,7 +27,7 @@ class LiveFigures:
         self.rolling_s = rolling_s
         self.t0_ns = t0_ns
         self.rolling = RollingWindow(rolling_s)
-        self.gauges: dict[int, tuple[int, int]] = {}  # worker -> (in_flight, queued)
+        self.gauges: dict[int, tuple[int, int, int]] = {}  # worker -> (in_flight, queued, backing_off)
         self.health: dict[int, dict[str, float]] = {}  # worker -> its latest report
         self.recent_health: dict[int, collections.deque[dict[str, float]]] = {}  # the live flag judges these
         # (t1_ns, live output tokens, input tokens, successes, sent) per delta
@@ -39,7 +39,7 @@ class LiveFigures:
     def add(self, wid: int, delta: IntervalDelta, current: bool) -> None:
         self.rolling.add(delta)
         if current:
-            self.gauges[wid] = (int(delta.in_flight), int(delta.queued))
+            self.gauges[wid] = (int(delta.in_flight), int(delta.queued), int(delta.backing_off))
             self.health[wid] = dict(delta.health or {})
             self.recent_health.setdefault(wid, collections.deque(maxlen=RECENT_HEALTH)).append(
                 self.health[wid]
@@ -61,6 +61,10 @@ class LiveFigures:
     @property
     def queued(self) -> int:
         return sum(g[1] for g in self.gauges.values())
+
+    @property
+    def backing_off(self) -> int:
+        return sum(g[2] for g in self.gauges.values())
 
     def rates(self, now: int) -> tuple[float, float, float, float]:
         """Output tok/s, input tok/s, successes/s and sends/s over the last ``RATE_HORIZON_S``."""

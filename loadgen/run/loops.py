@@ -8,6 +8,10 @@ Open loop: sessions arrive on a schedule (constant, Poisson or gamma inter-arriv
 absolute target times from a seeded generator; each request's latency is measured from that intended time,
 and the gap to the real send is the schedule lag. With a concurrency cap, arrivals beyond it wait in a
 client-side queue, and their wait counts in their latency (no coordinated omission).
+
+Backoff (``Backoff``) is a closed-loop user's: after a refused connection or a refusal (429, 5xx, 401/403)
+it pauses before its next request, and a ``Retry-After`` is honoured. Open-loop arrivals keep their
+schedule: the rate is the experiment, and it already bounds how fast refusals can come.
 """
 
 from __future__ import annotations
@@ -21,11 +25,15 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from loadgen.config import Arrival
+from loadgen.target.refusals import is_refusal
 from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec
 from loadgen.workload import Workload
 
 CONNECT_BACKOFF_MIN_S = 0.01  # a closed-loop user's pause after a refused connection, doubling ...
 CONNECT_BACKOFF_MAX_S = 1.0  # ... up to this, until a request connects again
+REFUSAL_BACKOFF_MIN_S = 0.1  # after a refusal (429, 5xx, 401/403: loadgen.target.refusals), doubling ...
+REFUSAL_BACKOFF_MAX_S = 5.0  # ... up to this, each pause drawn between half and all of it (jitter)
+RETRY_AFTER_MAX_S = 30.0  # a Retry-After is honoured up to this (plus up to 20 % jitter, never less)
 
 
 class Send(Protocol):
@@ -51,15 +59,56 @@ class Gate:
 
     def __init__(self) -> None:
         self.paused = False
-        self.stopping = False
+        self.stopped = asyncio.Event()  # set once stopping: a user in a pause leaves at once
         self.resumed = asyncio.Event()
         self.resumed.set()
 
+    @property
+    def stopping(self) -> bool:
+        return self.stopped.is_set()
+
+    @stopping.setter
+    def stopping(self, value: bool) -> None:
+        if value:
+            self.stopped.set()
+        else:
+            self.stopped.clear()
+
     async def think(self, seconds: float) -> bool:
-        """Wait out a session's think time; False when the user should stop instead."""
-        if seconds > 0:
-            await asyncio.sleep(seconds)
+        """Wait out a session's think time (or a backoff); False when the user should stop instead. A stop
+        ends the wait at once: a drain must not wait out a 30 s Retry-After."""
+        if seconds > 0 and not self.stopping:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stopped.wait(), seconds)
         return not self.stopping
+
+
+class Backoff:
+    """One virtual user's pause before its next request, after an answer that says "not now".
+
+    A refused connection: 10 ms doubling to 1 s (the server is down or restarting; come back soon). A
+    refusal (``loadgen.target.refusals.is_refusal``: 429, 5xx, 401/403): 100 ms doubling to 5 s, each pause
+    drawn between half and all of it so that the users do not come back in step; a ``Retry-After`` is
+    honoured (up to 30 s, plus up to 20 %, never earlier). Any other answer ends the backoff.
+    """
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.base_s = 0.0
+
+    def after(self, result: RequestResult) -> float:
+        """Seconds to pause after ``result`` (0.0: none)."""
+        if result.error_kind is ErrorKind.CONNECT:
+            self.base_s = min(CONNECT_BACKOFF_MAX_S, max(CONNECT_BACKOFF_MIN_S, self.base_s * 2))
+            return self.base_s
+        if result.outcome is not Outcome.ERROR or not is_refusal(result.http_status):
+            self.base_s = 0.0
+            return 0.0
+        self.base_s = min(REFUSAL_BACKOFF_MAX_S, max(REFUSAL_BACKOFF_MIN_S, self.base_s * 2))
+        pause = self.base_s * (0.5 + 0.5 * self.rng.random())
+        if result.retry_after_s is not None:
+            pause = max(pause, min(RETRY_AFTER_MAX_S, result.retry_after_s) * (1.0 + 0.2 * self.rng.random()))
+        return pause
 
 
 class ClosedLoop:
@@ -79,6 +128,7 @@ class ClosedLoop:
         self.level = 0
         self.users: dict[int, asyncio.Task[None]] = {}
         self.retiring: set[int] = set()  # users that stop after their current request
+        self.backing_off: set[int] = set()  # users pausing after a refusal (nothing of theirs in flight)
         self.next_uid = 0
 
     def tasks(self) -> list[asyncio.Task[None]]:
@@ -97,17 +147,20 @@ class ClosedLoop:
             self.next_uid += 1
             self.users[uid] = asyncio.get_running_loop().create_task(self._user(uid))
             active.append(uid)
-        # Lower: the newest users leave first.
+        # Lower: the newest users leave first; one in a backoff pause has nothing in flight and leaves now.
         for uid in sorted(active, reverse=True)[: max(0, len(active) - self.level)]:
             self.retiring.add(uid)
-            if cancel:
+            if cancel or uid in self.backing_off:
                 self.users[uid].cancel()
 
     async def _user(self, uid: int) -> None:
         rng = random.Random(f"{self.seed}:{self.worker_id}:{uid}")  # unique per (run, worker, user)
         session = self.workload.new_session(rng, session_id=self.session_id())
         gate = self.gate
-        backoff_s = 0.0
+        # A refused connection or a refusal comes back in microseconds: without a pause the user would spin,
+        # pinning the worker's CPU and burying the step under thousands of identical errors a second. Its own
+        # generator: the prompts drawn from ``rng`` stay the same whatever the server answers.
+        backoff = Backoff(random.Random(f"{self.seed}:{self.worker_id}:{uid}:backoff"))
         try:
             while not gate.stopping and uid not in self.retiring:
                 if gate.paused:
@@ -121,21 +174,21 @@ class ClosedLoop:
                 if result.outcome is Outcome.CANCELLED:
                     break
                 session.on_result(result)
-                think = session.think_time_s
-                if result.error_kind is ErrorKind.CONNECT:
-                    # A refused connection fails in microseconds: without a pause the user would spin, pinning
-                    # the worker's CPU and burying the step under thousands of identical errors a second.
-                    backoff_s = min(CONNECT_BACKOFF_MAX_S, max(CONNECT_BACKOFF_MIN_S, backoff_s * 2))
-                    think = max(think, backoff_s)
-                else:
-                    backoff_s = 0.0
-                if think > 0 and not await gate.think(think):
-                    break
+                pause = backoff.after(result)
+                think = max(session.think_time_s, pause)
+                if pause > 0:
+                    self.backing_off.add(uid)
+                try:
+                    if think > 0 and not await gate.think(think):
+                        break
+                finally:
+                    self.backing_off.discard(uid)
         except asyncio.CancelledError:
-            pass  # cancelled while thinking or paused: nothing was in flight
+            pass  # cancelled while thinking, pausing or paused: nothing was in flight
         finally:
             self.users.pop(uid, None)
             self.retiring.discard(uid)
+            self.backing_off.discard(uid)
 
 
 class OpenLoop:

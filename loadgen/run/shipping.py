@@ -106,7 +106,7 @@ class WindowBook:
         self.window = window
         self.recorders.setdefault(window, Recorder(worker_id=self.worker_id))
 
-    def ship(self, queued: int, health: Callable[[], Mapping[str, float]]) -> None:
+    def ship(self, queued: int, health: Callable[[], Mapping[str, float]], backing_off: int = 0) -> None:
         """Ship every open window's delta: the current one with the live gauges, earlier ones (requests
         still in flight from them) with their late results, closed once nothing of theirs is in flight."""
         now = time.monotonic_ns()
@@ -129,6 +129,7 @@ class WindowBook:
                     queued=queued,
                     sent=self.sent,
                     health=health(),
+                    backing_off=backing_off,
                 )
                 self.put(WorkerDelta(wid, window, False, True, delta, self.window_inflight.get(window, 0)))
             else:

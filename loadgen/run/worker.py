@@ -245,7 +245,7 @@ class Worker:
             self._ship()
 
     def _ship(self) -> None:
-        self.book.ship(len(self.open.backlog), self.health.take)
+        self.book.ship(len(self.open.backlog), self.health.take, len(self.closed.backing_off))
 
     async def _stop(self, cancel: bool) -> None:
         self.gate.stopping = True

@@ -1,0 +1,176 @@
+"""Tiny fault-injecting servers on 127.0.0.1 (port 0) for what the simulator cannot do: a refusal with a
+``Retry-After``, a 401, ``/v1/models`` answers of every shape, a self-signed HTTPS server, and an HTTP proxy
+that counts what went through it. Each runs in a thread of its own, so an engine (its own loop and worker
+processes) can talk to it as to any server."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import json
+import ssl
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+MODELS = {"object": "list", "data": [{"id": "tiny", "object": "model", "owned_by": "test"}]}
+REPLY = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{"content":" there"},"finish_reason":"stop"}]}\n\n'
+    b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def stream_ok(req: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(req)
+    await resp.write(REPLY)
+    await resp.write_eof()
+    return resp
+
+
+async def models_ok(req: web.Request) -> web.StreamResponse:
+    return web.json_response(MODELS)
+
+
+@dataclass
+class FaultServer:
+    """``routes``: (method, path) -> handler; every request's (time, method, path, query) is noted."""
+
+    routes: dict[tuple[str, str], Handler]
+    tls: ssl.SSLContext | None = None
+    port: int = 0
+    seen: list[tuple[float, str, str, str]] = field(default_factory=list)
+    loop: asyncio.AbstractEventLoop | None = None
+    thread: threading.Thread | None = None
+    runner: web.AppRunner | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def requests(self, path: str) -> list[float]:
+        return [t for t, _, p, _ in self.seen if p == path]
+
+    def start(self) -> FaultServer:
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10), "fault server did not start"
+        return self
+
+    def _main(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(self._serve())
+        self.loop.run_forever()
+
+    async def _serve(self) -> None:
+        @web.middleware
+        async def note(req: web.Request, handler: Handler) -> web.StreamResponse:
+            self.seen.append((time.monotonic(), req.method, req.path, req.query_string))
+            return await handler(req)
+
+        app = web.Application(middlewares=[note])
+        for (method, path), handler in self.routes.items():
+            app.router.add_route(method, path, handler)
+        self.runner = web.AppRunner(app, shutdown_timeout=0.2)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.tls)
+        await site.start()
+        self.port = self.runner.addresses[0][1]
+        self.ready.set()
+
+    def stop(self) -> None:
+        loop = self.loop
+        if loop is None or self.runner is None:
+            return
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self.thread is not None:
+            self.thread.join(10)
+
+
+def refusing(status: int, retry_after: str | None = None, models: bool = True) -> FaultServer:
+    """Every completion refused with ``status`` (and ``Retry-After``); /v1/models answers normally."""
+
+    async def refuse(req: web.Request) -> web.StreamResponse:
+        headers = {"Retry-After": retry_after} if retry_after is not None else None
+        return web.json_response(
+            {"error": {"message": f"refused ({status})"}}, status=status, headers=headers
+        )
+
+    routes: dict[tuple[str, str], Handler] = {
+        ("POST", "/v1/chat/completions"): refuse,
+        ("POST", "/v1/completions"): refuse,
+    }
+    if models:
+        routes[("GET", "/v1/models")] = models_ok
+    return FaultServer(routes).start()
+
+
+def answering(models: Handler = models_ok, tls: ssl.SSLContext | None = None) -> FaultServer:
+    """Streams a two-token reply to every completion; ``models`` answers /v1/models."""
+    return FaultServer(
+        {
+            ("GET", "/v1/models"): models,
+            ("POST", "/v1/chat/completions"): stream_ok,
+            ("POST", "/v1/completions"): stream_ok,
+        },
+        tls=tls,
+    ).start()
+
+
+def self_signed(folder: Path, hostname: str = "localhost") -> tuple[Path, Path]:
+    """A self-signed certificate for ``hostname`` (and 127.0.0.1) and its key: (cert.pem, key.pem)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ramp-test-ca")])
+    now = dt.datetime.now(dt.timezone.utc)
+    alt = x509.SubjectAlternativeName(
+        [x509.DNSName(hostname), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(alt, critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def json_models(doc: object, status: int = 200) -> Handler:
+    async def answer(req: web.Request) -> web.StreamResponse:
+        return web.Response(status=status, text=json.dumps(doc), content_type="application/json")
+
+    return answer
