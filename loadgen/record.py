@@ -199,6 +199,8 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("ended_by", _step(lambda s: s.ended_by), str, "ended_by", "plan"),
     StepKey("carried_share", _step(lambda s: s.carried_share), float, "carried_share", 0.0),
     StepKey("repeat", _step(lambda s: s.repeat), int, "repeat", 0),
+    StepKey("cache", _step(lambda s: s.cache), str, "cache", ""),
+    StepKey("cache_how", _step(lambda s: s.cache_how), str, "cache_how", ""),
     StepKey("closing_s", _step(lambda s: s.closing_s), float, "closing_s", 0.0),
     StepKey("ok", _stats(lambda w: w.ok), int, "stats.ok", 0),
     StepKey("errors", _stats(lambda w: dict(w.errors)), dict, "stats.errors", {}),

@@ -157,6 +157,10 @@ class StepSummary:
     closing_s: float = 0.0  # from the window's end until its last counted request was done (load held)
     latest_errors: Mapping[str, str] = EMPTY  # error kind -> the step's latest message of it (scrubbed)
     repeat: int = 0  # which repeat of its level this step is (0-based; --repeat N)
+    # The server's prefix cache before the step: "reset" (--reset-prefix-cache did it; ``cache_how`` says
+    # how), "kept" (whatever earlier steps and runs left in it), "" (not known: an old record).
+    cache: str = ""
+    cache_how: str = ""
 
     @property
     def clean(self) -> bool:

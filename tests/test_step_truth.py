@@ -253,3 +253,30 @@ def test_a_closing_step_shows_its_own_figures_and_number(sim: ProcessSimHandle, 
         assert snap.windows["step"].ok > 0 and snap.level == 4
     finally:
         finish(engine)
+
+
+def test_reset_prefix_cache_before_each_step_is_recorded_per_step(tmp_path: Path) -> None:
+    handle = spawn_sim_process(build_config("tiny-cpu", seed=6))
+    try:
+        out = tmp_path / "reset.jsonl"
+        config = RunConfig(
+            Target(handle.url),
+            profile(),
+            plan=RampPlan((2.0, 2.0), step_s=1.5, warmup_s=0.2),
+            out=str(out),
+            telemetry=False,
+            reset_prefix_cache="step",
+        )
+        engine = Engine(config)
+        engine.start()
+        outcome = engine.wait(60)
+        info = handle.info()
+    finally:
+        handle.stop()
+    assert outcome is not None and outcome.state == "finished"
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0]["reset_prefix_cache"] == "step"
+    steps = [line for line in lines if line.get("type") == "step"]
+    assert [s["cache"] for s in steps] == ["reset", "reset"]
+    assert all("/reset_prefix_cache" in s["cache_how"] and "200" in s["cache_how"] for s in steps)
+    assert info["prefix_cache_resets"] == 2

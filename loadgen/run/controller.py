@@ -42,6 +42,7 @@ from loadgen.run.steps import NO_TIMER_NS, TELEMETRY_WAIT_S, Segment, Steps
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.run.wheel import Wheel
 from loadgen.snapshot import Snapshot, StepSummary
+from loadgen.target.cache import reset_prefix_cache
 
 UNREACHABLE_AFTER_S = 10.0
 
@@ -124,8 +125,19 @@ class Controller:
     # ---- setup ------------------------------------------------------------------------------------------
     async def _setup(self) -> None:
         sizer, self.record = await prepare(self.config, self.status, self.load, self.slo, self.link)
+        await self._cache_policy()
         self.fleet.spawn(self.status.model, sizer)
         await self.fleet.wait_ready(self._on_message, lambda: self.stop_requested is not None)
+
+    async def _cache_policy(self) -> None:
+        """--reset-prefix-cache: once now (run), or before every step's warm-up (step)."""
+        config, runtime = self.config, self.status.runtime
+        if config.reset_prefix_cache == "run":
+            reset = await reset_prefix_cache(config.target, runtime)
+            self.record.event("cache_reset", {"done": reset.done, "how": reset.how})
+            self.steps.cache = ("reset", reset.how) if reset.done else ("kept", reset.how)
+        elif config.reset_prefix_cache == "step":
+            self.wheel.reset_cache = lambda: reset_prefix_cache(config.target, runtime)
 
     # ---- main loop --------------------------------------------------------------------------------------
     async def run(self) -> RunOutcome:

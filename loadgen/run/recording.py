@@ -7,12 +7,29 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from collections.abc import Mapping
 
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
 from loadgen.run.state import Load, RunStatus
 from loadgen.snapshot import StepSummary
+
+# A Hugging Face cache path names the commit it holds: .../models--org--name/snapshots/<40 hex digits>
+_SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{40})(?:/|$)")
+
+
+def model_revision(
+    tags: Mapping[str, str], server_conditions: Mapping[str, object | None]
+) -> tuple[str | None, str | None]:
+    """The model's revision and where it was learnt: given (``--revision``, ``--tag revision=``, a launched
+    server's ``--revision``), else the commit in the ``/v1/models`` root path; (None, None) when unknown."""
+    given = tags.get("revision") or tags.get("model_revision")
+    if given:
+        return given, "given"
+    path = server_conditions.get("model_path")
+    found = _SNAPSHOT.search(path) if isinstance(path, str) else None
+    return (found.group(1), "/v1/models root") if found else (None, None)
 
 
 def record_header(
@@ -27,9 +44,11 @@ def record_header(
     tags = dict(config.tags)
     profile = config.profile
     plan = load.plan
+    revision, revision_source = model_revision(tags, server_conditions)
     return {
         "model": status.model,
-        "model_revision": tags.get("revision") or tags.get("model_revision"),
+        "model_revision": revision,
+        "model_revision_source": revision_source,
         "runtime": status.runtime,
         "runtime_version": status.runtime_version,
         "max_model_len": max_model_len,
@@ -50,9 +69,12 @@ def record_header(
         "seed_source": config.seed_source,
         "fit_context": config.fit_context,  # requests clamped to the server's max_model_len
         "plan": None if plan is None else plan.as_dict(),
+        "reset_prefix_cache": config.reset_prefix_cache,  # never / step (before each warm-up) / run (once)
         "find_max": None if config.find_max is None else list(config.find_max),
         "slo": slo.as_dict(),
         "cold_start": config.cold,
+        # the profile's [pricing] with the price flags over it: what `ramp report` and `compare` cost with
+        "pricing": None if config.pricing is None else config.pricing.to_dict(),
         "host": platform.node(),
     }
 

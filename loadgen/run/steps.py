@@ -46,6 +46,7 @@ class StepEnd:
     close_deadline_ns: int  # report it by then even if some of its requests never came back
     held: bool = False  # a planned end: the load holds at the step's level until its requests are done
     repeat: int = 0
+    cache: tuple[str, str] = ("kept", "")  # the prefix cache before the step, and how it was reset
 
 
 @dataclass(eq=False, slots=True)
@@ -112,6 +113,8 @@ class Steps:
         self.mode: Mode = load.mode
         self.arrival = load.arrival_label()
         self.repeat = 0
+        self.cache: tuple[str, str] = ("kept", "")  # set before a step begins (see Wheel), then kept
+        self.step_cache: tuple[str, str] = ("kept", "")  # the current step's
         self.t0_step_ns = 0
         self.warm_end_ns = 0
         self.end_ns: int | None = None
@@ -161,6 +164,7 @@ class Steps:
         self.rate = load.rate if load.mode == "open" else None
         self.mode, self.arrival = load.mode, load.arrival_label()
         self.repeat = load.plan.repeat_at(load.plan_index) if load.plan is not None else 0
+        self.step_cache, self.cache = self.cache, ("kept", "")  # a reset counts for the step right after it
         self.marks = []
         self.starts_s.append((now - self.t0_ns) / 1e9)
         warm = load.warmup_s()
@@ -218,6 +222,7 @@ class Steps:
             close_deadline_ns=now + int(LATE_RESULTS_S * 1e9),
             held=hold,
             repeat=self.repeat,
+            cache=self.step_cache,
         )
         if hold:
             self.closing = seg
@@ -329,6 +334,8 @@ class Steps:
             carried_share=seg.carried_share(done),
             latest_errors=dict(seg.latest_errors),
             repeat=end.repeat,
+            cache=end.cache[0],
+            cache_how=end.cache[1],
             closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
         )
         self.summaries.append(summary)

@@ -13,6 +13,9 @@ and the settling in between — so that every step is measured under its own loa
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Coroutine
+
 from loadgen.config import EndedBy, Mode, RunConfig, StepPhase
 from loadgen.run.fleet import Fleet
 from loadgen.run.live import LiveFigures
@@ -20,6 +23,9 @@ from loadgen.run.search import Search
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import Steps
 from loadgen.snapshot import StepSummary
+from loadgen.target.cache import CacheReset
+
+ResetCache = Callable[[], Coroutine[object, object, CacheReset]]
 
 NOTICES_KEPT = 8
 MIN_OPEN_RATE = 0.1  # req/s: a closed loop that achieved nothing still opens at a rate that sends
@@ -41,6 +47,8 @@ class Wheel:
         self.settling = False
         self.notices: list[tuple[int, str]] = []
         self.notice_id = 0
+        self.reset_cache: ResetCache | None = None  # --reset-prefix-cache step: before every warm-up
+        self.resetting: asyncio.Task[CacheReset] | None = None
         self.search: Search | None = None
         self.finished_search: Search | None = None  # set once the search is over: the record gets its event
         if config.find_max is not None:
@@ -54,7 +62,7 @@ class Wheel:
             return steps.current.phase
         if self.status.state == "running" and steps.closing is not None:
             return "closing"
-        if self.status.state == "running" and self.settling:
+        if self.status.state == "running" and (self.settling or self.resetting is not None):
             return "settling"
         return "idle"
 
@@ -86,12 +94,32 @@ class Wheel:
             self.fleet.apply_load(load)
             return
         self.settling = False
-        self.steps.begin()
+        self.begin()
+
+    def begin(self) -> None:
+        """The step begins now — after the server's prefix cache was reset, when each step asks for it."""
+        if self.reset_cache is None:
+            self.steps.begin()
+            return
+        if self.resetting is None:
+            self.resetting = asyncio.get_running_loop().create_task(self.reset_cache())
+            self.resetting.add_done_callback(self.reset_done)
+
+    def reset_done(self, task: asyncio.Task[CacheReset]) -> None:
+        if task is not self.resetting:
+            return  # the load changed while the reset was under way: a newer one is coming
+        self.resetting = None
+        result = task.result() if not task.cancelled() and task.exception() is None else None
+        if result is None:
+            return
+        self.steps.cache = ("reset", result.how) if result.done else ("kept", result.how)
+        if self.status.state == "running" and not self.settling and self.steps.current is None:
+            self.steps.begin()
 
     def check_settled(self) -> None:
         if self.settling and self.status.state == "running" and self.live.in_flight <= self.load.level:
             self.settling = False
-            self.steps.begin()
+            self.begin()
 
     # ---- the plan ---------------------------------------------------------------------------------------
     def window_due(self) -> None:
@@ -158,6 +186,9 @@ class Wheel:
         self.steps.end(ended_by)
         self.steps.cut_closing()
         self.next_after_close = False
+        if self.resetting is not None:  # a reset under way for a step that will not begin
+            self.resetting.cancel()
+            self.resetting = None
 
     def take_wheel(self) -> None:
         if self.load.auto:
