@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:  # these import the closed sets, RampPlan and SLO from here
-    from loadgen.profile import Profile
+    from loadgen.profile import Pricing, Profile
     from loadgen.snapshot import StepSummary
     from loadgen.types import Target
 
@@ -137,6 +137,9 @@ class RunConfig:
     fit_context: bool = False
     # --reset-prefix-cache: reset the server's prefix cache before every step's warm-up, or once at setup
     reset_prefix_cache: CacheResets = "never"
+    # What the run costs: the profile's [pricing] with the price flags over it field by field (the record
+    # header states it); None: no price known.
+    pricing: Pricing | None = None
 
     @property
     def api(self) -> Api:

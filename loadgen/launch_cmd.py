@@ -28,6 +28,7 @@ from loadgen.runargs import (
     UsageError,
     add_run_flags,
     resolve,
+    with_server_revision,
 )
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
 
@@ -129,7 +130,7 @@ class _Progress:
 def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """``ramp launch KIND MODEL``: the exit code of the run (3 when the server would not start)."""
     launch = LaunchFlags.from_namespace(args)
-    flags = RunFlags.from_namespace(args)
+    flags = with_server_revision(RunFlags.from_namespace(args), extra)  # the server's --revision is the run's
     # Validate the flags before paying for a server start; the URL is filled in once it is known.
     try:
         server_argv(launch.kind, launch.server_model, extra, launch.python, launch.host, launch.port or 1)

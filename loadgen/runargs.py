@@ -9,6 +9,9 @@ levels given with ``--steps`` in the flags' mode (closed loop unless ``--open-lo
 ``--level`` or ``--rate`` without ``--steps`` is manual steering: the profile's plan is not used.
 Without ``--seed`` every run draws a fresh seed (so run after run sends new prompts and a server's prefix
 cache cannot warm across runs); ``--seed N`` replays run N's prompts. The record states which.
+The price flags override the profile's ``[pricing]`` one field at a time (``RunConfig.pricing``, stated in
+the record header). ``--revision R`` is the model revision, recorded as the tag ``revision`` (the two must
+agree when both are given); ``ramp launch`` takes it from the server's own ``--revision`` too.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import argparse
 import datetime as _dt
 import os
 import secrets
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 from loadgen.config import (
     APIS,
@@ -31,7 +35,7 @@ from loadgen.config import (
     RunConfig,
     Transport,
 )
-from loadgen.profile import Profile, ProfileError, load_profile
+from loadgen.profile import Pricing, Profile, ProfileError, load_profile
 from loadgen.runchecks import check_url, flag_problem, out_problem, plan_problem
 from loadgen.types import Target
 
@@ -54,6 +58,9 @@ __all__ = [
     "parse_levels",
     "parse_tag",
     "resolve",
+    "resolve_pricing",
+    "revision_from_server_args",
+    "with_server_revision",
 ]
 
 
@@ -89,6 +96,12 @@ class RunFlags:
     seed: int | None = None  # None: a fresh seed for this run
     fit_context: bool = False
     reset_prefix_cache: CacheResets = "never"
+    revision: str | None = None
+    usd_per_1m_input: float | None = None
+    usd_per_1m_output: float | None = None
+    usd_per_1m_cache_read: float | None = None
+    gpu_usd_per_hour: float | None = None
+    gpus: int | None = None
     ttft_timeout: float = 300.0
     idle_timeout: float = 120.0
     total_timeout: float = 1800.0
@@ -228,6 +241,10 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
         default=d.reset_prefix_cache,
         help="reset the server's prefix cache before each step (step, the default) or once (run)",
     )
+    p.add_argument(
+        "--revision", default=d.revision, help="the model's revision (commit or tag), recorded for compare"
+    )
+    _add_price_flags(p)
     p.add_argument("--ttft-timeout", type=float, default=d.ttft_timeout)
     p.add_argument("--idle-timeout", type=float, default=d.idle_timeout)
     p.add_argument("--total-timeout", type=float, default=d.total_timeout)
@@ -244,6 +261,16 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
         help="snapshot/console refresh rate, Hz (console 4, headless 1)",
     )
     p.add_argument("--rolling", type=float, default=d.rolling, help="rolling window, seconds")
+
+
+def _add_price_flags(p: argparse.ArgumentParser) -> None:
+    """What the run costs (over the profile's [pricing]): token prices, or GPU hours."""
+    for name, what in (("input", "prompt"), ("output", "output"), ("cache-read", "cached prompt")):
+        p.add_argument(
+            f"--usd-per-1m-{name}", type=float, default=None, help=f"price of 1M {what} tokens, USD"
+        )
+    p.add_argument("--gpu-usd-per-hour", type=float, default=None, help="price of one GPU hour, USD")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs the server uses (with --gpu-usd-per-hour)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +348,75 @@ def _record_path(flags: RunFlags, profile: Profile) -> str:
     return os.path.join("runs", f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{profile.name}.jsonl")
 
 
+def _given(flag: float | None, profile: float | None) -> float | None:
+    return profile if flag is None else flag
+
+
+def resolve_pricing(flags: RunFlags, profile: Pricing | None) -> Pricing | None:
+    """The profile's pricing with each price flag given over it; None when no price is known."""
+    base = profile or Pricing()
+    given = {
+        "usd_per_1m_input": flags.usd_per_1m_input,
+        "usd_per_1m_output": flags.usd_per_1m_output,
+        "usd_per_1m_cache_read": flags.usd_per_1m_cache_read,
+        "gpu_usd_per_hour": flags.gpu_usd_per_hour,
+    }
+    for name, value in given.items():
+        if value is not None and value < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {value:g}")
+    merged = Pricing(
+        usd_per_1m_input=_given(flags.usd_per_1m_input, base.usd_per_1m_input),
+        usd_per_1m_output=_given(flags.usd_per_1m_output, base.usd_per_1m_output),
+        usd_per_1m_cache_read=_given(flags.usd_per_1m_cache_read, base.usd_per_1m_cache_read),
+        gpu_usd_per_hour=_given(flags.gpu_usd_per_hour, base.gpu_usd_per_hour),
+        gpus=base.gpus,
+    )
+    if flags.gpus is not None:
+        if flags.gpus < 1:
+            raise UsageError(f"--gpus must be at least 1, got {flags.gpus}")
+        if merged.gpu_usd_per_hour is None:
+            raise UsageError(
+                "--gpus needs a GPU price: add --gpu-usd-per-hour X (or gpu_usd_per_hour in [pricing])"
+            )
+        merged = replace(merged, gpus=flags.gpus)
+    return None if merged == Pricing() else merged
+
+
+def revision_from_server_args(server_args: Sequence[str]) -> str | None:
+    """The model revision a launched server was given (``--revision R`` or ``--revision=R``), if any."""
+    for at, arg in enumerate(server_args):
+        if arg == "--revision" and at + 1 < len(server_args):
+            return server_args[at + 1]
+        if arg.startswith("--revision="):
+            return arg.partition("=")[2]
+    return None
+
+
+def with_server_revision(flags: RunFlags, server_args: Sequence[str]) -> RunFlags:
+    """``flags`` with the launched server's ``--revision`` as the run's (refused when ``--revision`` differs)."""
+    revision = revision_from_server_args(server_args)
+    if revision is None or flags.revision == revision:
+        return flags
+    if flags.revision:
+        raise UsageError(
+            f"--revision {flags.revision} but the server is given --revision {revision}: give it once"
+        )
+    return replace(flags, revision=revision)
+
+
+def _tags(flags: RunFlags) -> tuple[tuple[str, str], ...]:
+    """The tags, with ``--revision`` as the tag ``revision`` (refused when a tag says otherwise)."""
+    if not flags.revision:
+        return flags.tag
+    tagged = [v for k, v in flags.tag if k in ("revision", "model_revision")]
+    other = next((v for v in tagged if v != flags.revision), None)
+    if other is not None:
+        raise UsageError(
+            f"--revision {flags.revision} and --tag revision={other} disagree: give the revision once"
+        )
+    return flags.tag if tagged else (*flags.tag, ("revision", flags.revision))
+
+
 def fresh_seed() -> int:
     """A seed no earlier run used (with overwhelming odds): 32 random bits, short enough to retype."""
     return secrets.randbits(32)
@@ -355,7 +451,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         burstiness=flags.burstiness if flags.burstiness is not None else 1.0,
         workers=flags.workers,
         out=out,
-        tags=flags.tag,
+        tags=_tags(flags),
         cancel_on_lower=flags.cancel_on_lower,
         rolling_s=flags.rolling,
         # Headless needs no 4 Hz picture: fewer snapshots leave more CPU to the streams (and, on a small
@@ -368,6 +464,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         find_max=flags.find_max,
         fit_context=flags.fit_context,
         reset_prefix_cache=flags.reset_prefix_cache,
+        pricing=resolve_pricing(flags, profile.pricing),
         transport=flags.transport,
         warmup_s=flags.warmup if flags.warmup is not None else 0.0,
         telemetry=not flags.no_metrics,
