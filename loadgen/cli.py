@@ -9,6 +9,7 @@ the profile are ``loadgen.runargs``'s; the headless face is ``loadgen.headless``
     ramp sim [--preset NAME] [--port N]         serve the simulator
     ramp profiles [show NAME]                   built-in workload profiles
     ramp report FILE                            step table of a record
+    ramp compare A.jsonl B.jsonl [--vary KEY]   runs side by side, under matched conditions only
     ramp selftest                               the client's own speed and accuracy ceiling
     ramp --version
 
@@ -42,7 +43,7 @@ from loadgen.runargs import (
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
-SUBCOMMANDS = {"demo", "run", "sim", "profiles", "report", "selftest", "launch"}
+SUBCOMMANDS = {"demo", "run", "sim", "profiles", "report", "compare", "selftest", "launch"}
 DEMO_LEVELS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 
@@ -71,6 +72,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="print the step table of a record")
     rep.add_argument("file")
+
+    cmp = sub.add_parser(
+        "compare",
+        help="runs side by side, level by level, refused unless only the varied conditions differ",
+    )
+    cmp.add_argument(
+        "files", nargs="+", metavar="RECORD", help="two run records or more; the first is the baseline"
+    )
+    cmp.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="the variable under test (runtime, revision, gpu, profile, tag:NAME ...), repeatable",
+    )
+    cmp.add_argument(
+        "--force", action="store_true", help="compare runs that differ in more (each table warns)"
+    )
+    cmp.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
 
     st = sub.add_parser("selftest", help="the client's own ceiling against the simulator's fast mode")
     st.add_argument("--streams", default="256,1024", help="stream counts, e.g. 64,256,1024")
@@ -124,6 +144,10 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
         from loadgen.report import report_main
 
         return report_main(args.file)
+    if args.command == "compare":
+        from loadgen.analysis.compare import compare_main
+
+        return compare_main(args.files, args.vary, args.force, args.format)
     if args.command == "sim":
         from loadgen.sim.__main__ import main as sim_main
 

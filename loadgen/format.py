@@ -15,6 +15,7 @@ Two looks, named apart:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 __all__ = [
     "NA",
@@ -29,11 +30,15 @@ __all__ = [
     "fmt_num_wide",
     "fmt_pct",
     "fmt_pct_wide",
+    "fmt_points_wide",
+    "fmt_range",
     "fmt_rate",
     "fmt_seconds",
     "fmt_setting",
     "fmt_si",
+    "fmt_signed",
     "fmt_value",
+    "fmt_usd",
     "fmt_value_short",
     "na",
 ]
@@ -205,3 +210,46 @@ def fmt_num_trimmed(value: float) -> str:
     """The wide look without trailing zeros, for a number inside a sentence: 812, 12.3, 0.5, 10, 1,234."""
     text = fmt_num_wide(value)
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_points_wide(fraction: float | None) -> str:
+    """A difference of two 0..1 fractions in percentage points: 0.2 -> "20.0 pp"."""
+    if fraction is None or math.isnan(fraction):
+        return NA
+    return f"{fraction * 100:.1f} pp"
+
+
+def fmt_usd(usd: float | None) -> str:
+    """Dollars: cents at least, three significant figures below a dollar (trailing zeros past the cents
+    dropped), grouped from $1,000: "$0.000492", "$0.03", "$0.80", "$1.97", "$1,234"; "$0" for nothing."""
+    if usd is None or math.isnan(usd):
+        return NA
+    if usd == 0:
+        return "$0"
+    value = abs(usd)
+    if value >= 1000:
+        text = f"{value:,.0f}"
+    elif value >= 1:
+        text = f"{value:.2f}"
+    else:
+        whole, _, fraction = _sig(value, 3).partition(".")
+        text = f"{whole}.{fraction.rstrip('0').ljust(2, '0')}"
+    return f"{'-' if usd < 0 else ''}${text}"
+
+
+def fmt_signed(value: float | None, look: Callable[[float], str] = fmt_num_wide) -> str:
+    """A difference: its sign, then its size in ``look``: "+100", "-50.0", "+10.0 %" (look
+    ``fmt_pct_wide``), "-$0.25" (look ``fmt_usd``); no sign on a zero."""
+    if value is None or math.isnan(value):
+        return NA
+    text = look(abs(value))
+    if value == 0 or text.strip("0.,$ %p") == "":
+        return text
+    return ("+" if value > 0 else "-") + text
+
+
+def fmt_range(
+    median: float | None, low: float | None, high: float | None, look: Callable[[float | None], str]
+) -> str:
+    """A figure over repeats: "1,000 (990–1,030)", the median and the range (min–max) in ``look``."""
+    return f"{look(median)} ({look(low)}–{look(high)})"

@@ -2,7 +2,10 @@
 
 Pure functions of StepSummary objects and record lines; no rich, no textual. Numbers are written by
 ``loadgen.format`` in its wide look (thousands separators, no SI suffix: the table's columns have room
-and rows are compared digit by digit); ``n/a`` for a missing value.
+and rows are compared digit by digit); ``n/a`` for a missing value. When the run's pricing is known the
+table carries each step's cost (per 1M output tokens and per request, or per session for a multi-turn
+profile: ``loadgen.analysis.cost``); a level run more than once gets a line in the repeats table, each
+figure as "median (min–max)" over its clean steps.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_seconds, fmt_setting
+from loadgen.analysis.cost import StepCost, describe_pricing, pricing_of, step_cost, task_turns
+from loadgen.analysis.figures import REPEAT_FIGURES
+from loadgen.analysis.runs import levels_of, spread
+from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_range, fmt_seconds, fmt_setting, fmt_usd
 from loadgen.snapshot import StepSummary
 
 __all__ = ["error_kinds", "format_step_table", "report_main"]
@@ -93,14 +99,38 @@ def _no_slo(steps: Sequence[StepSummary]) -> bool:
     return all(s.verdict.met is None and not s.verdict.failures for s in steps)
 
 
-def _columns(steps: Sequence[StepSummary]) -> list[_Column]:
-    """The fixed columns, the telemetry ones some step has (before SLO), the client-bound mark if any."""
+def _cost_columns(costs: Mapping[int, StepCost], task: str) -> list[_Column]:
+    """Cost per 1M output tokens and per task, on each basis the pricing has (GPU hours, token prices)."""
+
+    def cell(basis: str, per_task: bool) -> Callable[[StepSummary], str]:
+        def text(step: StepSummary) -> str:
+            cost = costs.get(step.index)
+            figures = None if cost is None else (cost.gpu if basis == "GPU" else cost.tokens)
+            if figures is None:
+                return NA
+            return fmt_usd(figures.per_task if per_task else figures.per_1m_output)
+
+        return text
+
+    columns = []
+    for basis, keep in (("GPU", 85), ("API", 84)):
+        if any((c.gpu if basis == "GPU" else c.tokens) is not None for c in costs.values()):
+            columns.append(_Column(f"{basis} $/1M", "out tok", keep, cell(basis, False)))
+            columns.append(_Column(f"{basis} $/{task}", "", keep - 30, cell(basis, True)))
+    return columns
+
+
+def _columns(steps: Sequence[StepSummary], extra: Sequence[_Column] = ()) -> list[_Column]:
+    """The fixed columns, the telemetry ones some step has and ``extra`` (before SLO), the client-bound
+    mark if any."""
     columns = list(_COLUMNS)
     slo_at = len(columns) - 1
-    for key, column in _SERVER_COLUMNS:
-        if any(step.server and step.server.get(key) is not None for step in steps):
-            columns.insert(slo_at, column)
-            slo_at += 1
+    server = [
+        column
+        for key, column in _SERVER_COLUMNS
+        if any(s.server and s.server.get(key) is not None for s in steps)
+    ]
+    columns[slo_at:slo_at] = [*server, *extra]
     if any(s.client_bound for s in steps):
         columns.append(_BOUND_COLUMN)
     return columns
@@ -181,20 +211,54 @@ def _verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     return lines
 
 
-def format_step_table(steps: Sequence[StepSummary], best: int | None, width: int = 120) -> str:
+def format_step_table(
+    steps: Sequence[StepSummary],
+    best: int | None,
+    width: int = 120,
+    costs: Mapping[int, StepCost] | None = None,
+    task: str = "req",
+) -> str:
     """The step table, best step starred, then a line naming the best step and why steps missed the SLO.
 
+    ``costs`` (by step index) adds cost columns, ``task`` naming what one task is ("req", "session").
     Columns that do not fit ``width`` are dropped, least important first (readable at 80 columns).
     """
     if not steps:
         return "no finished step"
-    columns = _columns(steps)
+    columns = _columns(steps, _cost_columns(costs or {}, task))
     rows: list[list[str]] = []
     for at, step in enumerate(steps):
         cells = [col.cell(step) for col in columns]
         cells[0] += "*" if at == best else " "
         rows.append(cells)
     return "\n".join([*_table(columns, rows, width), "", *_verdict_lines(steps, best)])
+
+
+# The repeats table: columns dropped when too wide in this order (the step table's own priorities).
+_REPEAT_KEEP = {"out_tok_s": 98, "ttft_p95_ms": 95, "error_rate": 88, "decode_p50_tok_s": 70}
+
+
+def format_repeats(steps: Sequence[StepSummary], width: int = 120) -> str:
+    """Levels with several clean steps, each figure as "median (min–max)"; "" when no level was repeated."""
+    repeated = [level for level in levels_of(steps).values() if level.repeats > 1]
+    if not repeated:
+        return ""
+    columns = [
+        _Column("level", "", 100, lambda s: "", left=True),
+        _Column("n", "", 99, lambda s: ""),
+        *(_Column(f.label, "", _REPEAT_KEEP.get(f.key, 50), lambda s: "") for f in REPEAT_FIGURES),
+    ]
+    rows = []
+    for level in repeated:
+        cells = [level.key.label, f"×{level.repeats}"]
+        for figure in REPEAT_FIGURES:
+            found = spread(figure.value(steps[at], {}, None) for at in level.at)
+            look = figure.look
+            cells.append(NA if found is None else fmt_range(found.median, found.low, found.high, look))
+        rows.append(cells)
+    return "\n".join(
+        ["repeats: median (min–max) over each level's clean steps", *_table(columns, rows, width)]
+    )
 
 
 def _header_lines(header: Mapping[str, Any]) -> list[str]:
@@ -236,6 +300,9 @@ def _header_lines(header: Mapping[str, Any]) -> list[str]:
     tags = get("tags")
     if isinstance(tags, Mapping):
         lines.append("tags     " + " ".join(f"{k}={v}" for k, v in tags.items()))
+    pricing = pricing_of(header)
+    if pricing is not None:
+        lines.append(f"pricing  {describe_pricing(pricing)}")
     return lines
 
 
@@ -258,7 +325,13 @@ def report_main(path: str) -> int:
     width = shutil.get_terminal_size((120, 24)).columns
     out = _header_lines(record.header)
     out.append("")
-    out.append(format_step_table(steps, best_step(steps), width=width))
+    pricing, turns = pricing_of(record.header), task_turns(record.header)
+    costs = {} if pricing is None else {s.index: step_cost(s, pricing, turns) for s in steps}
+    task = "req" if turns is None else "session"
+    out.append(format_step_table(steps, best_step(steps), width=width, costs=costs, task=task))
+    repeats = format_repeats(steps, width=width)
+    if repeats:
+        out += ["", repeats]
     marks = [e for e in record.events if e.get("kind") == "mark"]
     if marks:
         out.append("")

@@ -1,0 +1,271 @@
+"""A comparison of runs as data: runs side by side, only when they were measured under the same conditions
+but the ones named as the variable under test (``--vary``).
+
+First the conditions (``loadgen.analysis.conditions``): a difference not covered by ``--vary`` refuses the
+comparison (exit 2, every difference named with each run's value) unless ``--force``, and then every table
+carries the warning. Then level by level (steps matched by mode and concurrency, or rate in open loop; the
+clean steps at one level are its repeats: their median and range), each figure of each run, and of every run
+after the first its delta and % against the first, "within noise" when the repeats' ranges overlap; each
+run's knee (its best clean step under the SLO, ``loadgen.slo.best_step``).
+
+Owns the comparison as data (``Comparison``, ``build``) and its JSON (``as_json``, schema ``SCHEMA``, every
+key always present); the terminal text is ``loadgen.analysis.compare_text``'s, the command
+``loadgen.analysis.compare``'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from loadgen.analysis.conditions import Difference, conditions_of, differences
+from loadgen.analysis.cost import StepCost, pricing_of, step_cost, task_turns
+from loadgen.analysis.figures import FIGURES, Figure
+from loadgen.analysis.runs import (
+    LevelKey,
+    LevelSteps,
+    Run,
+    Spread,
+    level_key,
+    levels_of,
+    spread,
+)
+from loadgen.slo import best_step
+
+__all__ = [
+    "SCHEMA",
+    "Comparison",
+    "Delta",
+    "Knee",
+    "LevelComparison",
+    "MetricRow",
+    "as_json",
+    "build",
+    "warning_line",
+]
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    delta: float  # against the first run's median
+    pct: float | None  # 10.0 = +10 %; None when the first run's value is 0
+    mark: str  # "within noise" | "better" | "worse" | "" (the same)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRow:
+    figure: Figure
+    values: tuple[Spread | None, ...]  # per run
+    deltas: tuple[Delta | None, ...]  # per run; the first run's is None
+
+
+@dataclass(frozen=True, slots=True)
+class LevelComparison:
+    key: LevelKey
+    steps: tuple[LevelSteps | None, ...]  # per run; None: that run has no step at this level
+    client_bound: tuple[bool, ...]
+    rows: tuple[MetricRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Knee:
+    level: LevelKey
+    out_tok_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    runs: tuple[Run, ...]
+    vary: tuple[str, ...]
+    differences: tuple[Difference, ...]
+    forced: bool
+    levels: tuple[LevelComparison, ...]
+    only_in: tuple[tuple[LevelKey, tuple[str, ...]], ...]  # levels run by one run only, and by whom
+    knees: tuple[Knee | None, ...]
+    task_label: str  # "req", "session" or "task" (mixed)
+
+    @property
+    def unmatched(self) -> tuple[Difference, ...]:
+        return tuple(d for d in self.differences if not d.varied)
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.unmatched) and not self.forced
+
+
+def unmatched_keys(comparison: Comparison) -> list[str]:
+    """The conditions the runs differ in beyond the varied ones (a profile's paths named once, as "profile")."""
+    return list(dict.fromkeys(d.vary if d.vary == "profile" else d.key for d in comparison.unmatched))
+
+
+def warning_line(comparison: Comparison) -> str:
+    """The warning a forced comparison carries."""
+    return (
+        "not a matched comparison (--force): the runs differ in "
+        + ", ".join(unmatched_keys(comparison))
+        + " besides what is varied"
+    )
+
+
+def _delta(figure: Figure, base: Spread | None, other: Spread | None) -> Delta | None:
+    if base is None or other is None:
+        return None
+    delta = other.median - base.median
+    pct = None if base.median == 0 else delta / abs(base.median) * 100.0
+    if delta == 0:
+        mark = ""
+    elif (base.n > 1 or other.n > 1) and base.overlaps(other):
+        mark = "within noise"
+    else:
+        mark = "better" if (delta > 0) == figure.higher_is_better else "worse"
+    return Delta(delta, pct, mark)
+
+
+def _costs(run: Run) -> list[StepCost | None]:
+    pricing = pricing_of(run.header)
+    turns = task_turns(run.header)
+    return [None if pricing is None else step_cost(step, pricing, turns) for step in run.steps]
+
+
+def _level(key: LevelKey, runs: Sequence[Run], costs: Sequence[Sequence[StepCost | None]]) -> LevelComparison:
+    steps = tuple(levels_of(run.steps).get(key) for run in runs)
+    rows = []
+    for figure in FIGURES:
+        values = []
+        for run, cost, level in zip(runs, costs, steps, strict=True):
+            known = (
+                [] if level is None else [figure.value(run.steps[i], run.lines[i], cost[i]) for i in level.at]
+            )
+            values.append(spread(known))
+        if all(v is None for v in values):
+            continue  # no run has this figure here (no goodput written, no pricing, no speculation)
+        deltas = (None, *(_delta(figure, values[0], v) for v in values[1:]))
+        rows.append(MetricRow(figure, tuple(values), deltas))
+    bound = tuple(
+        level is not None and any(run.steps[i].client_bound for i in level.at)
+        for run, level in zip(runs, steps, strict=True)
+    )
+    return LevelComparison(key, steps, bound, tuple(rows))
+
+
+def _knee(run: Run) -> Knee | None:
+    best = best_step(run.steps)
+    if best is None:
+        return None
+    step = run.steps[best]
+    return Knee(level_key(step), step.stats.out_tok_s)
+
+
+def _task_label(runs: Sequence[Run]) -> str:
+    sessions = {task_turns(run.header) is not None for run in runs}
+    return "task" if len(sessions) > 1 else ("session" if True in sessions else "req")
+
+
+def build(runs: Sequence[Run], vary: Sequence[str], force: bool) -> Comparison:
+    """The comparison of ``runs`` (the first is the baseline); its levels are empty when it is refused."""
+    diffs = tuple(differences(runs, vary))
+    refused = any(not d.varied for d in diffs) and not force
+    per_run = [levels_of(run.steps) for run in runs]
+    keys = sorted({k for levels in per_run for k in levels})
+    shared = [k for k in keys if sum(k in levels for levels in per_run) >= 2]
+    only_in = tuple(
+        (k, tuple(run.label for run, levels in zip(runs, per_run, strict=True) if k in levels))
+        for k in keys
+        if k not in shared
+    )
+    costs = [_costs(run) for run in runs]
+    task = _task_label(runs)
+    labels = {"usd_per_task": f"$/{task}"}
+    levels = () if refused else tuple(_relabel(_level(k, runs, costs), labels) for k in shared)
+    return Comparison(
+        runs=tuple(runs),
+        vary=tuple(vary),
+        differences=diffs,
+        forced=force and any(not d.varied for d in diffs),
+        levels=levels,
+        only_in=only_in,
+        knees=tuple(_knee(run) for run in runs),
+        task_label=task,
+    )
+
+
+def _relabel(level: LevelComparison, labels: Mapping[str, str]) -> LevelComparison:
+    rows = tuple(
+        dataclasses.replace(row, figure=dataclasses.replace(row.figure, label=labels[row.figure.key]))
+        if row.figure.key in labels
+        else row
+        for row in level.rows
+    )
+    return dataclasses.replace(level, rows=rows)
+
+
+# ---- JSON ---------------------------------------------------------------------------------------------
+
+
+def _run_json(run: Run, knee: Knee | None) -> dict[str, object]:
+    pricing = pricing_of(run.header)
+    return {
+        "label": run.label,
+        "path": run.path,
+        "model": run.header.get("model"),
+        "runtime": run.header.get("runtime"),
+        "knee": None
+        if knee is None
+        else {
+            "mode": knee.level.mode,
+            "load": knee.level.load,
+            "label": knee.level.label,
+            "out_tok_s": knee.out_tok_s,
+        },
+        "pricing": None if pricing is None else pricing.to_dict(),
+        "conditions": {key: c.value for key, c in conditions_of(run).items()},
+    }
+
+
+def _level_json(level: LevelComparison) -> dict[str, object]:
+    key = level.key
+    return {
+        "mode": key.mode,
+        "level": int(key.load) if key.mode == "closed" else None,
+        "rate_rps": key.load if key.mode == "open" else None,
+        "label": key.label,
+        "runs": [
+            None
+            if steps is None
+            else {"steps": steps.repeats, "left_out": steps.left_out, "client_bound": bound}
+            for steps, bound in zip(level.steps, level.client_bound, strict=True)
+        ],
+        "metrics": [
+            {
+                "metric": row.figure.key,
+                "label": row.figure.label,
+                "unit": row.figure.unit,
+                "better": "higher" if row.figure.higher_is_better else "lower",
+                "values": [None if v is None else v.as_dict() for v in row.values],
+                "deltas": [
+                    None if d is None else {"delta": d.delta, "pct": d.pct, "mark": d.mark}
+                    for d in row.deltas
+                ],
+            }
+            for row in level.rows
+        ],
+    }
+
+
+def as_json(comparison: Comparison) -> dict[str, object]:
+    """The comparison for scripts (schema ``SCHEMA``; every key always present, null when unknown)."""
+    return {
+        "schema": SCHEMA,
+        "refused": comparison.refused,
+        "forced": comparison.forced,
+        "vary": list(comparison.vary),
+        "runs": [_run_json(run, knee) for run, knee in zip(comparison.runs, comparison.knees, strict=True)],
+        "differences": [
+            {"key": d.key, "values": list(d.values), "varied": d.varied} for d in comparison.differences
+        ],
+        "warning": warning_line(comparison) if comparison.forced else None,
+        "levels": [_level_json(level) for level in comparison.levels],
+    }

@@ -1,0 +1,91 @@
+"""The figures a comparison and a repeats table put side by side: what each is, its unit, which way is
+better, how it is read from a step (its typed summary, its raw record line, its cost) and how it reads.
+
+Goodput is read from the step line when the run wrote it (``goodput_req_s`` / ``goodput_tok_s``, or a
+``goodput`` object with ``req_s`` / ``tok_s``); speculative-decoding acceptance from the step's server
+columns (``spec_acceptance``, 0..1) when the server reported it. A figure no step has is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from loadgen.analysis.cost import StepCost
+from loadgen.format import fmt_num_wide, fmt_pct_wide, fmt_points_wide, fmt_usd
+from loadgen.snapshot import StepSummary
+
+__all__ = ["FIGURES", "REPEAT_FIGURES", "Figure", "Look"]
+
+Look = Callable[[float | None], str]
+Value = Callable[[StepSummary, Mapping[str, object], StepCost | None], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    key: str
+    label: str  # with its unit, as a row or column reads
+    unit: str
+    higher_is_better: bool
+    value: Value
+    look: Look = fmt_num_wide
+    delta_look: Look = fmt_num_wide  # a difference of two values
+
+
+def _pct(metric: str, point: str, scale: float = 1.0) -> Value:
+    def value(step: StepSummary, _line: Mapping[str, object], _cost: StepCost | None) -> float | None:
+        raw = step.stats.pct(metric).as_dict()[point]
+        return None if raw is None else raw * scale
+
+    return value
+
+
+def _error_rate(step: StepSummary, _line: Mapping[str, object], _cost: StepCost | None) -> float | None:
+    done = step.stats.ok + step.stats.error_count
+    return None if done == 0 else step.stats.error_count / done
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _goodput(unit: str) -> Value:
+    def value(_step: StepSummary, line: Mapping[str, object], _cost: StepCost | None) -> float | None:
+        flat = _number(line.get(f"goodput_{unit}"))
+        nested = line.get("goodput")
+        return flat if flat is not None or not isinstance(nested, Mapping) else _number(nested.get(unit))
+
+    return value
+
+
+def _spec(step: StepSummary, _line: Mapping[str, object], _cost: StepCost | None) -> float | None:
+    return _number(step.server.get("spec_acceptance")) if step.server else None
+
+
+def _per_1m(_step: StepSummary, _line: Mapping[str, object], cost: StepCost | None) -> float | None:
+    primary = None if cost is None else cost.primary
+    return None if primary is None else primary.per_1m_output
+
+
+def _per_task(_step: StepSummary, _line: Mapping[str, object], cost: StepCost | None) -> float | None:
+    primary = None if cost is None else cost.primary
+    return None if primary is None else primary.per_task
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("out_tok_s", "out tok/s", "tok/s", True, lambda s, _l, _c: s.stats.out_tok_s),
+    Figure("decode_p50_tok_s", "decode p50 tok/s", "tok/s", True, _pct("decode_tok_s", "p50")),
+    Figure("ttft_p50_ms", "TTFT p50 ms", "ms", False, _pct("ttft_ms", "p50")),
+    Figure("ttft_p95_ms", "TTFT p95 ms", "ms", False, _pct("ttft_ms", "p95")),
+    Figure("itl_p99_ms", "ITL p99 ms", "ms", False, _pct("itl_ms", "p99")),
+    Figure("e2e_p95_s", "e2e p95 s", "s", False, _pct("e2e_ms", "p95", 1 / 1000)),
+    Figure("error_rate", "error rate", "fraction", False, _error_rate, fmt_pct_wide, fmt_points_wide),
+    Figure("goodput_req_s", "goodput req/s", "req/s", True, _goodput("req_s")),
+    Figure("goodput_tok_s", "goodput tok/s", "tok/s", True, _goodput("tok_s")),
+    Figure("spec_acceptance", "spec accept", "fraction", True, _spec, fmt_pct_wide, fmt_points_wide),
+    Figure("usd_per_1m_output", "$/1M out", "USD", False, _per_1m, fmt_usd, fmt_usd),
+    Figure("usd_per_task", "$/req", "USD", False, _per_task, fmt_usd, fmt_usd),
+)
+
+# The repeats table of ``ramp report``: the figures a step line always has.
+REPEAT_FIGURES: tuple[Figure, ...] = FIGURES[:7]
