@@ -74,9 +74,9 @@ class FaultServer:
 
     async def _serve(self) -> None:
         @web.middleware
-        async def note(req: web.Request, handler: Handler) -> web.StreamResponse:
-            self.seen.append((time.monotonic(), req.method, req.path, req.query_string))
-            return await handler(req)
+        async def note(request: web.Request, handler: Handler) -> web.StreamResponse:
+            self.seen.append((time.monotonic(), request.method, request.path, request.query_string))
+            return await handler(request)
 
         app = web.Application(middlewares=[note])
         for (method, path), handler in self.routes.items():

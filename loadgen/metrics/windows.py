@@ -127,10 +127,15 @@ class Accumulator:
         return summarize(hist.counts, spec.layout, spec.display_div, with_bins=False)[0]
 
     def stats(self, window: Window, duration_s: float) -> WindowStats:
+        """The window's figures. Output tokens count as they stream (``live_tokens``: a long generation shows
+        its throughput before it ends), those of failed requests taken back again; a window in which requests
+        only failed (errors, no success) claims no throughput: its out tok/s is 0, whatever was streamed."""
         c = self.counters
         ok = c.get("ok", 0)
         input_tokens = c.get("input_tokens", 0)
         rate = duration_s > 0
+        failed_only = ok == 0 and any(v for k, v in c.items() if k.startswith("err:"))
+        out_tokens = 0 if failed_only else max(0, self.live_tokens)
         by_class: dict[str, dict[str, Percentiles]] = {}
         for key in sorted(self._hists):
             if "|" in key:
@@ -147,7 +152,7 @@ class Accumulator:
             input_tokens=input_tokens,
             output_tokens=c.get("output_tokens", 0),
             cached_tokens=c.get("cached_tokens", 0),
-            out_tok_s=self.live_tokens / duration_s if rate else None,
+            out_tok_s=out_tokens / duration_s if rate else None,
             prefill_tok_s=input_tokens / duration_s if rate else None,
             req_s=ok / duration_s if rate else None,
             approx_tokens=c.get("approx_tokens", 0),

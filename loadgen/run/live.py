@@ -30,8 +30,8 @@ class LiveFigures:
         self.gauges: dict[int, tuple[int, int, int]] = {}  # worker -> (in_flight, queued, backing_off)
         self.health: dict[int, dict[str, float]] = {}  # worker -> its latest report
         self.recent_health: dict[int, collections.deque[dict[str, float]]] = {}  # the live flag judges these
-        # (t1_ns, live output tokens, input tokens, successes, sent) per delta
-        self.timeline: collections.deque[tuple[int, int, int, int, int]] = collections.deque()
+        # (t1_ns, live output tokens, input tokens, successes, sent, errors) per delta
+        self.timeline: collections.deque[tuple[int, int, int, int, int, int]] = collections.deque()
         self.last_ok_ns = time.monotonic_ns()
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
         self.latest_errors: dict[str, str] = {}  # error kind -> its latest message, whole and scrubbed
@@ -48,7 +48,14 @@ class LiveFigures:
         if ok:
             self.last_ok_ns = delta.t1_ns
         self.timeline.append(
-            (delta.t1_ns, int(delta.live_tokens), int(delta.input_tokens), ok, int(delta.sent))
+            (
+                delta.t1_ns,
+                int(delta.live_tokens),
+                int(delta.input_tokens),
+                ok,
+                int(delta.sent),
+                delta.error_count,
+            )
         )
         for err in delta.recent_errors:
             self.recent_errors.append(str(err))
@@ -67,17 +74,21 @@ class LiveFigures:
         return sum(g[2] for g in self.gauges.values())
 
     def rates(self, now: int) -> tuple[float, float, float, float]:
-        """Output tok/s, input tok/s, successes/s and sends/s over the last ``RATE_HORIZON_S``."""
+        """Output tok/s, input tok/s, successes/s and sends/s over the last ``RATE_HORIZON_S``. Requests that
+        only failed in it claim no output throughput (``loadgen.metrics.windows.Accumulator.stats``)."""
         horizon = now - int(RATE_HORIZON_S * 1e9)
         while self.timeline and self.timeline[0][0] < now - int(self.rolling_s * 1e9):
             self.timeline.popleft()
-        out = inp = ok = sent = 0
-        for t1, lt, it, o, s in self.timeline:
+        out = inp = ok = sent = errors = 0
+        for t1, lt, it, o, s, e in self.timeline:
             if t1 >= horizon:
                 out += lt
                 inp += it
                 ok += o
                 sent += s
+                errors += e
+        if errors and not ok:
+            out = 0
         span = min(RATE_HORIZON_S, max(1e-3, (now - self.t0_ns) / 1e9))
         return out / span, inp / span, ok / span, sent / span
 

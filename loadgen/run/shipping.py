@@ -81,7 +81,8 @@ class WindowBook:
 
     def _account(self, result: RequestResult) -> None:
         """Settle one finished request against the live token count: usage's exact count for a success,
-        nothing for a failure (the live count covers successful output tokens only)."""
+        nothing for a failure (the live count covers successful output tokens only): the tokens a failed
+        request streamed are taken back, from what ``ship`` sends later (see there)."""
         units = (result.output_tokens if result.outcome is Outcome.OK else 0) - Recorder.live_correction(
             result
         )
@@ -113,9 +114,12 @@ class WindowBook:
         # Streamed units (chunks, or token_ids counts) become tokens at the ratio usage showed so far, so the
         # live rate — and a window's aggregate tok/s — follows tokens as they arrive even when a server packs
         # several tokens into one chunk; completions then correct the small remainder (see _account).
+        # A failed request's streamed tokens are taken back from what is shipped, never below zero: a window
+        # that got the tokens may already be gone, and a negative count would make a later window's rate
+        # negative. What is left to take back (a negative carry) waits for the next tokens streamed.
         self.live_carry += self.live.tokens * self.tokens_per_unit
         self.live.tokens = 0
-        live_tokens = int(self.live_carry)
+        live_tokens = max(0, int(self.live_carry))
         self.live_carry -= live_tokens
         wid = self.worker_id
         for window in list(self.recorders):
