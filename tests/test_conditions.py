@@ -182,3 +182,16 @@ def test_mismatched_revisions_are_refused_unless_varied(
     a, b = pair(tmp_path, changed(top("model_revision", "def456")))
     assert run_compare(capsys, a, b)[0] == 2
     assert run_compare(capsys, a, b, "--vary", "revision")[0] == 0
+
+
+def test_tags_the_telemetry_merged_into_server_conditions_are_read_once(tmp_path: Path) -> None:
+    # run/telemetry_link hands the tags to the hub, whose conditions then carry them too
+    a_header, b_header = base_header(), base_header()
+    for header, revision in ((a_header, "r1"), (b_header, "r2")):
+        header["model_revision"] = revision
+        header["tags"] = {"revision": revision, "team": "x"}
+        header["server_conditions"].update(header["tags"])
+    a, b = pair(tmp_path, b_header, a_header)
+    runs = [load_run(a, "A"), load_run(b, "B")]
+    assert [d.key for d in differences(runs, [])] == ["model_revision"]
+    assert "server:team" not in conditions_of(runs[0]) and "tag:team" in conditions_of(runs[0])

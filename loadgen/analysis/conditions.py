@@ -210,7 +210,8 @@ def conditions_of(run: Run) -> dict[str, Condition]:
         _client_bound(run), "client_bound", frozenset({"client_bound", "client"})
     )
     for key, value in src.server.items():
-        if key not in _SERVER_READ:
+        # the telemetry merges the tags into the server's conditions: a tag is read as a tag, once
+        if key not in _SERVER_READ and key not in src.tags:
             found[f"server:{key}"] = Condition(value, f"server:{key}", frozenset({f"server:{key}", "server"}))
     for key, value in sorted(src.tags.items()):
         if key not in _TAGS_READ:
