@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from analysis_fakes import PAIR, Fig, base_header, changed, header_with, pair, run_compare, top, write_record
 
+from loadgen.analysis.compare import run_label
 from loadgen.cli import main
 from loadgen.report import report_main
 
@@ -341,3 +342,7 @@ def test_simulator_runs_with_and_without_speculation(
     assert "1 stream · A ×1 · B ×1" in out and "4 streams · A ×1 · B ×1" in out
     assert metric_row(out, "4 streams", "out tok/s")
     assert "knee A: " in out and "knee B: " in out
+
+
+def test_run_labels() -> None:
+    assert [run_label(n) for n in (0, 1, 25, 26)] == ["A", "B", "Z", "R27"]

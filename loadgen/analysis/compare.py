@@ -18,10 +18,15 @@ from loadgen.analysis.comparison import as_json, build
 from loadgen.analysis.conditions import unknown_vary, vary_names
 from loadgen.analysis.runs import AnalysisError, load_run
 
-__all__ = ["EXIT_OK", "EXIT_USAGE", "FORMATS", "compare_main"]
+__all__ = ["EXIT_OK", "EXIT_USAGE", "FORMATS", "compare_main", "run_label"]
 
 EXIT_OK, EXIT_USAGE = 0, 2
 FORMATS = ("text", "json")
+
+
+def run_label(n: int) -> str:
+    """A, B, ... Z, then R27, R28 ..."""
+    return chr(ord("A") + n) if n < 26 else f"R{n + 1}"
 
 
 def _fail(message: str) -> int:
@@ -36,7 +41,7 @@ def compare_main(
     if len(paths) < 2:
         return _fail("give two records or more: ramp compare A.jsonl B.jsonl [C.jsonl ...] [--vary KEY]")
     try:
-        runs = [load_run(path, chr(ord("A") + n)) for n, path in enumerate(paths)]
+        runs = [load_run(path, run_label(n)) for n, path in enumerate(paths)]
     except AnalysisError as exc:
         return _fail(str(exc))
     unknown = unknown_vary(runs, vary)
