@@ -19,6 +19,7 @@ from loadgen.metrics import (
     recorder,
     view_from_hdr,
 )
+from loadgen.metrics.recorder import MAX_ERROR_TEXT
 from loadgen.snapshot import WindowStats
 from loadgen.types import ErrorKind, Outcome, RequestResult
 
@@ -430,15 +431,19 @@ def test_out_of_range_values_are_counted() -> None:
     assert stats.pct("lag_ms").count == 2
 
 
-def test_recent_errors_are_few_and_short() -> None:
+def test_recent_errors_are_few_and_whole_up_to_a_cap() -> None:
+    # Few per interval; each whole enough to read what the server said (the console shows it all), capped.
     rec = Recorder()
     for i in range(20):
         rec.record(failed(ErrorKind.HTTP_STATUS, f"500 Internal Server Error #{i}\n" + "x" * 500))
+    rec.record(failed(ErrorKind.HTTP_STATUS, "y" * 5000))
     delta = rec.take(0, 1)
     assert len(delta.recent_errors) == 5
-    assert delta.recent_errors[-1].startswith("http_status: 500 Internal Server Error #19")
-    assert all(len(e) < 250 and "\n" not in e for e in delta.recent_errors)
-    assert delta.error_count == 20 and delta.ok == 0
+    assert delta.recent_errors[-2].startswith("http_status: 500 Internal Server Error #19")
+    assert delta.recent_errors[-2].endswith("x" * 500)  # not cut at 200 characters any more
+    assert all("\n" not in e for e in delta.recent_errors)
+    assert len(delta.recent_errors[-1]) == len("http_status: ") + MAX_ERROR_TEXT
+    assert delta.error_count == 21 and delta.ok == 0
 
 
 def test_encoded_histograms_decode_to_the_same_view() -> None:
