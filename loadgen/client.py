@@ -32,9 +32,9 @@ import json
 import os
 import time
 
-from loadgen.config import TRANSPORTS, Api, Transport
+from loadgen.config import APIS, TRANSPORTS, Api, Transport
 from loadgen.stream import LiveCounter, Stream, TransportError
-from loadgen.target.http import api_key, auth_headers, scrub
+from loadgen.target.http import api_key, scrub, target_headers, target_url, url_secrets
 from loadgen.target.refusals import retry_after_s
 from loadgen.transports import HTTPTransport, api_path, map_exception, open_transport
 from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec, Target
@@ -45,7 +45,8 @@ _monotonic_ns = time.monotonic_ns
 
 
 def endpoint_url(target: Target, api: Api) -> str:
-    return target.base_url + api_path(api)
+    """Where ``api`` is sent: its path on the target, the query string after it, no ``user:password@``."""
+    return target_url(target, api_path(api))
 
 
 def build_body(spec: RequestSpec) -> bytes:
@@ -76,15 +77,15 @@ class Client:
         self.target = target
         self.max_connections = max_connections
         self.transport = transport
-        self._secret = api_key(target.api_key_env)
+        self._secrets = (api_key(target.api_key_env), *url_secrets(target.url))
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
             "Accept-Encoding": "identity",  # a compressed SSE stream would be buffered by the decoder
         }
-        headers.update(dict(target.headers))
-        headers.update(auth_headers(target.api_key_env))
+        headers.update(target_headers(target))  # extra headers, then the URL's Basic or the key's Bearer
         self._headers = headers
+        self._urls = {api: endpoint_url(target, api) for api in APIS}
         self._http: HTTPTransport | None = None
         self._id_prefix = f"ramp-{os.getpid()}-"
         self._sent = 0
@@ -110,7 +111,7 @@ class Client:
         http = self._http
         if http is None:  # made on first use: a session must be created inside the loop that uses it
             http = self._http = open_transport(self.transport, self.target, self.max_connections)
-        url = endpoint_url(self.target, spec.api)
+        url = self._urls[spec.api]
         body = build_body(spec)
         task = asyncio.current_task()
         assert task is not None, "Client.send must run inside an asyncio task"
@@ -200,7 +201,7 @@ class Client:
                     per_chunk[index] = n
             chunk_tokens = tuple(per_chunk)
         if message:
-            message = scrub(message, (self._secret,))
+            message = scrub(message, self._secrets)
         end_ns = st.end_ns if st.end_ns is not None else _monotonic_ns()
         return RequestResult(
             outcome=outcome,

@@ -226,6 +226,7 @@ class Pool:
         if ":" in self.host and not self.host.startswith("["):  # IPv6 literal
             self.host_header = f"[{self.host}]" + ("" if self.port == default_port else f":{self.port}")
         self.prefix = parts.path.rstrip("/")
+        self.query = "?" + parts.query if parts.query else ""  # after the API path, where servers read it
         self.limit = limit
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
@@ -235,7 +236,7 @@ class Pool:
         self.read_buffer = memoryview(bytearray(READ_BUFFER_BYTES))  # every connection's reads, one at a time
 
     def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
-        head = [f"POST {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}"]
+        head = [f"POST {self.prefix}{path}{self.query} HTTP/1.1", f"Host: {self.host_header}"]
         head += [f"{k}: {v}" for k, v in headers.items()]
         head += [f"Content-Length: {len(body)}", "Connection: keep-alive", "", ""]
         return "\r\n".join(head).encode("latin-1") + body

@@ -24,6 +24,7 @@ from loadgen.format import fmt_ms_wide, fmt_num_wide
 from loadgen.report import error_kinds
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
+from loadgen.target.http import scrub
 from loadgen.target.refusals import refusal_text
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class _Progress:
         if snap is None or snap.state == "starting":
             return
         for text in snap.warnings[self.warned :]:
-            say((_CLEAR_LINE if self.tty else "") + f"ramp: warning: {text}\n")
+            say((_CLEAR_LINE if self.tty else "") + f"ramp: warning: {scrub(text)}\n")
         self.warned = len(snap.warnings)
         now = time.monotonic()
         if self.tty:
@@ -195,7 +196,7 @@ def finish(outcome: RunOutcome | None) -> int:
     if outcome.record_path:
         say(f"record: {outcome.record_path}\n", sys.stdout)
     if outcome.message:
-        say(f"ramp: {outcome.message}\n")
+        say(f"ramp: {scrub(outcome.message)}\n")
     if outcome.signum is not None:
         return exit_code(outcome.signum)
     if outcome.unreachable and (not outcome.steps or outcome.state == "failed"):

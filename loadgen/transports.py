@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from loadgen.config import Api, Transport
 from loadgen.stream import ERROR_BODY_BYTES, LiveCounter, Stream, StreamSink, TransportError, error_text
-from loadgen.target.http import reason
+from loadgen.target.http import reason, target_url
 from loadgen.types import ErrorKind, Target
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class H1Transport:
         from loadgen.h1 import Pool
 
         self.connect_timeout_s = target.connect_timeout_s
-        self.pool: Pool = Pool(target.base_url, max_connections, target.connect_timeout_s, KEEPALIVE_S)
+        self.pool: Pool = Pool(target_url(target), max_connections, target.connect_timeout_s, KEEPALIVE_S)
 
     async def exchange(
         self, st: Stream, api: Api, url: str, body: bytes, keep_text: bool, live: LiveCounter | None

@@ -13,6 +13,7 @@ from loadgen.run.steps import Steps
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.run.wheel import Wheel
 from loadgen.snapshot import SeriesPoint, Snapshot, WindowStats
+from loadgen.target.http import scrub
 
 SERIES_POINTS = 900  # one a second: the last 15 minutes
 SERIES_EVERY_NS = 1_000_000_000
@@ -67,7 +68,7 @@ class SnapshotBuilder:
             seq=self.seq,
             elapsed_s=elapsed,
             state=status.state,
-            url=self.config.target.base_url,
+            url=scrub(self.config.target.base_url),  # drawn in the console's header (and its screenshots)
             model=status.model,
             runtime=status.runtime,
             runtime_version=status.runtime_version,

@@ -15,6 +15,7 @@ httpx is imported on first use, not with this module: httpx imports its command-
 from __future__ import annotations
 
 import asyncio
+import base64
 import errno
 import os
 import re
@@ -22,6 +23,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from loadgen.types import Target, server_root
 
@@ -39,6 +41,11 @@ __all__ = [
     "scrub",
     "server_root",
     "target_headers",
+    "target_root",
+    "target_url",
+    "url_auth_headers",
+    "url_secrets",
+    "without_userinfo",
 ]
 
 MASK = "***"
@@ -68,8 +75,42 @@ def auth_headers(api_key_env: str | None) -> dict[str, str]:
 
 
 def target_headers(target: Target) -> dict[str, str]:
-    """The target's extra headers plus the auth header: what every call to the target sends."""
-    return {**dict(target.headers), **auth_headers(target.api_key_env)}
+    """The target's extra headers plus the auth header: what every call to the target sends. A URL's
+    ``user:password@`` becomes a Basic header; a key in ``api_key_env`` (a Bearer header) wins over it."""
+    return {**dict(target.headers), **url_auth_headers(target.url), **auth_headers(target.api_key_env)}
+
+
+def url_auth_headers(url: str) -> dict[str, str]:
+    """``{"Authorization": "Basic ..."}`` for a URL's ``user:password@`` part, ``{}`` without one."""
+    parts = urlsplit(url.strip())
+    if parts.username is None:
+        return {}
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode("ascii")}
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The password of a URL's ``user:password@`` part (as written and decoded), for ``scrub``."""
+    password = urlsplit(url.strip()).password
+    return (password, unquote(password)) if password else ()
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without its ``user:password@`` part (sent as a header instead: ``url_auth_headers``)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def target_url(target: Target, path: str = "") -> str:
+    """``path`` on the target as it is sent: the query string after the path, no ``user:password@``."""
+    return without_userinfo(target.endpoint(path))
+
+
+def target_root(target: Target) -> str:
+    """The server's root as it is sent (``/metrics``, ``/version`` hang from it), no credentials."""
+    return without_userinfo(target.base_url)
 
 
 # ------------------------------------------------------------------------------------------- secrets

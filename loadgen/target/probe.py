@@ -21,6 +21,9 @@ from loadgen.target.http import (
     reason,
     scrub,
     target_headers,
+    target_root,
+    target_url,
+    url_secrets,
 )
 from loadgen.types import Target
 
@@ -55,14 +58,14 @@ async def probe(target: Target, timeout_s: float = 5.0) -> ServerInfo:
     """Check the target answers like an OpenAI-compatible server and find its models and runtime."""
     import httpx
 
-    base = target.base_url
+    base = target_root(target)
     if not base.startswith(("http://", "https://")):
         return _unreachable(target, f"invalid URL {target.url!r}: use http://host:port (or https://)")
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(timeout_s), headers=target_headers(target), trust_env=False
     ) as client:
         # The info endpoints are asked while /v1/models is: a slow server costs one round trip, not two.
-        docs_task = asyncio.ensure_future(fetch_runtime_docs(client, base))
+        docs_task = asyncio.ensure_future(fetch_runtime_docs(client, target_root(target)))
         try:
             answer = await _models(client, target, timeout_s)
             if isinstance(answer, ServerInfo):
@@ -91,10 +94,10 @@ async def probe(target: Target, timeout_s: float = 5.0) -> ServerInfo:
 
 def _unreachable(target: Target, error: str, status: int | None = None) -> ServerInfo:
     return ServerInfo(
-        url=target.base_url,
+        url=target_root(target),
         reachable=False,
         http_status=status,
-        error=scrub(error, (api_key(target.api_key_env),)),
+        error=scrub(error, (api_key(target.api_key_env), *url_secrets(target.url))),
     )
 
 
@@ -104,9 +107,9 @@ async def _models(
     """GET /v1/models: (status, document, entries with a string id), or the failure as a ``ServerInfo``."""
     import httpx
 
-    base = target.base_url
+    base = target_root(target)
     try:
-        resp = await client.get(base + "/v1/models")
+        resp = await client.get(target_url(target, "/v1/models"))
         body = resp.content
     except httpx.TimeoutException:
         return _unreachable(
@@ -140,7 +143,7 @@ async def _models(
 
 def _status_failure(target: Target, status: int, body: bytes) -> ServerInfo | None:
     """A non-200 answer of /v1/models, told as what to do about it."""
-    models_url = target.base_url + "/v1/models"
+    models_url = target_root(target) + "/v1/models"  # as shown: without the query (it may hold a key)
     if status in (401, 403):
         env = target.api_key_env or "OPENAI_API_KEY"
         has_key = bool(api_key(target.api_key_env))
@@ -160,7 +163,7 @@ def _status_failure(target: Target, status: int, body: bytes) -> ServerInfo | No
 
 def _choose(target: Target, entries: Sequence[Entry]) -> tuple[Entry | None, str]:
     """The model to load-test (the one asked for, else the first served) and what is wrong, if anything."""
-    base = target.base_url
+    base = target_root(target)
     if not entries:
         return None, f"{base} serves no model (empty /v1/models): wait for the model to load"
     if not target.model:

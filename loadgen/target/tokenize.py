@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from loadgen.target.http import target_headers
+from loadgen.target.http import target_headers, target_url
 from loadgen.types import Target
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class TokenizeError(Exception):
 
 
 def tokenize_url(target: Target) -> str:
-    return target.base_url + "/tokenize"
+    return target_url(target, "/tokenize")
 
 
 def tokenize_body(
