@@ -7,7 +7,10 @@ Wiring (the CLI does this)::
     app.attach(engine)
     app.run()          # on mount the app calls engine.start() (start_engine=True)
 
-``run_console(config, refresh_hz=...)`` does exactly that and returns the ``RunOutcome``.
+``run_console(config, refresh_hz=...)`` does exactly that and returns the ``RunOutcome``. Given the run's
+``config``, the app offers once to clamp requests that cannot fit the server's context (``tui.fit``): yes
+stops this run (its record keeps what it measured) and starts the same run with ``fit_context`` into a new
+record, on an engine from ``engine_factory`` (by default a real ``Engine``); no says so in the errors panel.
 ``RampApp(engine)`` also works when the engine was built first; without a callback the app polls
 ``engine.latest()`` on its timer instead.
 
@@ -23,7 +26,9 @@ worker), or after ``QUIT_TIMEOUT_S`` if the engine does not answer.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from textual.app import App
@@ -32,19 +37,24 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from loadgen.config import RunConfig, RunOutcome
-from loadgen.run.engine import EngineControl
+from loadgen.run.engine import Engine, EngineControl
 from loadgen.snapshot import Snapshot
 from tui.actions import EngineActions
 from tui.commands import RampCommands
 from tui.console import ConsoleScreen
 from tui.detail import DetailScreen, ErrorsDetail, StepDetail
-from tui.dialogs import ConfirmQuit, HelpScreen, key_label
+from tui.dialogs import ConfirmQuit, FitContext, HelpScreen, key_label
+from tui.fit import DECLINED, fit_question, fitted_config, unclamped_warning
 from tui.format import metric_title, snapshot_phase, window_label
 from tui.status import LIVE_STATES, waiting_for_a_key
 from tui.view import ViewState
 
 QUIT_TIMEOUT_S = 2.0
 SHUTDOWN_GROUP = "shutdown"  # the thread worker that stops the engine
+RESTART_GROUP = "restart"  # the thread worker that stops a run the console starts again (fit context)
+RESTART_WAIT_S = 10.0  # the old run's record gets its end line before the new run starts
+
+EngineFactory = Callable[[RunConfig], EngineControl]
 
 
 class RampApp(EngineActions):
@@ -64,8 +74,12 @@ class RampApp(EngineActions):
         title: str = "ramp",
         start_engine: bool = True,
         basic_glyphs: bool | None = None,
+        config: RunConfig | None = None,
+        engine_factory: EngineFactory | None = None,
     ) -> None:
         super().__init__(engine)
+        self.config = config  # the run's; None: the console never restarts it (no fit-context offer)
+        self.engine_factory = engine_factory
         self.refresh_hz = refresh_hz
         self.title = title
         self.start_engine = start_engine
@@ -78,6 +92,10 @@ class RampApp(EngineActions):
         self._quitting = False
         self._announced_end = False
         self._last_notice = -1  # the id of the latest engine notice toasted
+        self._fit_offered = False
+        self._fit_declined = False
+        self._restart_to: RunConfig | None = None  # while the old run stops
+        self._replaced: Snapshot | None = None  # the old run's last snapshot, never drawn again
 
     # ---- wiring --------------------------------------------------------------------------------
     def get_default_screen(self) -> ConsoleScreen:
@@ -99,8 +117,10 @@ class RampApp(EngineActions):
 
     def redraw(self, force: bool = False) -> None:
         snapshot = self.latest_snapshot
-        if snapshot is None:
+        if snapshot is None or snapshot is self._replaced or self._restart_to is not None:
             return
+        if self._fit_declined:
+            snapshot = dataclasses.replace(snapshot, warnings=(DECLINED, *snapshot.warnings))  # read first
         key = (snapshot.seq, self.view)
         if key == self._drawn and not force:
             return
@@ -113,6 +133,7 @@ class RampApp(EngineActions):
             self.screen.refresh_from(snapshot)
         self.toast_notices(snapshot)
         self.announce_end(snapshot)
+        self.offer_fit_context(snapshot)
 
     def toast_notices(self, snapshot: Snapshot) -> None:
         """Each of the engine's notices (what it chose for the operator) once, as a toast."""
@@ -138,6 +159,54 @@ class RampApp(EngineActions):
             severity="error" if snapshot.state == "failed" else "information",
             markup=False,
         )
+
+    # ---- the context offer (tui.fit) ------------------------------------------------------------
+    def build_engine(self, config: RunConfig) -> EngineControl:
+        if self.engine_factory is not None:
+            return self.engine_factory(config)
+        return Engine(config, on_snapshot=self.snapshot_callback)
+
+    def offer_fit_context(self, snapshot: Snapshot) -> None:
+        """Once, on the console itself (not over another dialog), while the run is live."""
+        warning = unclamped_warning(snapshot)
+        if warning is None or self._fit_offered or self.config is None or self.config.fit_context:
+            return
+        if snapshot.state not in LIVE_STATES or not isinstance(self.screen, ConsoleScreen):
+            return
+        self._fit_offered = True
+        fitted = fitted_config(self.config)
+        self.push_screen(FitContext(fit_question(warning), fitted.out), self._on_fit_answer)
+
+    def _on_fit_answer(self, clamp: bool | None) -> None:
+        if not clamp:
+            self._fit_declined = True
+            self.redraw(force=True)
+            return
+        if self.engine is None or self.config is None or self._quitting:
+            return
+        self._restart_to = fitted_config(self.config)  # a path free now, not when the dialog opened
+        self.notify(f"restarting with requests clamped to fit: record {self._restart_to.out}", markup=False)
+        engine = self.engine
+        self.run_worker(
+            lambda: self._stop_for_restart(engine), thread=True, group=RESTART_GROUP, exit_on_error=False
+        )
+
+    @staticmethod
+    def _stop_for_restart(engine: EngineControl) -> None:
+        engine.stop()
+        engine.wait(timeout=RESTART_WAIT_S)
+
+    def start_restarted(self) -> None:
+        """On the app's loop once the old run stopped: the new run on a new engine, drawn from scratch."""
+        config, self._restart_to = self._restart_to, None
+        if config is None or self._quitting:
+            return
+        self._replaced = self.latest_snapshot
+        self.config = config
+        self._last_notice, self._announced_end, self._drawn = -1, False, None
+        engine = self.build_engine(config)
+        self.attach(engine)
+        engine.start()
 
     def set_view(self, view: ViewState) -> None:
         self.view = view
@@ -240,22 +309,23 @@ class RampApp(EngineActions):
         engine.wait(timeout=QUIT_TIMEOUT_S * 0.9)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == SHUTDOWN_GROUP and event.state in (
-            WorkerState.SUCCESS,
-            WorkerState.ERROR,
-            WorkerState.CANCELLED,
-        ):
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        if event.worker.group == SHUTDOWN_GROUP:
             self.exit()
+        elif event.worker.group == RESTART_GROUP:
+            self.start_restarted()
 
 
 def run_console(config: RunConfig, *, refresh_hz: float = 4.0) -> RunOutcome | None:
-    """Run the console on a new engine built from ``config`` and return the engine's ``RunOutcome`` once
-    the app has exited (None if the engine did not finish)."""
-    from loadgen.run.engine import Engine
-
-    app = RampApp(refresh_hz=refresh_hz)
-    engine = Engine(config, on_snapshot=app.snapshot_callback)
-    app.attach(engine)
+    """Run the console on a new engine built from ``config`` and return the ``RunOutcome`` of the engine
+    running when the app exited (the restarted one after a fit-context restart; None if it did not
+    finish)."""
+    app = RampApp(refresh_hz=refresh_hz, config=config)
+    app.attach(app.build_engine(config))
     app.run()
+    engine = app.engine
+    if engine is None:
+        return None
     engine.stop()  # the app may have exited without asking (the run was over): make sure it is stopped
     return engine.wait(timeout=10.0)

@@ -1,4 +1,5 @@
-"""Modal screens: confirm quitting a live run, type a value (level, rate, mark note), and help."""
+"""Modal screens: confirm quitting a live run, clamp requests that cannot fit the context, type a value
+(level, rate, mark note), and help."""
 
 from __future__ import annotations
 
@@ -29,6 +30,40 @@ class ConfirmQuit(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Stop and quit (y)", variant="error", id="yes")
                 yield Button("Keep running (n)", variant="primary", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class FitContext(ModalScreen[bool]):
+    """Offers to restart the run with the requests that cannot fit clamped (``tui.fit``); y or n."""
+
+    DEFAULT_CSS = "FitContext { align: center middle; }"
+    BINDINGS = [
+        Binding("y,enter", "answer(True)", "Clamp and restart", id="fit_yes"),
+        Binding("n,escape", "answer(False)", "Keep sending them", id="fit_no"),
+    ]
+
+    def __init__(self, question: str, new_record: str | None) -> None:
+        super().__init__()
+        self.question = question
+        self.new_record = new_record
+
+    def compose(self) -> ComposeResult:
+        into = f", recording into {self.new_record}" if self.new_record else ""
+        with Vertical(classes="dialog"):
+            yield Static(self.question, classes="dialog-title")  # a Static wraps, a Label would cut it
+            yield Static(
+                f"y: this run stops (its record keeps what it measured) and starts again clamped{into}.\n"
+                "n: they are sent as drawn and rejected as errors.",
+                classes="dialog-help",
+            )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Clamp and restart (y)", variant="primary", id="yes")
+                yield Button("Keep going (n)", id="no")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
