@@ -122,7 +122,19 @@ def prefix_counters(url: str) -> tuple[float, float]:
 
 
 def run_chat(sim: SimHandle, out: Path, *seed: str) -> Run:
-    argv = ["run", sim.url, "--profile", "chat", "--steps", "16", "--step-seconds", "3", "--warmup", "0"]
+    argv = [
+        "run",
+        sim.url,
+        "--headless",
+        "--profile",
+        "chat",
+        "--steps",
+        "16",
+        "--step-seconds",
+        "3",
+        "--warmup",
+        "0",
+    ]
     config = build_config(build_parser().parse_args([*argv, "--out", str(out), *seed]), sim.url)
     hits0, queries0 = prefix_counters(sim.url)
     engine = Engine(config)
