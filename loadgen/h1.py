@@ -214,13 +214,21 @@ class Connection(asyncio.BufferedProtocol):
 class Pool:
     """Keep-alive connections to one origin, at most ``limit`` open; waiting for one counts as latency."""
 
-    def __init__(self, base_url: str, limit: int, connect_timeout_s: float, keepalive_s: float = 4.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        limit: int,
+        connect_timeout_s: float,
+        keepalive_s: float = 4.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"unsupported URL scheme in {base_url!r}: use http:// or https://")
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
+        https = parts.scheme == "https"
+        self.ssl: ssl.SSLContext | None = (ssl_context or ssl.create_default_context()) if https else None
         default_port = 443 if parts.scheme == "https" else 80
         self.host_header = self.host if self.port == default_port else f"{self.host}:{self.port}"
         if ":" in self.host and not self.host.startswith("["):  # IPv6 literal

@@ -92,6 +92,8 @@ class RunFlags:
     out: str | None = None
     tag: tuple[tuple[str, str], ...] = ()
     api_key_env: str = "OPENAI_API_KEY"
+    ca_cert: str | None = None
+    insecure: bool = False
     transport: Transport = "h1"
     seed: int | None = None  # None: a fresh seed for this run
     fit_context: bool = False
@@ -221,6 +223,12 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
         "--tag", type=parse_tag, action="append", default=[], help="condition key=value, repeatable"
     )
     p.add_argument("--api-key-env", default=d.api_key_env, help="env var holding the API key")
+    p.add_argument(
+        "--ca-cert", default=d.ca_cert, metavar="FILE", help="CA bundle (PEM) to verify an https server with"
+    )
+    p.add_argument(
+        "--insecure", action="store_true", help="do not verify the server's TLS certificate (warned of)"
+    )
     p.add_argument("--transport", choices=TRANSPORTS, default=d.transport, help="streaming HTTP client")
     p.add_argument(
         "--seed",
@@ -336,6 +344,8 @@ def _target(flags: RunFlags, url: str, profile: Profile) -> Target:
         api=flags.api or profile.api,
         model=flags.model or ("" if profile.model in ("", "auto") else profile.model),
         api_key_env=flags.api_key_env,
+        ca_cert=flags.ca_cert,
+        insecure=flags.insecure,
         ttft_timeout_s=flags.ttft_timeout,
         idle_timeout_s=flags.idle_timeout,
         total_timeout_s=flags.total_timeout,

@@ -14,6 +14,7 @@ profile's own plan is an open-loop one (then ``--rate`` steers that mode by hand
 from __future__ import annotations
 
 import os
+import ssl
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from loadgen.config import Mode, RampPlan
     from loadgen.runargs import RunFlags
 
-__all__ = ["check_url", "flag_problem", "out_problem", "plan_problem"]
+__all__ = ["ca_problem", "check_url", "flag_problem", "out_problem", "plan_problem"]
 
 
 def check_url(url: str) -> tuple[str, str | None]:
@@ -77,6 +78,10 @@ def flag_problem(flags: RunFlags, profile_mode: Mode | None) -> str | None:
             f"--rate {flags.rate:g} is an open-loop arrival rate (req/s): add --open-loop, "
             "or use --level N for N closed-loop streams"
         )
+    if flags.ca_cert is not None:
+        problem = ca_problem(flags.ca_cert, flags.insecure)
+        if problem is not None:
+            return problem
     if flags.burstiness is not None:
         if flags.arrival != "gamma":
             return (
@@ -85,6 +90,19 @@ def flag_problem(flags: RunFlags, profile_mode: Mode | None) -> str | None:
             )
         if not flags.burstiness > 0:
             return f"--burstiness must be positive (gamma shape k: < 1 burstier, > 1 smoother), got {flags.burstiness:g}"
+    return None
+
+
+def ca_problem(path: str, insecure: bool) -> str | None:
+    """A ``--ca-cert`` that cannot be used: missing, not PEM certificates, or contradicted by --insecure."""
+    if insecure:
+        return "--insecure skips verification and --ca-cert verifies: give one of them"
+    if not os.path.isfile(path):
+        return f"--ca-cert {path!r}: no such file (a PEM bundle of the CA certificates to trust)"
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError, ValueError):
+        return f"--ca-cert {path!r} holds no certificate that loads: give a PEM bundle of CA certificates"
     return None
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from loadgen.config import Api, Transport
 from loadgen.stream import ERROR_BODY_BYTES, LiveCounter, Stream, StreamSink, TransportError, error_text
+from loadgen.target.connect import is_https, tls_context
 from loadgen.target.http import reason, target_url
 from loadgen.types import ErrorKind, Target
 
@@ -76,7 +77,9 @@ class H1Transport:
         from loadgen.h1 import Pool
 
         self.connect_timeout_s = target.connect_timeout_s
-        self.pool: Pool = Pool(target_url(target), max_connections, target.connect_timeout_s, KEEPALIVE_S)
+        self.pool: Pool = Pool(
+            target_url(target), max_connections, target.connect_timeout_s, KEEPALIVE_S, tls_context(target)
+        )
 
     async def exchange(
         self, st: Stream, api: Api, url: str, body: bytes, keep_text: bool, live: LiveCounter | None
@@ -128,6 +131,7 @@ class AiohttpTransport:
             force_close=False,
             keepalive_timeout=KEEPALIVE_S,
             ttl_dns_cache=300,
+            ssl=tls_context(target) if is_https(target) else True,
         )
         self.session: aiohttp.ClientSession = aiohttp.ClientSession(
             connector=connector,
@@ -172,6 +176,7 @@ class HttpxTransport:
                 keepalive_expiry=KEEPALIVE_S,
             ),
             timeout=httpx.Timeout(None, connect=target.connect_timeout_s),
+            verify=tls_context(target),
             trust_env=False,
         )
 

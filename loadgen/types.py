@@ -128,6 +128,8 @@ class Target:
     idle_timeout_s: float = 120.0
     total_timeout_s: float = 1800.0
     headers: tuple[tuple[str, str], ...] = field(default=())
+    ca_cert: str | None = None  # --ca-cert: the CA bundle to verify an https server with (else the system's)
+    insecure: bool = False  # --insecure: no TLS verification at all (warned of on screen and in the record)
 
     @property
     def base_url(self) -> str:

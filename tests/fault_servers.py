@@ -128,8 +128,9 @@ def answering(models: Handler = models_ok, tls: ssl.SSLContext | None = None) ->
     ).start()
 
 
-def self_signed(folder: Path, hostname: str = "localhost") -> tuple[Path, Path]:
-    """A self-signed certificate for ``hostname`` (and 127.0.0.1) and its key: (cert.pem, key.pem)."""
+def self_signed(folder: Path, hostname: str = "localhost", loopback: bool = True) -> tuple[Path, Path]:
+    """A self-signed certificate for ``hostname`` (and 127.0.0.1 with ``loopback``) and its key:
+    (cert.pem, key.pem)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -138,9 +139,10 @@ def self_signed(folder: Path, hostname: str = "localhost") -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ramp-test-ca")])
     now = dt.datetime.now(dt.timezone.utc)
-    alt = x509.SubjectAlternativeName(
-        [x509.DNSName(hostname), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    )
+    names: list[x509.GeneralName] = [x509.DNSName(hostname)]
+    if loopback:
+        names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    alt = x509.SubjectAlternativeName(names)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -153,7 +155,7 @@ def self_signed(folder: Path, hostname: str = "localhost") -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path, key_path = folder / f"{hostname}-cert.pem", folder / f"{hostname}-key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(

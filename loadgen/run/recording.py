@@ -58,6 +58,7 @@ def record_header(
         "profile_hash": profile.content_hash,
         "profile_content": profile.to_dict(),
         "target_url": config.target.base_url,
+        "insecure": config.target.insecure,  # --insecure: the server's TLS certificate was not verified
         "api": config.api,  # the API the workers speak (flags over profile), not the profile's
         "mode": load.mode,
         "arrival": load.arrival_label(),

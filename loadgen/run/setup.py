@@ -15,6 +15,7 @@ from loadgen.profile import Profile, context_overflow
 from loadgen.run.recording import RunRecord, record_header
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.target.connect import connection_warnings
 from loadgen.target.probe import ServerInfo, probe
 from loadgen.workload import calibrate_sizer
 
@@ -72,6 +73,7 @@ async def prepare(
     if not info.reachable:
         status.unreachable = True
         raise SetupError(info.error)
+    status.warnings.extend(connection_warnings(config.target))  # --insecure: on screen and in the record
     status.model = resolve_model(config, info)
     status.runtime, status.runtime_version = info.runtime, info.runtime_version
     # The resolved API (flags over profile, merged once into the target) is what the workers speak.

@@ -20,6 +20,7 @@ import errno
 import os
 import re
 import socket
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -141,6 +142,17 @@ def reason(exc: BaseException) -> str:
     for _ in range(6):
         if seen is None:
             break
+        # ssl's own (libraries subclass them without their fields, and wrap the original): an OSError whose
+        # errno (1) would read "operation not permitted".
+        from_ssl = type(seen).__module__ == "ssl"
+        if from_ssl and isinstance(seen, ssl.SSLCertVerificationError):
+            return f"TLS certificate verify failed: {str(seen.verify_message).rstrip('.')}"
+        if isinstance(seen, ssl.SSLError):
+            if from_ssl:
+                return f"TLS error: {seen.reason or seen}"
+            if seen.__cause__ is not None or seen.__context__ is not None:
+                seen = seen.__cause__ or seen.__context__  # the wrapped original says more
+                continue
         if isinstance(seen, ConnectionRefusedError):
             return "connection refused"
         if isinstance(seen, socket.gaierror) or type(seen).__name__ == "ClientConnectorDNSError":
@@ -171,7 +183,7 @@ def describe_error(exc: BaseException, url: str, timeout_s: float | None = None)
         return f"HTTP {exc.response.status_code} from {url}"
     if isinstance(exc, OSError) or _is_httpx(exc, "ConnectError"):
         why = reason(exc)
-        if why in ("connection refused", "unknown host"):
+        if why in ("connection refused", "unknown host") or why.startswith("TLS "):
             return f"{why}: {url}"
         return f"cannot connect ({text[:80] if text else 'connect error'}): {url}"
     if _is_httpx(exc, "HTTPError"):

@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from loadgen.target.connect import httpx_client, tls_hint
 from loadgen.target.http import (
     api_key,
     fetch_runtime_docs,
     identify_runtime,
     reason,
     scrub,
-    target_headers,
     target_root,
     target_url,
     url_secrets,
@@ -61,9 +61,7 @@ async def probe(target: Target, timeout_s: float = 5.0) -> ServerInfo:
     base = target_root(target)
     if not base.startswith(("http://", "https://")):
         return _unreachable(target, f"invalid URL {target.url!r}: use http://host:port (or https://)")
-    async with httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout_s), headers=target_headers(target), trust_env=False
-    ) as client:
+    async with httpx_client(target, httpx.Timeout(timeout_s)) as client:
         # The info endpoints are asked while /v1/models is: a slow server costs one round trip, not two.
         docs_task = asyncio.ensure_future(fetch_runtime_docs(client, target_root(target)))
         try:
@@ -117,9 +115,10 @@ async def _models(
             f"no answer from {base} within {timeout_s:g} s: is the server up and listening on that port?",
         )
     except httpx.ConnectError as exc:
-        return _unreachable(
-            target, f"cannot connect to {base} ({reason(exc).lower()}): is the server running?"
-        )
+        why = reason(exc)
+        if why.startswith("TLS "):
+            return _unreachable(target, f"{base}: {why} ({tls_hint(target, why)})")
+        return _unreachable(target, f"cannot connect to {base} ({why.lower()}): is the server running?")
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
         return _unreachable(target, f"invalid URL {target.url!r} ({exc}): use http://host:port")
     except httpx.HTTPError as exc:

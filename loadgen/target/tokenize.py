@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from loadgen.target.http import target_headers, target_url
+from loadgen.target.connect import httpx_client
+from loadgen.target.http import target_url
 from loadgen.types import Target
 
 if TYPE_CHECKING:
@@ -63,10 +64,8 @@ def tokenize_client(
     """A client for a few ``/tokenize`` calls in a row (one connection, reused); close it when done."""
     import httpx
 
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s if connect_timeout_s else timeout_s),
-        headers=target_headers(target),
-        trust_env=False,
+    return httpx_client(
+        target, httpx.Timeout(timeout_s, connect=connect_timeout_s if connect_timeout_s else timeout_s)
     )
 
 
