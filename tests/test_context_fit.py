@@ -183,7 +183,19 @@ def sim() -> Iterator[SimHandle]:
 def run_chat(
     sim: SimHandle, out: Path, *extra: str
 ) -> tuple[dict[str, object], list[dict[str, object]], Watch]:
-    argv = ["run", sim.url, "--profile", "chat", "--steps", "16", "--step-seconds", "4", "--warmup", "0"]
+    argv = [
+        "run",
+        sim.url,
+        "--headless",
+        "--profile",
+        "chat",
+        "--steps",
+        "16",
+        "--step-seconds",
+        "4",
+        "--warmup",
+        "0",
+    ]
     config = build_config(build_parser().parse_args([*argv, "--out", str(out), *extra]), sim.url)
     watch = Watch()
     engine = Engine(config, on_snapshot=watch)
