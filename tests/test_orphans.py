@@ -151,3 +151,28 @@ def test_kill_9_of_ramp_launch_takes_workers_and_server_down(tmp_path: Path) -> 
         pid = cold_start_pid(out)
         if pid is not None and alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_kill_9_of_ramp_demo_takes_its_simulator_down(tmp_path: Path) -> None:
+    out = tmp_path / "demo.jsonl"
+    proc = start_ramp(
+        ["demo", "--headless", "--preset", "fast", "--steps", "2", "--step-seconds", "30", "--out", str(out)],
+        cwd=tmp_path,
+    )
+    try:
+        sims = wait_for(
+            lambda: [p for p in group_members(proc.pid) if "loadgen.sim" in cmdline(p)] or None,
+            30,
+            "the demo's simulator process",
+        )
+        wait_for(
+            lambda: out.exists() and '"type": "step"' not in out.read_text() and out.stat().st_size > 0,
+            30,
+            "the record",
+        )
+        os.kill(proc.pid, signal.SIGKILL)
+        wait_for(
+            lambda: not any(alive(p) for p in sims), GONE_WITHIN_S, f"the simulator to go: {describe(sims)}"
+        )
+    finally:
+        kill_group(proc)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from loadgen.childproc import parent_death_signal, with_hook
+
 from .config import SimConfig, build_config
 from .server import SimServer
 
@@ -163,7 +165,9 @@ def spawn_sim_process(
     cmd = [sys.executable, "-m", "loadgen.sim", "--host", host, "--port", str(port)]
     cmd += ["--config-json", json.dumps(config.to_dict())]
     err = tempfile.NamedTemporaryFile(prefix="ramp-sim-", suffix=".err", delete=False)  # noqa: SIM115
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    # The kernel stops the simulator if ramp dies without stopping it (kill -9): no server left behind.
+    child = with_hook({}, parent_death_signal())
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, **child)
     err.close()
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
