@@ -34,6 +34,7 @@ __all__ = ["WatchedRun", "finish", "progress_line", "reachable", "run_headless",
 
 _CLEAR_LINE = "\r\033[K"
 _QUIET_PRINT_S = 10.0  # off a terminal: a progress line per step, and at least this often
+CLOSING_SAY_S = 5.0  # a step closing this long says for how long, and what bounds it
 STOP_WAIT_S = 15.0  # how long a stopped run gets to finish its record (the streams are cancelled at once)
 
 
@@ -47,13 +48,19 @@ class WatchedRun(Protocol):
 
 
 def reachable(config: RunConfig) -> bool:
-    """Probe the target before any load; on failure say why on stderr (one line, secrets scrubbed)."""
+    """Probe the target before any load; on failure say why on stderr (one line, secrets scrubbed). A
+    server that answers but cannot be load-tested as asked (no model listed, the model asked for not
+    served) fails too: the exit code is then 3, like an unreachable one. A note (no model list, but
+    ``--model`` given) is printed as a warning and the run goes on."""
     from loadgen.target.probe import probe
 
     info = asyncio.run(probe(config.target))
-    if not info.reachable:
+    if not info.ok:
         print(f"ramp: {info.error}", file=sys.stderr)
-    return info.reachable
+        return False
+    if info.note:
+        print(f"ramp: warning: {info.note}", file=sys.stderr)
+    return True
 
 
 def run_headless(config: RunConfig) -> RunOutcome | None:
@@ -64,23 +71,36 @@ def run_headless(config: RunConfig) -> RunOutcome | None:
     engine = Engine(config)
     with StopSignals(engine.interrupt) as stops:
         engine.start()
-        return wait_with_progress(engine, stops)
+        return wait_with_progress(engine, stops, config.target.idle_timeout_s)
 
 
-def progress_line(snap: Snapshot) -> str:
-    """One line: step, load, phase, output throughput, rolling TTFT p95, counts (and which errors), in
-    flight, the streams backing off and what the server refused them with."""
+def _phase(snap: Snapshot, closing_s: float | None, idle_timeout_s: float | None) -> str:
+    """The step's phase in words; a closing step that has waited a while says for how long, and what ends a
+    stream that stalls (the idle timeout), so a long drain is never silent."""
+    if snap.warming_up:
+        return "warm-up"
+    if snap.phase == "closing":
+        waited = ""
+        if closing_s is not None and closing_s >= CLOSING_SAY_S:
+            bound = (
+                f"; a stalled stream ends at the idle timeout {idle_timeout_s:g} s" if idle_timeout_s else ""
+            )
+            waited = f", {closing_s:.0f} s{bound}"
+        return f"closing ({snap.closing_left} left{waited})"
+    if snap.phase == "settling":
+        return f"settling ({snap.surplus} surplus)"
+    return {"measure": "measuring", "idle": "idle", "warmup": "warm-up"}[snap.phase]
+
+
+def progress_line(snap: Snapshot, closing_s: float | None = None, idle_timeout_s: float | None = None) -> str:
+    """One line: step, load, phase, output throughput (``~``: estimated, no usage), rolling TTFT p95,
+    counts (and which errors), in flight, the streams backing off and what the server refused them with.
+    ``closing_s``: how long the step has been closing; ``idle_timeout_s``: what bounds a stalled stream."""
     step = snap.windows.get("step")
     rolling = snap.windows.get("rolling")
     steps = f"{snap.step_index + 1}/{snap.step_count}" if snap.step_count else f"{snap.step_index + 1}"
     load = f"{snap.level} streams" if snap.mode == "closed" else f"{snap.rate_rps:g} req/s"
-    phase = {
-        "warmup": "warm-up",
-        "measure": "measuring",
-        "closing": f"closing ({snap.closing_left} left)",
-        "settling": f"settling ({snap.surplus} surplus)",
-        "idle": "idle",
-    }["warmup" if snap.warming_up else snap.phase]
+    phase = _phase(snap, closing_s, idle_timeout_s)
     remaining = f" {snap.step_remaining_s:4.0f}s left" if snap.step_remaining_s is not None else ""
     ttft = rolling.pct("ttft_ms").p95 if rolling is not None else None
     errs = step.error_count if step is not None else 0
@@ -88,12 +108,13 @@ def progress_line(snap: Snapshot) -> str:
     ok = step.ok if step is not None else 0
     bound = "  CLIENT-BOUND" if snap.health.client_bound else ""
     out = rolling.out_tok_s if rolling is not None else None
+    estimated = "~" if rolling is not None and rolling.approx_tokens and out is not None else ""
     refused = ""
     if snap.backing_off:
         said = refusal_text(snap.latest_errors)
         refused = f" · backing off {snap.backing_off}" + (f" · {said}" if said else "")
     return (
-        f"step {steps} · {load} · {phase}{remaining} · out {fmt_num_wide(out)} tok/s · "
+        f"step {steps} · {load} · {phase}{remaining} · out {estimated}{fmt_num_wide(out)} tok/s · "
         f"TTFT p95 {fmt_ms_wide(ttft)} · ok {ok} err {errs}{kinds} · in flight {snap.in_flight}{refused}{bound}"
     )
 
@@ -102,9 +123,12 @@ class _Progress:
     """The progress on stderr: warnings once each; on a terminal one line redrawn in place, otherwise a
     line per step and every ``_QUIET_PRINT_S``."""
 
-    def __init__(self) -> None:
+    def __init__(self, idle_timeout_s: float | None = None) -> None:
         self.tty = sys.stderr.isatty()
+        self.idle_timeout_s = idle_timeout_s
         self.last_step = -1
+        self.last_phase = ""
+        self.phase_since = 0.0
         self.last_print = 0.0
         self.warned = 0
 
@@ -115,10 +139,16 @@ class _Progress:
             say((_CLEAR_LINE if self.tty else "") + f"ramp: warning: {scrub(text)}\n")
         self.warned = len(snap.warnings)
         now = time.monotonic()
+        phase = "warmup" if snap.warming_up else snap.phase
+        changed = snap.step_index != self.last_step or phase != self.last_phase
+        if phase != self.last_phase:
+            self.last_phase, self.phase_since = phase, now
+        closing_s = now - self.phase_since if phase == "closing" else None
+        line = progress_line(snap, closing_s, self.idle_timeout_s)
         if self.tty:
-            say(_CLEAR_LINE + progress_line(snap)[:200])
-        elif snap.step_index != self.last_step or now - self.last_print > _QUIET_PRINT_S:
-            say(progress_line(snap) + "\n")
+            say(_CLEAR_LINE + line[:200])
+        elif changed or now - self.last_print > _QUIET_PRINT_S:
+            say(line + "\n")
             self.last_step, self.last_print = snap.step_index, now
 
     def end(self) -> None:
@@ -126,11 +156,14 @@ class _Progress:
             say("\n")
 
 
-def wait_with_progress(engine: WatchedRun, stops: StopSignals | None = None) -> RunOutcome | None:
+def wait_with_progress(
+    engine: WatchedRun, stops: StopSignals | None = None, idle_timeout_s: float | None = None
+) -> RunOutcome | None:
     """Wait for ``engine`` to finish, printing warnings and progress to stderr. A stop signal that ``stops``
     caught (its handler has interrupted the engine), or Ctrl-C raised as ``KeyboardInterrupt`` when there
-    is no ``stops``, stops the run with the finished steps kept."""
-    view = _Progress()
+    is no ``stops``, stops the run with the finished steps kept. ``idle_timeout_s``: the streams' idle
+    timeout, named while a step closes (it bounds how long a stalled stream holds it)."""
+    view = _Progress(idle_timeout_s)
     try:
         while True:
             outcome = engine.wait(timeout=0.5)

@@ -52,6 +52,11 @@ class _Column:
     left: bool = False
 
 
+def _estimated(step: StepSummary) -> str:
+    """``~`` before a count that is not all the server's own (requests without usage were counted)."""
+    return "~" if step.stats.approx_tokens and step.stats.out_tok_s is not None else ""
+
+
 def _e2e_s(step: StepSummary) -> str:
     ms = step.stats.pct("e2e_ms").p95
     return NA if ms is None else fmt_num_wide(ms / 1000)
@@ -62,7 +67,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("level", "", 99, _load),
     _Column("ok", "", 90, lambda s: fmt_count(s.stats.ok)),
     _Column("err", "", 88, lambda s: fmt_count(s.stats.error_count)),
-    _Column("out", "tok/s", 98, lambda s: fmt_num_wide(s.stats.out_tok_s)),
+    _Column("out", "tok/s", 98, lambda s: _estimated(s) + fmt_num_wide(s.stats.out_tok_s)),
     _Column("prefill", "tok/s", 40, lambda s: fmt_num_wide(s.stats.prefill_tok_s)),
     _Column("decode p50", "tok/s", 70, lambda s: fmt_num_wide(s.stats.pct("decode_tok_s").p50)),
     _Column("TTFT p50", "ms", 50, lambda s: fmt_num_wide(s.stats.pct("ttft_ms").p50)),
@@ -203,6 +208,10 @@ def _verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
         if step.verdict.failures:
             lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(step.verdict.failures))
     lines.extend(_error_lines(steps))
+    if any(_estimated(s) for s in steps):
+        lines.append(
+            "  ~ output tokens estimated from the stream: the server sent no usage for some requests"
+        )
     if any(s.client_bound for s in steps):
         lines.append("  ! client-bound: the load generator, not the server, may have limited these steps")
         for step in steps:

@@ -222,6 +222,7 @@ class Recorder:
             push("lag_ms", result.sent_ns - result.intended_ns)
         if result.input_tokens is not None:
             counters["input_tokens"] = counters.get("input_tokens", 0) + result.input_tokens
+            counters["input_reported"] = counters.get("input_reported", 0) + 1  # usage told its prompt size
         if result.cached_tokens:
             counters["cached_tokens"] = counters.get("cached_tokens", 0) + result.cached_tokens
         outcome = result.outcome

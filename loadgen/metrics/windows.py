@@ -129,7 +129,8 @@ class Accumulator:
     def stats(self, window: Window, duration_s: float) -> WindowStats:
         """The window's figures. Output tokens count as they stream (``live_tokens``: a long generation shows
         its throughput before it ends), those of failed requests taken back again; a window in which requests
-        only failed (errors, no success) claims no throughput: its out tok/s is 0, whatever was streamed."""
+        only failed (errors, no success) claims no throughput: its out tok/s is 0, whatever was streamed.
+        The prefill rate is unknown (None) when no request's usage told its prompt size."""
         c = self.counters
         ok = c.get("ok", 0)
         input_tokens = c.get("input_tokens", 0)
@@ -153,7 +154,8 @@ class Accumulator:
             output_tokens=c.get("output_tokens", 0),
             cached_tokens=c.get("cached_tokens", 0),
             out_tok_s=out_tokens / duration_s if rate else None,
-            prefill_tok_s=input_tokens / duration_s if rate else None,
+            # No request told its prompt size (no usage): unknown, not 0.
+            prefill_tok_s=input_tokens / duration_s if rate and c.get("input_reported") else None,
             req_s=ok / duration_s if rate else None,
             approx_tokens=c.get("approx_tokens", 0),
             hist={metric: self.view(metric) for metric in METRICS},

@@ -48,6 +48,7 @@ class ServerInfo:
     runtime: str | None = None  # "vllm" | "sglang" | "ramp-sim" | "openai-compatible"
     runtime_version: str | None = None
     http_status: int | None = None  # status of the /v1/models answer
+    note: str = ""  # worth a warning, but the run can go on (no model list, the model named by --model)
 
     @property
     def ok(self) -> bool:
@@ -75,7 +76,12 @@ async def probe(target: Target, timeout_s: float = 5.0) -> ServerInfo:
                 docs_task.cancel()
             await asyncio.gather(docs_task, return_exceptions=True)
     runtime, version = identify_runtime(docs)
-    chosen, error = _choose(target, entries)
+    note = ""
+    if listing is None:  # 404 with a model named
+        chosen, error = None, ""
+        note = f"{base}/v1/models not found (HTTP 404): going on with --model {target.model!r} as given"
+    else:
+        chosen, error = _choose(target, entries)
     max_len = chosen.get("max_model_len") if chosen is not None else None
     return ServerInfo(
         url=base,
@@ -87,6 +93,7 @@ async def probe(target: Target, timeout_s: float = 5.0) -> ServerInfo:
         runtime=runtime,
         runtime_version=version,
         http_status=status,
+        note=note,
     )
 
 
@@ -124,6 +131,8 @@ async def _models(
     except httpx.HTTPError as exc:
         why = f"{type(exc).__name__}: {reason(exc).lower()}"
         return _unreachable(target, f"cannot talk to {base} ({why}): is it an HTTP server?")
+    if resp.status_code == 404 and target.model:
+        return 404, None, ()  # no model list (a gateway, a bare engine): the model named is asked for as is
     failure = _status_failure(target, resp.status_code, body)
     if failure is not None:
         return failure
