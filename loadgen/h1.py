@@ -22,12 +22,14 @@ Only what a load generator needs: POST with a JSON body, keep-alive pooling, HTT
 from __future__ import annotations
 
 import asyncio
+import base64
+import socket
 import ssl
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httptools
 
@@ -211,8 +213,60 @@ class Connection(asyncio.BufferedProtocol):
         self.pool.slots.release()
 
 
+class ProxyError(ConnectionError):
+    """The proxy would not open a tunnel to the target (its answer to CONNECT says why)."""
+
+
+class Proxy:
+    """An HTTP proxy: plain-HTTP targets are asked through it in absolute form, https targets through a
+    CONNECT tunnel (TLS then runs end to end, inside it)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "") or not parts.hostname:
+            raise ValueError(f"unsupported proxy {parts.scheme}://{parts.hostname}: use http://HOST:PORT")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.auth: str | None = None
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            self.auth = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        self.shown = f"http://{self.host}:{self.port}"
+
+    async def tunnel(self, authority: str) -> socket.socket:
+        """A connected socket to the proxy with a tunnel open to ``authority`` (host:port)."""
+        loop = asyncio.get_running_loop()
+        family, kind, proto, _, address = (
+            await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+            head = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
+            if self.auth is not None:
+                head.append(f"Proxy-Authorization: {self.auth}")
+            await loop.sock_sendall(sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            reply = b""
+            while b"\r\n\r\n" not in reply:
+                piece = await loop.sock_recv(sock, 4096)
+                if not piece or len(reply) > 65536:
+                    raise ProxyError(
+                        f"the proxy {self.shown} closed the tunnel to {authority} before it opened"
+                    )
+                reply += piece
+            status = reply.split(b"\r\n", 1)[0].decode("latin-1", "replace")
+            if status.split()[1:2] != ["200"]:
+                raise ProxyError(f"the proxy {self.shown} answered CONNECT {authority} with {status!r}")
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+
 class Pool:
-    """Keep-alive connections to one origin, at most ``limit`` open; waiting for one counts as latency."""
+    """Keep-alive connections to one origin, at most ``limit`` open; waiting for one counts as latency.
+    With ``proxy`` (an HTTP proxy's URL) every connection goes through it."""
 
     def __init__(
         self,
@@ -221,6 +275,7 @@ class Pool:
         connect_timeout_s: float,
         keepalive_s: float = 4.0,
         ssl_context: ssl.SSLContext | None = None,
+        proxy: str | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https"):
@@ -235,6 +290,10 @@ class Pool:
             self.host_header = f"[{self.host}]" + ("" if self.port == default_port else f":{self.port}")
         self.prefix = parts.path.rstrip("/")
         self.query = "?" + parts.query if parts.query else ""  # after the API path, where servers read it
+        self.proxy = Proxy(proxy) if proxy else None
+        self.authority = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        if self.proxy is not None and self.ssl is None:  # plain HTTP through a proxy: absolute-form targets
+            self.prefix = f"http://{self.host_header}{self.prefix}"
         self.limit = limit
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
@@ -245,6 +304,8 @@ class Pool:
 
     def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
         head = [f"POST {self.prefix}{path}{self.query} HTTP/1.1", f"Host: {self.host_header}"]
+        if self.proxy is not None and self.ssl is None and self.proxy.auth is not None:
+            head.append(f"Proxy-Authorization: {self.proxy.auth}")
         head += [f"{k}: {v}" for k, v in headers.items()]
         head += [f"Content-Length: {len(body)}", "Connection: keep-alive", "", ""]
         return "\r\n".join(head).encode("latin-1") + body
@@ -260,24 +321,31 @@ class Pool:
                     return conn
                 conn.abort()
                 self.open.discard(conn)
-            loop = asyncio.get_running_loop()
-            factory: Callable[[], Connection] = lambda: Connection(self)  # noqa: E731
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    factory,
-                    self.host,
-                    self.port,
-                    ssl=self.ssl,
-                    server_hostname=self.host if self.ssl else None,
-                ),
-                self.connect_timeout_s,
-            )
+            conn = await asyncio.wait_for(self._connect(), self.connect_timeout_s)
             conn.reused = False
             self.open.add(conn)
             return conn
         except BaseException:
             self.slots.release()
             raise
+
+    async def _connect(self) -> Connection:
+        loop = asyncio.get_running_loop()
+        factory: Callable[[], Connection] = lambda: Connection(self)  # noqa: E731
+        proxy = self.proxy
+        if proxy is None:
+            host, port = self.host, self.port
+        elif self.ssl is None:
+            host, port = proxy.host, proxy.port
+        else:  # TLS to the target, inside a tunnel through the proxy
+            sock = await proxy.tunnel(self.authority)
+            _, conn = await loop.create_connection(
+                factory, sock=sock, ssl=self.ssl, server_hostname=self.host
+            )
+            return conn
+        hostname = self.host if self.ssl else None
+        _, conn = await loop.create_connection(factory, host, port, ssl=self.ssl, server_hostname=hostname)
+        return conn
 
     def _release(self, conn: Connection) -> None:
         conn.idle_since = time.monotonic()

@@ -94,6 +94,8 @@ class RunFlags:
     api_key_env: str = "OPENAI_API_KEY"
     ca_cert: str | None = None
     insecure: bool = False
+    proxy: str | None = None
+    no_proxy: bool = False
     transport: Transport = "h1"
     seed: int | None = None  # None: a fresh seed for this run
     fit_context: bool = False
@@ -223,12 +225,7 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
         "--tag", type=parse_tag, action="append", default=[], help="condition key=value, repeatable"
     )
     p.add_argument("--api-key-env", default=d.api_key_env, help="env var holding the API key")
-    p.add_argument(
-        "--ca-cert", default=d.ca_cert, metavar="FILE", help="CA bundle (PEM) to verify an https server with"
-    )
-    p.add_argument(
-        "--insecure", action="store_true", help="do not verify the server's TLS certificate (warned of)"
-    )
+    _add_connection_flags(p)
     p.add_argument("--transport", choices=TRANSPORTS, default=d.transport, help="streaming HTTP client")
     p.add_argument(
         "--seed",
@@ -279,6 +276,14 @@ def _add_price_flags(p: argparse.ArgumentParser) -> None:
         )
     p.add_argument("--gpu-usd-per-hour", type=float, default=None, help="price of one GPU hour, USD")
     p.add_argument("--gpus", type=int, default=None, help="GPUs the server uses (with --gpu-usd-per-hour)")
+
+
+def _add_connection_flags(p: argparse.ArgumentParser) -> None:
+    """How the target is reached: TLS verification and the proxy (``loadgen.target.connect``'s rule)."""
+    p.add_argument("--ca-cert", metavar="FILE", help="CA bundle (PEM) to verify an https server with")
+    p.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
+    p.add_argument("--proxy", metavar="URL", help="HTTP proxy for every call (default: the environment's)")
+    p.add_argument("--no-proxy", action="store_true", help="no proxy, whatever the environment says")
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +351,7 @@ def _target(flags: RunFlags, url: str, profile: Profile) -> Target:
         api_key_env=flags.api_key_env,
         ca_cert=flags.ca_cert,
         insecure=flags.insecure,
+        proxy="" if flags.no_proxy else flags.proxy,  # None: the environment's rule (loadgen.target.connect)
         ttft_timeout_s=flags.ttft_timeout,
         idle_timeout_s=flags.idle_timeout,
         total_timeout_s=flags.total_timeout,
@@ -438,8 +444,6 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
     if problem is not None:
         raise UsageError(problem)
     profile = _profile(flags.profile)
-    if flags.workers < 1:
-        raise UsageError("--workers must be at least 1")
     problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
     if problem is not None:
         raise UsageError(problem)

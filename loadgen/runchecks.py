@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from loadgen.config import Mode, RampPlan
     from loadgen.runargs import RunFlags
 
-__all__ = ["ca_problem", "check_url", "flag_problem", "out_problem", "plan_problem"]
+__all__ = ["ca_problem", "check_url", "flag_problem", "out_problem", "plan_problem", "proxy_problem"]
 
 
 def check_url(url: str) -> tuple[str, str | None]:
@@ -68,6 +68,8 @@ def flag_problem(flags: RunFlags, profile_mode: Mode | None) -> str | None:
     problem = _positive(flags)
     if problem is not None:
         return problem
+    if flags.workers < 1:
+        return "--workers must be at least 1"
     if flags.warmup is not None and flags.warmup < 0:
         return f"--warmup must be 0 or more seconds, got {flags.warmup:g}"
     for flag, count in (("--level", flags.level), ("--max-concurrency", flags.max_concurrency)):
@@ -80,6 +82,10 @@ def flag_problem(flags: RunFlags, profile_mode: Mode | None) -> str | None:
         )
     if flags.ca_cert is not None:
         problem = ca_problem(flags.ca_cert, flags.insecure)
+        if problem is not None:
+            return problem
+    if flags.proxy is not None:
+        problem = proxy_problem(flags.proxy, flags.no_proxy)
         if problem is not None:
             return problem
     if flags.burstiness is not None:
@@ -103,6 +109,20 @@ def ca_problem(path: str, insecure: bool) -> str | None:
         ssl.create_default_context(cafile=path)
     except (ssl.SSLError, OSError, ValueError):
         return f"--ca-cert {path!r} holds no certificate that loads: give a PEM bundle of CA certificates"
+    return None
+
+
+def proxy_problem(url: str, no_proxy: bool) -> str | None:
+    """A ``--proxy`` that cannot be used: not http://HOST:PORT, or contradicted by --no-proxy."""
+    if no_proxy:
+        return "--proxy sends every call through a proxy and --no-proxy through none: give one of them"
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme.lower() != "http" or not parts.hostname or (port is not None and not 1 <= port <= 65535):
+        return f"--proxy {scrub(url)!r}: give an HTTP proxy as http://HOST:PORT (https targets are tunnelled)"
     return None
 
 

@@ -1,7 +1,7 @@
 """The three ways a request reaches the server, behind one interface: ``h1`` (httptools protocol, the hot
 path, see ``loadgen.h1``), ``aiohttp`` (C HTTP parser) and ``httpx``.
 
-Owns opening each library's pool (sized, keep-alive shorter than the server's, proxies ignored), one
+Owns opening each library's pool (sized, keep-alive shorter than the server's, its proxy and TLS), one
 ``exchange`` per request (send, status, body into the shared ``loadgen.stream.StreamSink``) and mapping each
 library's exceptions to an ``ErrorKind`` with a human reason (``loadgen.target.http.reason``).
 
@@ -12,7 +12,8 @@ Decisions (and why):
 * Idle pooled connections are dropped after 4 s, under the 5 s keep-alive of uvicorn (vLLM, SGLang), so a
   request is never written into a connection the server is closing; h1 retries once, on a new connection,
   a reused one the server had closed before answering.
-* Proxies from the environment are ignored (``trust_env=False``) so the path measured is the direct one.
+* Every transport goes through the proxy ``loadgen.target.connect.proxy_for`` chooses (the one rule of every
+  call to the target: --proxy, --no-proxy, else the environment's, loopback never), or direct.
 * aiohttp reads with a 4 MiB buffer: its 64 KiB default throttled reads of 50K-token contexts.
 """
 
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from loadgen.config import Api, Transport
 from loadgen.stream import ERROR_BODY_BYTES, LiveCounter, Stream, StreamSink, TransportError, error_text
-from loadgen.target.connect import is_https, tls_context
+from loadgen.target.connect import is_https, proxy_for, tls_context
 from loadgen.target.http import reason, target_url
 from loadgen.types import ErrorKind, Target
 
@@ -78,7 +79,12 @@ class H1Transport:
 
         self.connect_timeout_s = target.connect_timeout_s
         self.pool: Pool = Pool(
-            target_url(target), max_connections, target.connect_timeout_s, KEEPALIVE_S, tls_context(target)
+            target_url(target),
+            max_connections,
+            target.connect_timeout_s,
+            KEEPALIVE_S,
+            tls_context(target),
+            proxy_for(target),
         )
 
     async def exchange(
@@ -142,12 +148,13 @@ class AiohttpTransport:
             auto_decompress=False,
             trust_env=False,
         )
+        self.proxy = proxy_for(target)
 
     async def exchange(
         self, st: Stream, api: Api, url: str, body: bytes, keep_text: bool, live: LiveCounter | None
     ) -> None:
         st.sent_ns = _monotonic_ns()
-        resp = await self.session.post(url, data=body, headers=st.headers)
+        resp = await self.session.post(url, data=body, headers=st.headers, proxy=self.proxy)
         try:
             st.status = resp.status
             chunks = resp.content.iter_any()
@@ -177,6 +184,7 @@ class HttpxTransport:
             ),
             timeout=httpx.Timeout(None, connect=target.connect_timeout_s),
             verify=tls_context(target),
+            proxy=proxy_for(target),
             trust_env=False,
         )
 

@@ -130,6 +130,7 @@ class Target:
     headers: tuple[tuple[str, str], ...] = field(default=())
     ca_cert: str | None = None  # --ca-cert: the CA bundle to verify an https server with (else the system's)
     insecure: bool = False  # --insecure: no TLS verification at all (warned of on screen and in the record)
+    proxy: str | None = None  # None: the environment's (loopback never); "": none (--no-proxy); URL: --proxy
 
     @property
     def base_url(self) -> str:

@@ -71,6 +71,7 @@ class FaultServer:
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self._serve())
         self.loop.run_forever()
+        self.loop.close()
 
     async def _serve(self) -> None:
         @web.middleware
@@ -176,3 +177,71 @@ def json_models(doc: object, status: int = 200) -> Handler:
         return web.Response(status=status, text=json.dumps(doc), content_type="application/json")
 
     return answer
+
+
+@dataclass
+class CountingProxy:
+    """An HTTP proxy on 127.0.0.1: CONNECT tunnels and absolute-form requests, bytes piped both ways; notes
+    each connection's first request line (what went through it)."""
+
+    port: int = 0
+    lines: list[str] = field(default_factory=list)
+    loop: asyncio.AbstractEventLoop | None = None
+    server: asyncio.Server | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> CountingProxy:
+        threading.Thread(target=self._main, daemon=True).start()
+        assert self.ready.wait(10), "proxy did not start"
+        return self
+
+    def _main(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._client, "127.0.0.1", 0))
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+        self.loop.close()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            writer.close()
+            return
+        line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        self.lines.append(line)
+        method, target = line.split()[:2]
+        if method == "CONNECT":
+            host, _, port = target.rpartition(":")
+        else:
+            netloc = target.split("://", 1)[1].split("/", 1)[0]
+            host, _, port = netloc.rpartition(":")
+        up_reader, up_writer = await asyncio.open_connection(host.strip("[]"), int(port or 80))
+        if method == "CONNECT":
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            up_writer.write(head)  # servers take absolute-form targets (RFC 9112 3.2.2)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    @staticmethod
+    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while data := await src.read(65536):
+                dst.write(data)
+                await dst.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            dst.close()
+
+    def stop(self) -> None:
+        loop, server = self.loop, self.server
+        if loop is None or server is None:
+            return
+        loop.call_soon_threadsafe(server.close)
+        loop.call_soon_threadsafe(loop.stop)

@@ -14,6 +14,8 @@ from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
 from loadgen.run.state import Load, RunStatus
 from loadgen.snapshot import StepSummary
+from loadgen.target.connect import proxy_for
+from loadgen.target.http import scrub
 
 # A Hugging Face cache path names the commit it holds: .../models--org--name/snapshots/<40 hex digits>
 _SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{40})(?:/|$)")
@@ -30,6 +32,11 @@ def model_revision(
     path = server_conditions.get("model_path")
     found = _SNAPSHOT.search(path) if isinstance(path, str) else None
     return (found.group(1), "/v1/models root") if found else (None, None)
+
+
+def _proxy(config: RunConfig) -> str | None:
+    proxy = proxy_for(config.target)
+    return scrub(proxy) if proxy is not None else None
 
 
 def record_header(
@@ -59,6 +66,7 @@ def record_header(
         "profile_content": profile.to_dict(),
         "target_url": config.target.base_url,
         "insecure": config.target.insecure,  # --insecure: the server's TLS certificate was not verified
+        "proxy": _proxy(config),  # the proxy every call to the target went through, None when direct
         "api": config.api,  # the API the workers speak (flags over profile), not the profile's
         "mode": load.mode,
         "arrival": load.arrival_label(),

@@ -48,13 +48,16 @@ class TelemetryLink:
             nvml=config.nvml,
             dcgm_url=config.dcgm_url,
             api_key_env=env,
+            target=config.target,
         )
         if not sources:
             return
         conditions: dict[str, object] = {}
         if config.telemetry:
             try:
-                conditions = dict(await discover(config.target.base_url, api_key_env=env))
+                conditions = dict(
+                    await discover(config.target.base_url, api_key_env=env, target=config.target)
+                )
             except Exception:  # discovery is best effort: the run does not depend on it
                 conditions = {}
             conditions.pop("reachable", None)

@@ -1,5 +1,12 @@
 """How a connection to the target is made, the same way on every path (the load's three transports, the
-probe, ``/tokenize``): its TLS settings and the client the off-hot-path calls share.
+probe, ``/tokenize``, the ``/metrics`` poller and runtime discovery): its proxy, its TLS settings and the
+client the off-hot-path calls share.
+
+Proxies, one rule (``proxy_for``): ``--proxy URL`` sends every call through that proxy; ``--no-proxy`` sends
+every call direct; otherwise the standard environment is honoured, as curl does — ``HTTPS_PROXY`` /
+``HTTP_PROXY`` / ``ALL_PROXY`` (either case) for a target ``NO_PROXY`` does not exempt — except that a
+loopback target (``localhost``, 127.0.0.0/8, ``::1``) is never proxied unless ``--proxy`` says so. Load
+that goes through a proxy is warned of (its latencies include the proxy) and the record's header names it.
 
 TLS: an https target is verified against ``--ca-cert FILE`` when given, else ``SSL_CERT_FILE`` /
 ``SSL_CERT_DIR`` when set, else the system's CA store (with certifi's bundle added when the system has no CA
@@ -12,23 +19,99 @@ httpx is imported on first use (see ``loadgen.target.http``).
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import ssl
+import urllib.request
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from loadgen.target.http import target_headers
+from loadgen.target.http import scrub, target_headers
 from loadgen.types import Target
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ca_source", "connection_warnings", "httpx_client", "is_https", "tls_context", "tls_hint"]
+__all__ = [
+    "ca_source",
+    "connection_warnings",
+    "httpx_client",
+    "is_https",
+    "is_loopback",
+    "proxy_for",
+    "proxy_for_url",
+    "route",
+    "tls_context",
+    "tls_hint",
+]
 
 TLS_HINT = "pass --ca-cert FILE (or set SSL_CERT_FILE) holding the CA that signed it, or --insecure to skip verification"
 
 
 def is_https(target: Target) -> bool:
     return target.url.strip().lower().startswith("https://")
+
+
+def is_loopback(host: str | None) -> bool:
+    """``localhost``, 127.0.0.0/8 and ``::1``: this host, never worth a proxy."""
+    if not host:
+        return False
+    if host.lower().rstrip(".") in ("localhost", "localhost.localdomain") or host.lower().endswith(
+        ".localhost"
+    ):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def proxy_for_url(url: str, setting: str | None) -> str | None:
+    """The proxy a call to ``url`` goes through (None: direct), by the module's rule; ``setting`` is
+    ``Target.proxy`` (None: the environment's, "": none, else that proxy)."""
+    if setting is not None:
+        return setting or None
+    parts = urlsplit(url.strip())
+    host = parts.hostname
+    if is_loopback(host):
+        return None
+    proxies = urllib.request.getproxies_environment()  # HTTP_PROXY and http_proxy alike; NO_PROXY below
+    if host and _exempt(host, parts.port, proxies.get("no", "")):
+        return None
+    return proxies.get(parts.scheme.lower()) or proxies.get("all") or None
+
+
+def _exempt(host: str, port: int | None, no_proxy: str) -> bool:
+    """``NO_PROXY`` as curl reads it: ``*``, or names (``corp``, ``.corp``: the name and its subdomains),
+    each with an optional ``:port``."""
+    host = host.lower().rstrip(".")
+    for entry in (e.strip().lower() for e in no_proxy.split(",")):
+        if entry == "*":
+            return True
+        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_port and entry_port != str(port):
+            continue
+        name = name.lstrip(".").rstrip(".")
+        if name and (host == name or host.endswith("." + name)):
+            return True
+    return False
+
+
+def proxy_for(target: Target) -> str | None:
+    """The proxy every call to ``target`` goes through, or None (direct): see the module's rule."""
+    return proxy_for_url(target.url, target.proxy)
+
+
+def proxy_source(target: Target) -> str:
+    """Where the proxy setting came from, in words."""
+    if target.proxy:
+        return "--proxy"
+    scheme = urlsplit(target.url.strip()).scheme.lower()
+    for name in (f"{scheme}_proxy", "all_proxy"):
+        for spelled in (name.upper(), name):
+            if os.environ.get(spelled):
+                return spelled
+    return "the environment"
 
 
 def tls_context(target: Target) -> ssl.SSLContext:
@@ -81,12 +164,28 @@ def tls_hint(target: Target, why: str = "") -> str:
 
 def connection_warnings(target: Target) -> tuple[str, ...]:
     """What the operator must know about how the target is reached (shown before the load starts)."""
+    found: list[str] = []
     if target.insecure and is_https(target):
-        return (
+        found.append(
             "--insecure: the server's TLS certificate is not verified; anyone on the path could read or "
-            "answer these requests (drop --insecure and pass --ca-cert FILE instead)",
+            "answer these requests (drop --insecure and pass --ca-cert FILE instead)"
         )
-    return ()
+    proxy = proxy_for(target)
+    if proxy is not None:
+        found.append(
+            f"the load goes through the proxy {scrub(proxy)} (from {proxy_source(target)}): its latencies "
+            "include the proxy's; --no-proxy sends it direct"
+        )
+    return tuple(found)
+
+
+def route(url: str, target: Target | None = None) -> tuple[str | None, ssl.SSLContext | bool]:
+    """(proxy, verify) for an httpx client that calls ``url`` (pass ``trust_env=False`` with them): the
+    module's proxy rule, with ``target``'s --proxy/--no-proxy and TLS settings when it is given (its
+    ``/metrics``, discovery), the environment's rule and default verification otherwise (a DCGM exporter)."""
+    if target is None:
+        return proxy_for_url(url, None), True
+    return proxy_for_url(url, target.proxy), tls_context(target)
 
 
 def httpx_client(target: Target, timeout: httpx.Timeout) -> httpx.AsyncClient:
@@ -97,5 +196,6 @@ def httpx_client(target: Target, timeout: httpx.Timeout) -> httpx.AsyncClient:
         timeout=timeout,
         headers=target_headers(target),
         verify=tls_context(target),
-        trust_env=False,
+        proxy=proxy_for(target),
+        trust_env=False,  # the proxy is chosen above, by the one rule; SSL_CERT_FILE is read by tls_context
     )

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from loadgen.target.connect import route
 from loadgen.target.http import (
     auth_headers,
     describe_error,
@@ -34,6 +35,8 @@ from loadgen.telemetry.reading import SourceError
 
 if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on first use here
     import httpx
+
+    from loadgen.types import Target
 
 SERVER_KEYS = (
     "runtime",
@@ -110,6 +113,7 @@ async def discover(
     api_key_env: str | None = None,
     timeout_s: float = 2.0,
     transport: httpx.AsyncBaseTransport | None = None,
+    target: Target | None = None,  # the load's target: its proxy and TLS settings apply here too
 ) -> dict[str, object | None]:
     """Runtime and server conditions; every key in ``SERVER_KEYS`` is present (``None`` = unknown).
 
@@ -120,11 +124,15 @@ async def discover(
 
     root = server_root(base_url)
     out: dict[str, object | None] = dict.fromkeys(SERVER_KEYS)
+    proxy, verify = route(root, target)  # the one proxy rule of loadgen.target.connect
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(timeout_s),
         headers=auth_headers(api_key_env),
         transport=transport,
         follow_redirects=True,
+        proxy=proxy,
+        verify=verify,
+        trust_env=False,
     ) as client:
         docs, models, metrics = await asyncio.gather(
             fetch_runtime_docs(client, root),

@@ -11,11 +11,13 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from loadgen.target.connect import route
 from loadgen.target.http import auth_headers, describe_error, server_root
 from loadgen.telemetry.exposition import detect_runtime, has_dcgm, parse_samples, reading_from_samples
 from loadgen.telemetry.nvidia_smi import CommandGPUSource
 from loadgen.telemetry.nvml import NVMLSource
 from loadgen.telemetry.reading import Reading, SourceError, SourceKind
+from loadgen.types import Target
 
 if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on first use here
     import httpx
@@ -56,7 +58,9 @@ class PrometheusSource:
         interval_s: float = 1.0,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         headers: dict[str, str] | None = None,
+        target: Target | None = None,  # the load's target: its proxy and TLS settings apply here too
     ) -> None:
+        self.target = target
         self.name = name
         self.url = url
         self.runtime = runtime
@@ -74,11 +78,15 @@ class PrometheusSource:
         import httpx
 
         if self._client is None:
+            proxy, verify = route(self.url, self.target)  # the one proxy rule of loadgen.target.connect
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout_s),
                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
                 headers=self._headers,
                 follow_redirects=True,
+                proxy=proxy,
+                verify=verify,
+                trust_env=False,
             )
         return self._client
 
@@ -137,6 +145,7 @@ class PrometheusAutoSource(PrometheusSource):
         interval_s: float = 1.0,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         headers: dict[str, str] | None = None,
+        target: Target | None = None,
     ) -> None:
         super().__init__(
             server_root(base_url) + "/metrics",
@@ -144,6 +153,7 @@ class PrometheusAutoSource(PrometheusSource):
             interval_s=interval_s,
             timeout_s=timeout_s,
             headers=headers,
+            target=target,
         )
 
 
@@ -231,6 +241,7 @@ def build_sources(
     nvml: bool = False,
     dcgm_url: str | None = None,
     api_key_env: str | None = None,
+    target: Target | None = None,
 ) -> list[Source]:
     """The sources the CLI flags ask for, in the order the hub prefers them.
 
@@ -241,7 +252,7 @@ def build_sources(
     sources: list[Source] = []
     headers = auth_headers(api_key_env) or None
     if base_url and metrics:
-        sources.append(PrometheusAutoSource(base_url, headers=headers))
+        sources.append(PrometheusAutoSource(base_url, headers=headers, target=target))
     if dcgm_url:
         sources.append(DCGMSource(dcgm_url))
     if nvml:
