@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import io
 import os
+import re
 import shutil
 import sys
 import time
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["WatchedRun", "finish", "progress_line", "reachable", "run_headless", "say", "wait_with_progress"]
 
 _CLEAR_LINE = "\r\033[K"
+_EXCEPTION_PREFIX = re.compile(r"^(?:[A-Z]\w*(?:Error|Exception): )?(?:\[Errno \d+\] )?")
 _QUIET_PRINT_S = 10.0  # off a terminal: a progress line per step, and at least this often
 CLOSING_SAY_S = 5.0  # a step closing this long says for how long, and what bounds it
 STOP_WAIT_S = 15.0  # how long a stopped run gets to finish its record (the streams are cancelled at once)
@@ -214,6 +216,12 @@ def _to_devnull(stream: TextIO) -> None:
         os.close(devnull)
 
 
+def plain(message: str) -> str:
+    """A message without the exception names and errno codes Python puts before the words
+    (``FileExistsError: [Errno 17] File exists: 'x'`` -> ``File exists: 'x'``)."""
+    return _EXCEPTION_PREFIX.sub("", message, count=1)
+
+
 def finish(outcome: RunOutcome | None) -> int:
     """Print the step table and the record's path; the exit code: 0 = the SLO was met at some step,
     1 = at none, 2 = the run failed before its first step (it could not start as given), 3 = the target
@@ -229,7 +237,7 @@ def finish(outcome: RunOutcome | None) -> int:
     if outcome.record_path:
         say(f"record: {outcome.record_path}\n", sys.stdout)
     if outcome.message:
-        say(f"ramp: {scrub(outcome.message)}\n")
+        say(f"ramp: {plain(scrub(outcome.message))}\n")
     if outcome.signum is not None:
         return exit_code(outcome.signum)
     if outcome.unreachable and (not outcome.steps or outcome.state == "failed"):

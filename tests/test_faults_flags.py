@@ -114,9 +114,15 @@ def test_an_unusable_record_path_is_refused(tmp_path: Path) -> None:
     assert config("--out", str(tmp_path / "new" / "run.jsonl")).out is not None
 
 
-def test_a_run_that_failed_before_its_first_step_is_not_an_slo_verdict() -> None:
+def test_a_run_that_failed_before_its_first_step_is_not_an_slo_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     failed = RunOutcome(state="failed", steps=(), best_step=None, record_path=None, message="no model")
     assert finish(failed) == EXIT_USAGE
+    raw = "FileExistsError: [Errno 17] File exists: 'runs/x'"
+    assert finish(RunOutcome(state="failed", steps=(), best_step=None, record_path=None, message=raw)) == 2
+    err = capsys.readouterr().err
+    assert "ramp: File exists: 'runs/x'" in err and "FileExistsError" not in err and "Errno" not in err
     down = RunOutcome(state="failed", steps=(), best_step=None, record_path=None, unreachable=True)
     assert finish(down) == EXIT_UNREACHABLE
 
