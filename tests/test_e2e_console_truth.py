@@ -1,0 +1,134 @@
+"""Issue 9's console checks on the real `ramp demo` in tmux, read on the screen and in the record:
+
+- `↑` during the auto-ramp turns auto off (header and toast), and the level never changes by itself after;
+- `o` twice: open loop at the closed loop's achieved rate with no cap, back to closed at the in-flight count
+  (at least 1), each ended step's record line keeping its own mode, level and rate;
+- after FINISHED (the plan ended, the console idles), `↑` starts a new step that the record gets.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tmux_harness import (
+    header_line,
+    level_of,
+    needs_tmux,
+    ok_count,
+    quit_run,
+    ramp_session,
+    record_lines,
+    step_lines,
+    wait_record,
+)
+
+pytestmark = needs_tmux
+
+# Short steps: a planned step is its warm-up, 4 s of window, then its closing (its requests finishing).
+# A key cuts a step only once it has counted a request (one with nothing sent, or cut within a second,
+# is no step): the tests wait for the step's "ok" count on screen. A chat request of the demo takes
+# about 1.5 s, some much longer: 4 streams count their first one well inside the window.
+PLAN = ["--step-seconds", "4", "--warmup", "1"]
+# Longer than a planned step with its closing: a level still in the plan's hands would have moved. (The
+# auto-ramp without a plan doubles every 30 s: that the header says "auto off" stands for it.)
+LONGER_THAN_A_STEP_S = 8.0
+
+
+def measuring(screen: str) -> bool:
+    return "MEASURING" in header_line(screen)
+
+
+def found(pattern: str, screen: str) -> str:
+    """The first group of ``pattern`` on ``screen`` (the caller waited for it to be there)."""
+    match = re.search(pattern, screen)
+    assert match is not None, f"{pattern!r} is not on the screen:\n{screen}"
+    return match.group(1)
+
+
+def steps_summary(record: Path) -> list[tuple[object, ...]]:
+    return [(s["index"], s["mode"], s["level"], s["rate_rps"], s["ended_by"]) for s in step_lines(record)]
+
+
+def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
+    record = tmp_path / "keys.jsonl"
+    # 5 is not a level of the plan: if the plan still drove, the level would go to 16 after a step.
+    with ramp_session(["demo", "--steps", "4,16,32", *PLAN, "--out", str(record)]) as pane:
+        pane.wait_for(
+            lambda s: measuring(s) and "auto on" in header_line(s) and level_of(s) == 4 and bool(ok_count(s)),
+            60,
+            "the plan's first step measuring at level 4 with a request done, auto on",
+        )
+        pane.keys("Up")
+        pane.wait_for(
+            lambda s: (
+                level_of(s) == 5 and "auto off" in header_line(s) and "auto-ramp off — a to resume" in s
+            ),
+            10,
+            "level 5, auto off in the header and the toast",
+        )
+        pane.hold(
+            lambda s: level_of(s) == 5 and "closed loop 5" in header_line(s) and "auto off" in header_line(s),
+            LONGER_THAN_A_STEP_S,
+            "level 5 with auto off",
+        )
+        assert [line[2] for line in steps_summary(record)] == [4]  # only the cut level-4 step has ended
+
+        pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "level 5 measuring requests")
+        pane.keys("o")
+        opened = pane.wait_for(
+            lambda s: "open loop λ" in header_line(s) and "no cap" in s and "cap none" in s,
+            10,
+            "open loop at the achieved rate, no cap (toast and control line)",
+        )
+        rate = float(found(r"open loop at ([\d.]+) req/s", opened))
+        assert 0.5 <= rate <= 30.0, f"5 streams of the demo's chat requests send about 3 req/s, not {rate}"
+        pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the open step measuring")
+
+        pane.keys("o")
+        closed = pane.wait_for(
+            lambda s: (
+                "closed loop" in header_line(s) and re.search(r"closed loop at \d+ streams", s) is not None
+            ),
+            10,
+            "closed loop at the in-flight count",
+        )
+        streams = int(found(r"closed loop at (\d+) streams", closed))
+        assert streams >= 1
+        assert level_of(closed) == streams and f"closed loop {streams}" in header_line(closed)
+        assert "auto off" in header_line(closed)
+        pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the closed step measuring")
+        quit_run(pane, record)
+
+    steps = steps_summary(record)
+    assert [line[0] for line in steps] == [0, 1, 2, 3]
+    assert steps[0] == (0, "closed", 4, None, "level")  # the plan's step cut by ↑
+    assert steps[1] == (1, "closed", 5, None, "mode")  # the manual level, held until o
+    index, mode, cap, asked, ended_by = steps[2]
+    assert (mode, cap, ended_by) == ("open", 0, "mode")  # the open step keeps its own mode, no cap
+    assert isinstance(asked, float) and abs(asked - rate) <= 0.01
+    assert steps[3] == (3, "closed", streams, None, "stop")
+
+
+def test_up_after_finished_starts_a_step(tmp_path: Path) -> None:
+    record = tmp_path / "finished.jsonl"
+    # No warm-up: at 1 stream the new step's first request is then its own (counted) one.
+    plan = ["--steps", "1,2", "--step-seconds", "3", "--warmup", "0"]
+    with ramp_session(["demo", *plan, "--out", str(record)]) as pane:
+        idle = pane.wait_for(
+            lambda s: "FINISHED" in header_line(s) and "idle" in header_line(s), 60, "FINISHED, idle"
+        )
+        assert level_of(idle) == 0 and "auto off" in header_line(idle)
+        assert [line[2] for line in steps_summary(record)] == [1, 2]
+        pane.keys("Up")
+        started = pane.wait_for(
+            lambda s: "RUNNING" in header_line(s) and "FINISHED" not in header_line(s) and level_of(s) == 1,
+            10,
+            "a new step at level 1",
+        )
+        assert "closed loop 1" in header_line(started)
+        pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the new step measuring")
+        quit_run(pane, record)
+    wait_record(record, lambda r: len(step_lines(r)) == 3, 5, "the new step's line")
+    assert steps_summary(record)[2] == (2, "closed", 1, None, "stop")
+    assert record_lines(record)[-1]["kind"] == "end"
