@@ -198,7 +198,16 @@ def _verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     lines = []
     label = "best (no SLO set)" if _no_slo(steps) else "best under SLO"
     if best is None or not 0 <= best < len(steps):
-        lines.append(f"{label}: none (no step met the SLO)")
+        # Met, but not a clean step: cut by a key (its requests ran into the next load) or stopped part-way.
+        unclean = [s for s in steps if s.verdict.met and (not s.clean or s.ended_by == "stop")]
+        if unclean:
+            which = ", ".join(str(s.index + 1) for s in unclean)
+            lines.append(
+                f"{label}: none among clean steps (step {which} met it, but was cut by a key or stopped "
+                "part-way, so it is not measured under its own load)"
+            )
+        else:
+            lines.append(f"{label}: none (no step met the SLO)")
     else:
         step = steps[best]
         lines.append(

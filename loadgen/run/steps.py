@@ -242,6 +242,8 @@ class Steps:
         """The step the header names: the closing one while it holds, else the current (or next) one."""
         if self.current is None and self.closing is not None:
             return self.closing.step
+        if self.current is None and self.summaries and self.summaries[-1].index == self.index - 1:
+            return self.index - 1  # between steps (idle, finished): the last one, until the next begins
         return self.index
 
     def closing_left(self) -> int:
