@@ -140,6 +140,7 @@ class RunConfig:
     # What the run costs: the profile's [pricing] with the price flags over it field by field (the record
     # header states it); None: no price known.
     pricing: Pricing | None = None
+    baseline: str | None = None  # --baseline RECORD: a record the console holds this run against
 
     @property
     def api(self) -> Api:

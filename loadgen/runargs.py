@@ -23,6 +23,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
+from loadgen.analysis.baseline import baseline_problem
 from loadgen.config import (
     APIS,
     ARRIVALS,
@@ -101,6 +102,7 @@ class RunFlags:
     fit_context: bool = False
     reset_prefix_cache: CacheResets = "never"
     revision: str | None = None
+    baseline: str | None = None
     usd_per_1m_input: float | None = None
     usd_per_1m_output: float | None = None
     usd_per_1m_cache_read: float | None = None
@@ -248,6 +250,9 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--revision", default=d.revision, help="the model's revision (commit or tag), recorded for compare"
+    )
+    p.add_argument(
+        "--baseline", default=d.baseline, metavar="RECORD", help="a record to hold this run against, live"
     )
     _add_price_flags(p)
     p.add_argument("--ttft-timeout", type=float, default=d.ttft_timeout)
@@ -450,6 +455,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
     shape = load_shape(flags, profile.ramp)
     out = _record_path(flags, profile)
     problem = plan_problem(shape.plan, flags) or out_problem(out)
+    problem = problem or (baseline_problem(flags.baseline) if flags.baseline is not None else None)
     if problem is not None:
         raise UsageError(problem)
     if flags.find_max is not None and profile.slo.is_empty():
@@ -479,6 +485,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         fit_context=flags.fit_context,
         reset_prefix_cache=flags.reset_prefix_cache,
         pricing=resolve_pricing(flags, profile.pricing),
+        baseline=flags.baseline,
         transport=flags.transport,
         warmup_s=flags.warmup if flags.warmup is not None else 0.0,
         telemetry=not flags.no_metrics,

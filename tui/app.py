@@ -40,6 +40,7 @@ from loadgen.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.snapshot import Snapshot
 from tui.actions import EngineActions
+from tui.baseline import open_baseline
 from tui.commands import RampCommands
 from tui.console import ConsoleScreen
 from tui.detail import DetailScreen, ErrorsDetail, StepDetail
@@ -99,7 +100,7 @@ class RampApp(EngineActions):
 
     # ---- wiring --------------------------------------------------------------------------------
     def get_default_screen(self) -> ConsoleScreen:
-        return ConsoleScreen()
+        return ConsoleScreen(open_baseline(self.config))  # --baseline: read once, as the console starts
 
     def on_mount(self) -> None:
         if self.engine is not None and self.start_engine:

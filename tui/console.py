@@ -3,6 +3,10 @@ ones) and the footer with the steering keys.
 
 The steering bindings live on this screen, not on the app, so that a modal (typing a level, confirming
 quit) never lets an arrow key change the load behind it.
+
+With a baseline (``--baseline``, ``tui.baseline``) the histogram, steps and curve panels draw it, and the
+panels see each snapshot with the baseline's conditions check among its warnings (the errors panel lists
+them).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from loadgen.snapshot import Snapshot
+from tui.baseline import LiveBaseline
 from tui.control import ControlPanel
 from tui.curve import CurvePanel
 from tui.errors import ErrorsPanel
@@ -45,33 +50,44 @@ class Dashboard(Container):
 
     compact: reactive[bool] = reactive(True, recompose=True)
 
+    def __init__(self, *, id: str | None = None, baseline: LiveBaseline | None = None) -> None:
+        super().__init__(id=id)
+        self.baseline = baseline
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        screen = self.screen
+        if self.baseline is not None and isinstance(screen, ConsoleScreen):
+            screen.show_again()  # the new panels drew the app's snapshot, which lacks the baseline's warnings
+
     def compose(self) -> ComposeResult:
+        base = self.baseline
         if self.compact:
             with TabbedContent(id="tabs"):
                 with TabPane("1 Latency", id="latency"), Horizontal(classes="pair"):
-                    yield HistogramPanel("left", id="hist-left")
-                    yield HistogramPanel("right", id="hist-right")
+                    yield HistogramPanel("left", id="hist-left", baseline=base)
+                    yield HistogramPanel("right", id="hist-right", baseline=base)
                 with TabPane("2 Throughput", id="throughput"):
                     yield ThroughputPanel(id="throughput-panel")
                 with TabPane("3 Server", id="server"):
                     yield ServerPanel(id="server-panel")
                 with TabPane("4 Steps", id="steps"):
-                    yield StepsPanel(id="steps-panel")
+                    yield StepsPanel(id="steps-panel", baseline=base)
                 with TabPane("5 Curve", id="curve"):
-                    yield CurvePanel(id="curve-panel")
+                    yield CurvePanel(id="curve-panel", baseline=base)
                 with TabPane("6 Errors", id="errors"):
                     yield ErrorsPanel(id="errors-panel")
         else:
             with Vertical(id="grid"):
                 with Horizontal(id="row-latency", classes="pair"):
-                    yield HistogramPanel("left", id="hist-left")
-                    yield HistogramPanel("right", id="hist-right")
+                    yield HistogramPanel("left", id="hist-left", baseline=base)
+                    yield HistogramPanel("right", id="hist-right", baseline=base)
                 with Horizontal(id="row-middle"):
                     yield ThroughputPanel(id="throughput-panel")
                     yield ServerPanel(id="server-panel")
                 with Horizontal(id="row-steps"):
-                    yield StepsPanel(id="steps-panel")
-                    yield CurvePanel(id="curve-panel")
+                    yield StepsPanel(id="steps-panel", baseline=base)
+                    yield CurvePanel(id="curve-panel", baseline=base)
                     yield ErrorsPanel(id="errors-panel")
 
 
@@ -105,10 +121,15 @@ class ConsoleScreen(Screen[None]):
         ),
     ]
 
+    def __init__(self, baseline: LiveBaseline | None = None) -> None:
+        super().__init__()
+        self.baseline = baseline
+        self.shown: tuple[Snapshot, ViewState] | None = None  # the last drawn, for panels made since
+
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield ControlPanel(id="control")
-        dashboard = Dashboard(id="dashboard")
+        dashboard = Dashboard(id="dashboard", baseline=self.baseline)
         dashboard.set_reactive(Dashboard.compact, is_compact(self.app.size.width, self.app.size.height))
         yield dashboard
         yield Footer(compact=True)
@@ -117,8 +138,16 @@ class ConsoleScreen(Screen[None]):
         self.query_one(Dashboard).compact = is_compact(event.size.width, event.size.height)
 
     def show(self, snapshot: Snapshot, view: ViewState) -> None:
+        if self.baseline is not None:
+            snapshot = self.baseline.annotate(snapshot)
+        self.shown = (snapshot, view)
         for panel in self.query(SnapshotPanel):
             panel.show(snapshot, view)
+
+    def show_again(self) -> None:
+        if self.shown is not None:
+            for panel in self.query(SnapshotPanel):
+                panel.show(*self.shown)
 
     def action_show_tab(self, tab: str) -> None:
         tabs = self.query(TabbedContent)

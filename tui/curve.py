@@ -5,6 +5,9 @@ it when there is room; a label never touches another label or marker, so "9" and
 "912". Two steps on one cell are nudged apart, so no point is hidden. The y axis keeps to the ordinary
 points: a step far above the rest (over ``OUTLIER_GAP`` times the next one) is drawn on the top edge with
 an arrow instead of squashing every other point onto the floor. The TTFT p95 SLO is a dashed line.
+
+With a baseline (``--baseline``, ``tui.baseline``) each of its levels is a ghost ◇ (dim, unlabelled, drawn
+after the run's own markers and labels, so it never displaces one); the axes span both runs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from rich.text import Text
 
 from loadgen.format import fmt_ms, fmt_si
 from loadgen.snapshot import Snapshot, StepSummary
+from tui.baseline import LiveBaseline
 from tui.line import fit_line, piece
 from tui.panel import SnapshotPanel
 from tui.plot import place_labels
@@ -25,6 +29,10 @@ from tui.view import CurveX, ViewState
 
 MARKERS = {"met": "●", "miss": "✕", "none": "○", "best": "★"}
 LEGEND = {"met": "met", "miss": "miss", "none": "no SLO", "best": "best"}
+GHOST = "◇"  # a baseline level (kind "ghost")
+GHOST_LEGEND = "baseline"
+# the baseline was measured under other conditions (the errors panel says which)
+NOT_MATCHED = "⚠ not matched"
 CLIPPED = "↑"
 SLO_SPAN = 4.0  # the y axis stretches to an SLO up to this many times the highest point
 OUTLIER_GAP = 3.0  # a point over this many times the next highest is drawn on the top edge
@@ -40,7 +48,7 @@ def _s(styles: Mapping[str, Style], name: str) -> Style:
 class CurvePoint:
     x: float
     y: float
-    kind: str  # a key of MARKERS
+    kind: str  # a key of MARKERS, or "ghost"
     label: str  # the step's number, as everywhere on screen
     cut: bool  # a manual change cut the step: drawn dim, never best
 
@@ -72,6 +80,15 @@ def curve_points(steps: Sequence[StepSummary], best_step: int | None, x_axis: Cu
     return points
 
 
+def ghost_points(ghosts: Sequence[tuple[float, float]]) -> list[CurvePoint]:
+    """The baseline's levels as (x, TTFT p95) pairs, as curve points of kind "ghost"."""
+    return [CurvePoint(x, y, "ghost", "", False) for x, y in ghosts]
+
+
+def glyph(kind: str) -> str:
+    return GHOST if kind == "ghost" else MARKERS[kind]
+
+
 def y_limit(ys: Sequence[float]) -> float | None:
     """The height above which points are outliers (drawn on the edge), or None when none is.
 
@@ -99,10 +116,15 @@ def y_scale(points: Sequence[CurvePoint], slo_ttft_p95_ms: float | None) -> tupl
     return top * 1.05, slo_drawn
 
 
-def curve_legend(points: Sequence[CurvePoint], slo_ttft_p95_ms: float | None = None) -> str:
-    """'● met  ✕ miss  ★ best  ↑ off scale': the markers this curve draws."""
+def curve_legend(
+    points: Sequence[CurvePoint], slo_ttft_p95_ms: float | None = None, *, matched: bool = True
+) -> str:
+    """'● met  ✕ miss  ★ best  ◇ baseline  ↑ off scale': the markers this curve draws (``matched``: False
+    when the baseline's conditions differ)."""
     kinds = {p.kind for p in points}
     words = [f"{MARKERS[k]} {LEGEND[k]}" for k in MARKERS if k in kinds]
+    if "ghost" in kinds:
+        words.append(f"{GHOST} {GHOST_LEGEND}" + ("" if matched else f" {NOT_MATCHED}"))
     y_hi, _ = y_scale(points, slo_ttft_p95_ms)
     if any(p.y > y_hi for p in points):
         words.append(f"{CLIPPED} off scale")
@@ -173,17 +195,13 @@ class Grid:
 def draw_points(
     grid: Grid, points: Sequence[CurvePoint], x_hi: float, y_hi: float, styles: Mapping[str, Style]
 ) -> None:
-    """Markers first (the best step, then the latest, get their own cell), then labels where they fit."""
-    order = sorted(range(len(points)), key=lambda i: (points[i].kind != "best", -i))
+    """Markers first (the best step, then the latest, get their own cell), then labels where they fit, then
+    the baseline's ghosts in the cells left."""
+    steps = [i for i, p in enumerate(points) if p.kind != "ghost"]
+    order = sorted(steps, key=lambda i: (points[i].kind != "best", -i))
     at: dict[int, tuple[int, int]] = {}
     for i in order:
-        p = points[i]
-        col = round(p.x / x_hi * (grid.width - 1)) if x_hi > 0 else 0
-        height = grid.height - 1 if p.y > y_hi else round(p.y / y_hi * (grid.height - 1)) if y_hi > 0 else 0
-        row = grid.height - 1 - min(grid.height - 1, max(0, height))  # counted from the top
-        at[i] = grid.nearest_free(min(grid.width - 1, max(0, col)), row)
-        style = _s(styles, "cut") if p.cut else _s(styles, p.kind)
-        grid.put(*at[i], MARKERS[p.kind], style)
+        at[i] = place_marker(grid, points[i], x_hi, y_hi, styles)
     for i in order:
         p = points[i]
         label_style = _s(styles, "label")
@@ -192,6 +210,22 @@ def draw_points(
                 grid.place_label(*at[i], CLIPPED, label_style)
         else:
             grid.place_label(*at[i], p.label, label_style)
+    for p in points:
+        if p.kind == "ghost":
+            place_marker(grid, p, x_hi, y_hi, styles)
+
+
+def place_marker(
+    grid: Grid, p: CurvePoint, x_hi: float, y_hi: float, styles: Mapping[str, Style]
+) -> tuple[int, int]:
+    """``p``'s marker in its cell, or the free one nearest it; where it went."""
+    col = round(p.x / x_hi * (grid.width - 1)) if x_hi > 0 else 0
+    height = grid.height - 1 if p.y > y_hi else round(p.y / y_hi * (grid.height - 1)) if y_hi > 0 else 0
+    row = grid.height - 1 - min(grid.height - 1, max(0, height))  # counted from the top
+    cell = grid.nearest_free(min(grid.width - 1, max(0, col)), row)
+    style = _s(styles, "cut") if p.cut else _s(styles, p.kind)
+    grid.put(*cell, glyph(p.kind), style)
+    return cell
 
 
 def curve_title(
@@ -217,11 +251,13 @@ def render_curve(
     *,
     slo_ttft_p95_ms: float | None = None,
     styles: Mapping[str, Style] | None = None,
+    ghosts: Sequence[tuple[float, float]] = (),
 ) -> Text:
-    """TTFT p95 (y) against out tok/s or level (x); the TTFT p95 SLO, when set, as a dashed line."""
+    """TTFT p95 (y) against out tok/s or level (x); the TTFT p95 SLO, when set, as a dashed line; the
+    baseline's levels (``ghosts``: x, TTFT p95) as ghosts."""
     styles = styles or {}
     dim = _s(styles, "dim")
-    points = curve_points(steps, best_step, x_axis)
+    points = curve_points(steps, best_step, x_axis) + ghost_points(ghosts)
     x_name = "out tok/s" if x_axis == "out_tok_s" else "level"
     y_hi, slo_drawn = y_scale(points, slo_ttft_p95_ms)
     title = curve_title(x_name, slo_ttft_p95_ms, slo_drawn, width, styles)
@@ -268,15 +304,32 @@ class CurvePanel(SnapshotPanel):
         "curve--cut",
         "curve--label",
         "curve--slo",
+        "curve--ghost",
     }
+    DEFAULT_CSS = """
+    CurvePanel > .curve--ghost { color: $text-muted; }
+    """
+
+    def __init__(
+        self, *, id: str | None = None, classes: str | None = None, baseline: LiveBaseline | None = None
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.baseline = baseline
+
+    def ghosts(self, view: ViewState) -> list[tuple[float, float]]:
+        return [] if self.baseline is None else self.baseline.curve_points(view.curve_x)
+
+    def matched(self, snapshot: Snapshot) -> bool:
+        return self.baseline is None or not self.baseline.warnings(snapshot)
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (snapshot.steps, snapshot.best_step, view.curve_x, snapshot.slo)
+        return (snapshot.steps, snapshot.best_step, view.curve_x, snapshot.slo, self.matched(snapshot))
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         self.border_title = "Throughput–latency"
         points = curve_points(snapshot.steps, snapshot.best_step, view.curve_x)
-        self.border_subtitle = curve_legend(points, snapshot.slo.ttft_p95_ms)
+        points += ghost_points(self.ghosts(view))
+        self.border_subtitle = curve_legend(points, snapshot.slo.ttft_p95_ms, matched=self.matched(snapshot))
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("curve--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
@@ -288,4 +341,5 @@ class CurvePanel(SnapshotPanel):
             height,
             slo_ttft_p95_ms=snapshot.slo.ttft_p95_ms,
             styles=styles,
+            ghosts=self.ghosts(view),
         )

@@ -6,12 +6,15 @@ marks p50/p95/p99 and the SLO threshold. It never computes a percentile.
 
 Layout, top to bottom: percentile line, bars, axis with markers, marker labels, value ticks. Rows are
 dropped from the bottom of that list of extras when the panel is short.
+
+A baseline's percentiles at the same level (``ghosts``) are hollow △ on the axis in a dim style; the run's
+own ▲ wins a column they share, and the axis stretches to them when they lie within 10x of the data.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -37,12 +40,15 @@ class HistogramStyle:
     p95: Style = Style(color="yellow", bold=True)
     p99: Style = Style(color="magenta", bold=True)
     slo: Style = Style(color="red", bold=True)
+    ghost: Style = Style(dim=True)  # the baseline's percentiles
 
 
 DEFAULT_STYLE = HistogramStyle()
 
 # Markers differ by glyph as well as colour so that they survive NO_COLOR.
 MARKER_GLYPH = "▲"
+GHOST_GLYPH = "△"
+GHOST_POINTS = ("p50", "p95", "p99")
 SLO_GLYPH = "┃"
 SLO_LINE = "┊"
 
@@ -61,15 +67,19 @@ def data_range(bins: Sequence[Bin]) -> tuple[float, float] | None:
     return lo, hi
 
 
-def axis_range(bins: Sequence[Bin], threshold: float | None) -> tuple[float, float] | None:
-    """The data range, stretched to show the SLO threshold when it lies within 10x of the data."""
+def axis_range(
+    bins: Sequence[Bin], threshold: float | None, also: Sequence[float] = ()
+) -> tuple[float, float] | None:
+    """The data range, stretched to show the SLO threshold (and each of ``also``) when it lies within 10x
+    of the data."""
     span = data_range(bins)
     if span is None:
         return None
     lo, hi = span
-    if threshold is not None and threshold > 0 and lo / 10 <= threshold <= hi * 10:
-        lo = min(lo, threshold / 1.15)
-        hi = max(hi, threshold * 1.15)
+    for value in (threshold, *also):
+        if value is not None and value > 0 and span[0] / 10 <= value <= span[1] * 10:
+            lo = min(lo, value / 1.15)
+            hi = max(hi, value * 1.15)
     return lo, hi
 
 
@@ -159,11 +169,14 @@ def axis_line(
     slo_value: float | None,
     span: tuple[float, float],
     style: HistogramStyle,
+    ghost_cols: Sequence[int] = (),
 ) -> Text:
     axis = ["─"] * width
     axis_styles: list[Style] = [style.axis] * width
     if slo_col is not None:
         axis[slo_col], axis_styles[slo_col] = SLO_GLYPH, style.slo
+    for col in ghost_cols:
+        axis[col], axis_styles[col] = GHOST_GLYPH, style.ghost
     for col, _name, marker_style in reversed(markers):
         axis[col], axis_styles[col] = MARKER_GLYPH, marker_style
     line = Text(no_wrap=True, overflow="crop")
@@ -186,15 +199,18 @@ def render_histogram(
     higher_is_better: bool = False,
     style: HistogramStyle = DEFAULT_STYLE,
     basic: bool = False,
+    ghosts: Mapping[str, float] | None = None,
 ) -> Text:
-    """The whole histogram block as one multi-line ``Text`` of at most ``height`` lines."""
+    """The whole histogram block as one multi-line ``Text`` of at most ``height`` lines; ``ghosts``: a
+    baseline's percentiles ("p50", "p95", "p99") at the same level."""
     if width < 8 or height < 2:
         return Text("")
     if view is None or view.pct.count == 0 or data_range(view.bins) is None:
         return Text("no samples yet", style=style.label)
 
     slo_value = threshold[0] if threshold else None
-    span = axis_range(view.bins, slo_value)
+    ghost_values = [v for name, v in (ghosts or {}).items() if name in GHOST_POINTS and v > 0]
+    span = axis_range(view.bins, slo_value, ghost_values)
     assert span is not None
     scale = LogScale(span[0], span[1], width)
 
@@ -210,7 +226,8 @@ def render_histogram(
     lines: list[Text] = [percentile_line(view, width, style)] if show_header else []
     lines += bar_lines(bars, slo_col, higher_is_better, style)
     markers = percentile_markers(view, scale, style)
-    lines.append(axis_line(width, markers, slo_col, slo_value, span, style))
+    ghost_cols = [scale.column(v) for v in ghost_values if span[0] <= v <= span[1]]  # off the axis: left out
+    lines.append(axis_line(width, markers, slo_col, slo_value, span, style, ghost_cols))
 
     if show_marker_labels:
         labels: list[tuple[int, str, Style | str]] = [

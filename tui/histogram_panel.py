@@ -1,7 +1,8 @@
 """The two HDR histogram panels (left: TTFT by default, right: per-request decode tok/s).
 
 Each reads one ``HistogramView`` from the window the view state picks and hands it to the pure
-renderer in ``tui.histogram``; the SLO threshold for the metric is drawn on it.
+renderer in ``tui.histogram``; the SLO threshold for the metric is drawn on it, and with a baseline
+(``--baseline``) the baseline's p50/p95/p99 of the metric at the load the run is under now, as ghosts.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from rich.text import Text
 from loadgen.config import Window
 from loadgen.format import fmt_count
 from loadgen.snapshot import HistogramView, Snapshot
+from tui.baseline import LiveBaseline, current_level
 from tui.format import metric_title, slo_threshold, snapshot_phase, window_label
-from tui.histogram import HistogramStyle, render_histogram
+from tui.histogram import GHOST_GLYPH, HistogramStyle, render_histogram
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
@@ -35,11 +37,26 @@ class HistogramPanel(SnapshotPanel):
         "histogram--p95",
         "histogram--p99",
         "histogram--slo",
+        "histogram--ghost",
     }
+    DEFAULT_CSS = """
+    HistogramPanel > .histogram--ghost { color: $text-muted; }
+    """
 
-    def __init__(self, side: str, *, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        side: str,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+        baseline: LiveBaseline | None = None,
+    ) -> None:
         super().__init__(id=id, classes=classes)
         self.side = side
+        self.baseline = baseline
+
+    def ghosts(self, snapshot: Snapshot, view: ViewState) -> dict[str, float]:
+        return {} if self.baseline is None else self.baseline.percentiles(snapshot, self.metric(view))
 
     def metric(self, view: ViewState) -> str:
         return view.left_metric if self.side == "left" else view.right_metric
@@ -53,6 +70,7 @@ class HistogramPanel(SnapshotPanel):
             snapshot.slo,
             snapshot.rolling_s,
             snapshot_phase(snapshot.phase, snapshot.warming_up),
+            current_level(snapshot) if self.baseline is not None else None,
         )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
@@ -62,7 +80,8 @@ class HistogramPanel(SnapshotPanel):
         self.border_title = f"{metric_title(metric)} · {window_label(view.window, snapshot.rolling_s, phase)}"
         count = f"n={fmt_count(hist.pct.count)}" if hist is not None else "n=0"
         threshold = slo_threshold(snapshot.slo, metric)
-        self.border_subtitle = f"{threshold[1]} · {count}" if threshold else count
+        ghost = f"{GHOST_GLYPH} baseline · " if self.ghosts(snapshot, view) else ""
+        self.border_subtitle = f"{ghost}{threshold[1]} · {count}" if threshold else ghost + count
 
     def histogram_style(self) -> HistogramStyle:
         get = self.style_of
@@ -76,6 +95,7 @@ class HistogramPanel(SnapshotPanel):
             p95=get("histogram--p95"),
             p99=get("histogram--p99"),
             slo=get("histogram--slo"),
+            ghost=get("histogram--ghost"),
         )
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
@@ -88,4 +108,5 @@ class HistogramPanel(SnapshotPanel):
             higher_is_better=metric == "decode_tok_s",
             style=self.histogram_style(),
             basic=self.basic_glyphs,
+            ghosts=self.ghosts(snapshot, view),
         )

@@ -4,6 +4,10 @@ Each row says what its verdict stands on: the failing SLO clause in the SLO cell
 the client limited (``StepSummary.client_bound``) or a manual change cut (``carried_share``). Columns
 that matter less give way first on a narrow panel; ``#``, level, tok/s, TTFT p95, err, SLO and the notes
 always stay. ``d`` opens every figure of a step (``tui.detail``).
+
+With a baseline (``--baseline``, ``tui.baseline``) a "vs base" column says per step how its out tok/s and
+the SLO's figure stand against the baseline at its level: better, worse, or within noise ("?": one step on
+each side, no noise estimate); it stays at any width, its percentages giving way first.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from loadgen.analysis.baseline import StepVerdict, slo_figure
 from loadgen.format import fmt_count, fmt_ms, fmt_rate, fmt_si
 from loadgen.snapshot import Snapshot, StepSummary
+from tui.baseline import WORDS, LiveBaseline
+from tui.baseline import verdict_cell as baseline_cell
 from tui.format import step_notes, verdict_cell, verdict_label
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
@@ -48,8 +55,18 @@ class Column:
     left: bool = False
 
 
-def columns(compact: int = 0) -> tuple[Column, ...]:
-    """The table's columns; ``compact`` shortens the SLO cell (see ``verdict_cell``)."""
+BASE = "vs base"
+Verdicts = Mapping[int, StepVerdict]  # StepSummary.index -> its verdict against the baseline
+
+
+def columns(compact: int = 0, verdicts: Verdicts | None = None) -> tuple[Column, ...]:
+    """The table's columns; ``compact`` shortens the SLO cell (see ``verdict_cell``) and the baseline's
+    (``verdicts``; no such column without them)."""
+    base = (
+        ()
+        if verdicts is None
+        else (Column(BASE, lambda s: baseline_cell(verdicts.get(s.index), compact), True, left=True),)
+    )
     return (
         Column("#", lambda s: str(s.index + 1), True, left=True),
         Column("level", level_text, True),
@@ -60,6 +77,7 @@ def columns(compact: int = 0) -> tuple[Column, ...]:
         Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), False),
         Column("err", lambda s: fmt_count(s.stats.error_count), True),
         Column("SLO", lambda s: verdict_cell(s.verdict, compact), True, left=True),
+        *base,
         Column("notes", lambda s: step_notes(s.client_bound, s.carried_share), True, left=True),
     )
 
@@ -68,7 +86,9 @@ GAP = 2  # cells between two columns: the right padding and the box's (blank) di
 OPTIONAL_ORDER = ("e2e p95", "dec p50", "TTFT p50")  # the first to give way on a narrow panel
 
 
-def fitting_columns(steps: Sequence[StepSummary], width: int | None) -> list[Column]:
+def fitting_columns(
+    steps: Sequence[StepSummary], width: int | None, verdicts: Verdicts | None = None
+) -> list[Column]:
     """The columns that fit ``width`` (all of them when None): the optional ones give way first, then the
     SLO cell shortens; an empty notes column is left out."""
 
@@ -81,7 +101,9 @@ def fitting_columns(steps: Sequence[StepSummary], width: int | None) -> list[Col
 
     chosen: list[Column] = []
     for compact in range(3):
-        chosen = [c for c in columns(compact) if c.header != "notes" or any(c.cell(s) for s in steps)]
+        chosen = [
+            c for c in columns(compact, verdicts) if c.header != "notes" or any(c.cell(s) for s in steps)
+        ]
         for header in OPTIONAL_ORDER:
             if width is None or total(chosen) <= width:
                 break
@@ -98,12 +120,14 @@ def render_steps_table(
     *,
     width: int | None = None,
     styles: Mapping[str, Style] | None = None,
+    verdicts: Verdicts | None = None,
 ) -> Table | Text:
-    """The last rows that fit in ``height`` (header included), the columns that fit in ``width``."""
+    """The last rows that fit in ``height`` (header included), the columns that fit in ``width``; with
+    ``verdicts``, each step against the baseline."""
     styles = styles or {}
     if not steps:
         return Text("no finished steps yet", style=_s(styles, "dim"))
-    columns = fitting_columns(steps, width)
+    columns = fitting_columns(steps, width, verdicts)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), expand=False, show_edge=False, pad_edge=False)
     for column in columns:
         table.add_column(
@@ -133,18 +157,46 @@ def cell_text(column: Column, step: StepSummary, best: bool, styles: Mapping[str
         return Text(text, style=_s(styles, {"met": "good", "miss": "bad"}.get(verdict, "dim")))
     if column.header == "notes":
         return Text(text, style=_s(styles, "warn"))
+    if column.header == BASE:
+        return base_text(text, styles)
     return Text(text)
+
+
+_WORD_STYLE = {WORDS["better"]: "good", WORDS["worse"]: "bad"}
+
+
+def base_text(text: str, styles: Mapping[str, Style]) -> Text:
+    """The baseline cell, each verdict in its colour (better good, worse bad, the rest dim)."""
+    out = Text()
+    for n, part in enumerate(text.split(" · ")):
+        if n:
+            out.append(" · ", style=_s(styles, "dim"))
+        word = part.rsplit(" ", 1)[-1].rstrip("?")
+        out.append(part, style=_s(styles, _WORD_STYLE.get(word, "dim")))
+    return out
 
 
 class StepsPanel(SnapshotPanel):
     COMPONENT_CLASSES = {"steps--dim", "steps--best", "steps--good", "steps--bad", "steps--warn"}
 
+    def __init__(
+        self, *, id: str | None = None, classes: str | None = None, baseline: LiveBaseline | None = None
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.baseline = baseline
+
+    def verdicts(self, snapshot: Snapshot) -> Verdicts | None:
+        return None if self.baseline is None else self.baseline.verdicts(snapshot.steps, snapshot.slo)
+
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (len(snapshot.steps), snapshot.best_step)
+        return (len(snapshot.steps), snapshot.best_step, snapshot.slo if self.baseline else None)
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         best = starred(snapshot.steps, snapshot.best_step)
         self.border_title = "Ramp steps"
+        if self.baseline is not None and self.baseline.run is not None:
+            figure = slo_figure(snapshot.slo).label.removesuffix(" ms").removesuffix(" s")
+            self.border_title = f"Ramp steps · {BASE}: tok/s · {figure}"
         if best is not None and best < len(snapshot.steps):
             step = snapshot.steps[best]
             self.border_subtitle = (
@@ -157,4 +209,11 @@ class StepsPanel(SnapshotPanel):
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Table | Text:
         styles = {name.removeprefix("steps--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return render_steps_table(snapshot.steps, snapshot.best_step, height, width=width, styles=styles)
+        return render_steps_table(
+            snapshot.steps,
+            snapshot.best_step,
+            height,
+            width=width,
+            styles=styles,
+            verdicts=self.verdicts(snapshot),
+        )

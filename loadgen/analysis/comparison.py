@@ -42,6 +42,7 @@ __all__ = [
     "MetricRow",
     "as_json",
     "build",
+    "figure_delta",
     "warning_line",
 ]
 
@@ -110,7 +111,9 @@ def warning_line(comparison: Comparison) -> str:
     )
 
 
-def _delta(figure: Figure, base: Spread | None, other: Spread | None) -> Delta | None:
+def figure_delta(figure: Figure, base: Spread | None, other: Spread | None) -> Delta | None:
+    """``other`` against ``base``: "within noise" when either has repeats and their ranges overlap, else
+    "better" or "worse" by the figure's direction ("" when the medians are equal)."""
     if base is None or other is None:
         return None
     delta = other.median - base.median
@@ -142,7 +145,7 @@ def _level(key: LevelKey, runs: Sequence[Run], costs: Sequence[Sequence[StepCost
             values.append(spread(known))
         if all(v is None for v in values):
             continue  # no run has this figure here (no goodput written, no pricing, no speculation)
-        deltas = (None, *(_delta(figure, values[0], v) for v in values[1:]))
+        deltas = (None, *(figure_delta(figure, values[0], v) for v in values[1:]))
         rows.append(MetricRow(figure, tuple(values), deltas))
     bound = tuple(
         level is not None and any(run.steps[i].client_bound for i in level.at)
