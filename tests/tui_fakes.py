@@ -229,6 +229,10 @@ class FakeEngine:
         self._update(state="stopped")
         self.stopped.set()
 
+    def interrupt(self, signum: int) -> None:
+        self.calls.append(("interrupt", (signum,)))
+        self.stop(cancel=True)
+
     def latest(self) -> Snapshot | None:
         return self.snapshot
 

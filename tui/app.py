@@ -26,6 +26,7 @@ worker), or after ``QUIT_TIMEOUT_S`` if the engine does not answer.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from textual.worker import Worker, WorkerState
 
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine, EngineControl
+from loadgen.run.signals import StopSignals
 from loadgen.snapshot import Snapshot
 from tui.actions import EngineActions
 from tui.baseline import open_baseline
@@ -324,7 +326,16 @@ def run_console(config: RunConfig, *, refresh_hz: float = 4.0) -> RunOutcome | N
     finish)."""
     app = RampApp(refresh_hz=refresh_hz, config=config)
     app.attach(app.build_engine(config))
-    app.run()
+
+    def on_signal(signum: int) -> None:
+        # SIGTERM / SIGHUP (a dropped SSH session) stop the console like quitting does: the record is
+        # finished, its end event names the signal, and ramp exits 128 + N. Runs in the app's thread.
+        if app.engine is not None:
+            app.engine.interrupt(signum)
+        asyncio.get_running_loop().call_soon_threadsafe(app.exit)
+
+    with StopSignals(on_signal):
+        app.run()
     engine = app.engine
     if engine is None:
         return None
