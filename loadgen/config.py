@@ -56,6 +56,21 @@ class SLO:
     def as_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def good(self, ttft_ms: float | None, decode_tok_s: float | None, e2e_ms: float) -> bool:
+        """Whether one successful request met the SLO's limits read per request (goodput): its TTFT within
+        the TTFT limit (p95's, else p99's), its decode speed at least the decode limit, its end-to-end time
+        within the e2e limit. ITL and the error rate are step-level figures, not judged per request."""
+        ttft_limit = self.ttft_p95_ms if self.ttft_p95_ms is not None else self.ttft_p99_ms
+        if ttft_limit is not None and (ttft_ms is None or ttft_ms > ttft_limit):
+            return False
+        if (
+            self.decode_p50_tok_s is not None
+            and decode_tok_s is not None
+            and decode_tok_s < self.decode_p50_tok_s
+        ):
+            return False
+        return self.e2e_p95_s is None or e2e_ms <= self.e2e_p95_s * 1000.0
+
 
 SLO_KEYS: tuple[str, ...] = tuple(f.name for f in fields(SLO))
 

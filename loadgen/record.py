@@ -219,6 +219,8 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("out_tok_s", _stats(lambda w: w.out_tok_s), _as_is, "stats.out_tok_s"),
     StepKey("prefill_tok_s", _stats(lambda w: w.prefill_tok_s), _as_is, "stats.prefill_tok_s"),
     StepKey("req_s", _stats(lambda w: w.req_s), _as_is, "stats.req_s"),
+    StepKey("goodput_req_s", _stats(lambda w: w.goodput_req_s), _as_is, "stats.goodput_req_s"),
+    StepKey("goodput_tok_s", _stats(lambda w: w.goodput_tok_s), _as_is, "stats.goodput_tok_s"),
     StepKey("ttft_ms", _summary("ttft_ms", ("p50", "p95", "p99"))),
     StepKey("itl_ms", _summary("itl_ms", ("p50", "p99"))),
     StepKey("e2e_ms", _summary("e2e_ms", ("p50", "p95"))),

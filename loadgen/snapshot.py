@@ -98,6 +98,10 @@ class WindowStats:
     by_class: Mapping[str, Mapping[str, Percentiles]] = EMPTY  # "cache:hit" -> {"ttft_ms": ...}
     # metric -> values that fell outside its histogram (negative, or past its top): not in its percentiles
     out_of_range: Mapping[str, int] = EMPTY
+    # Goodput: requests (and their output tokens) per second that met the SLO's per-request limits
+    # (SLO.good); None without an SLO.
+    goodput_req_s: float | None = None
+    goodput_tok_s: float | None = None
 
     @property
     def error_count(self) -> int:

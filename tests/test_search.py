@@ -106,3 +106,26 @@ def test_bisection_logic_without_a_server() -> None:
         met = level <= knee
         level = search.probe_result(level, met)
     assert search.passed == knee and search.failed == knee + 1 and len(seen) <= 9
+
+
+def test_goodput_counts_the_requests_that_met_the_per_request_limits(
+    sim: ProcessSimHandle, tmp_path: Path
+) -> None:
+    # decode p50 >= 105 tok/s: every request at 4 streams (about 200 tok/s) is good, none at 16 (about 59).
+    outcome, lines = run(sim, tmp_path, plan=RampPlan((4.0, 16.0), step_s=2.0, warmup_s=0.3))
+    low, high = [line for line in lines if line.get("type") == "step"]
+    assert low["ok"] > 0 and low["goodput_req_s"] == pytest.approx(low["req_s"], rel=0.01)
+    assert low["goodput_tok_s"] == pytest.approx(low["ok"] * 50 / low["window_s"], rel=0.01)
+    assert high["ok"] > 0 and high["goodput_req_s"] == 0.0 and high["goodput_tok_s"] == 0.0
+
+
+def test_a_request_is_good_when_it_meets_every_per_request_limit() -> None:
+    from loadgen.config import SLO
+
+    slo = SLO(ttft_p95_ms=500, decode_p50_tok_s=20, e2e_p95_s=10)
+    assert slo.good(ttft_ms=100, decode_tok_s=30, e2e_ms=5000)
+    assert not slo.good(ttft_ms=600, decode_tok_s=30, e2e_ms=5000)
+    assert not slo.good(ttft_ms=100, decode_tok_s=10, e2e_ms=5000)
+    assert not slo.good(ttft_ms=100, decode_tok_s=30, e2e_ms=11_000)
+    assert not slo.good(ttft_ms=None, decode_tok_s=30, e2e_ms=5000)  # no first token: not good
+    assert SLO(ttft_p99_ms=50).good(ttft_ms=40, decode_tok_s=None, e2e_ms=1e6)  # p99's limit without p95's

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loadgen.config import SLO
 from loadgen.metrics.hdr import IntArray, Layout, spec_for
 from loadgen.snapshot import EMPTY
 from loadgen.types import Outcome, RequestResult
@@ -176,8 +177,9 @@ def _itl_samples(
 class Recorder:
     """Folds RequestResults inside a worker; ``take()`` ships and resets the interval's figures."""
 
-    def __init__(self, worker_id: int = 0) -> None:
+    def __init__(self, worker_id: int = 0, slo: SLO | None = None) -> None:
         self.worker_id = worker_id
+        self.slo = slo if slo is not None and not slo.is_empty() else None  # goodput's per-request limits
         self._reset()
 
     def _reset(self) -> None:
@@ -226,9 +228,18 @@ class Recorder:
         if result.cached_tokens:
             counters["cached_tokens"] = counters.get("cached_tokens", 0) + result.cached_tokens
         outcome = result.outcome
+        if self.slo is not None:
+            counters["judged"] = counters.get("judged", 0) + 1  # goodput is known (0 if none was good)
         if outcome is Outcome.OK:
             counters["ok"] = counters.get("ok", 0) + 1
             counters["output_tokens"] = counters.get("output_tokens", 0) + result.output_tokens
+            if self.slo is not None and self.slo.good(
+                None if result.ttft_ns is None else result.ttft_ns / 1e6,
+                result.decode_tok_s,
+                (result.end_ns - result.intended_ns) / 1e6,
+            ):
+                counters["good"] = counters.get("good", 0) + 1
+                counters["good_tokens"] = counters.get("good_tokens", 0) + result.output_tokens
             if not result.tokens_exact:
                 counters["approx_tokens"] = counters.get("approx_tokens", 0) + 1
             if result.input_tokens is not None:

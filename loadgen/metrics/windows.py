@@ -157,6 +157,8 @@ class Accumulator:
             # No request told its prompt size (no usage): unknown, not 0.
             prefill_tok_s=input_tokens / duration_s if rate and c.get("input_reported") else None,
             req_s=ok / duration_s if rate else None,
+            goodput_req_s=c.get("good", 0) / duration_s if rate and c.get("judged") else None,
+            goodput_tok_s=c.get("good_tokens", 0) / duration_s if rate and c.get("judged") else None,
             approx_tokens=c.get("approx_tokens", 0),
             hist={metric: self.view(metric) for metric in METRICS},
             by_class=by_class,

@@ -69,6 +69,7 @@ class Fleet:
                 seed=config.seed,
                 transport=config.transport,
                 max_connections=config.max_connections or DEFAULT_MAX_CONNECTIONS,
+                slo=config.slo if config.slo is not None else config.profile.slo,
             )
             commands: Queue[WorkerCommand] = ctx.Queue()
             proc = ctx.Process(

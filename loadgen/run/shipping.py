@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import IO
 
 from loadgen.client import LiveCounter
+from loadgen.config import SLO
 from loadgen.metrics import Recorder
 from loadgen.run.protocol import WorkerDelta, WorkerMessage
 from loadgen.types import Outcome, RequestResult
@@ -25,11 +26,12 @@ NO_WINDOW = -2  # after a stop: no current window, so every earlier one closes
 class WindowBook:
     """The worker's open windows and its live counters; ``put`` sends a message to the controller."""
 
-    def __init__(self, worker_id: int, put: Callable[[WorkerMessage], None]) -> None:
+    def __init__(self, worker_id: int, put: Callable[[WorkerMessage], None], slo: SLO | None = None) -> None:
         self.worker_id = worker_id
+        self.slo = slo  # the run's SLO: each request is judged against its per-request limits (goodput)
         self.put = put
         self.window = -1  # the window requests are sent in now
-        self.recorders: dict[int, Recorder] = {-1: Recorder(worker_id=worker_id)}
+        self.recorders: dict[int, Recorder] = {-1: Recorder(worker_id=worker_id, slo=slo)}
         self.window_inflight: dict[int, int] = {}
         self.in_flight = 0
         self.sent = 0  # since the last shipment
@@ -73,7 +75,7 @@ class WindowBook:
     def record(self, window: int, result: RequestResult) -> None:
         recorder = self.recorders.get(window)
         if recorder is None:  # only if the window was closed under us (cannot happen while counted in flight)
-            recorder = self.recorders.setdefault(window, Recorder(worker_id=self.worker_id))
+            recorder = self.recorders.setdefault(window, Recorder(worker_id=self.worker_id, slo=self.slo))
         recorder.record(result)
         if window != self.window and self.window_inflight[window] == 0:
             self.ship_closed()
@@ -105,7 +107,7 @@ class WindowBook:
     def open(self, window: int) -> None:
         """Requests sent from now on belong to ``window`` (a flush already shipped the earlier ones)."""
         self.window = window
-        self.recorders.setdefault(window, Recorder(worker_id=self.worker_id))
+        self.recorders.setdefault(window, Recorder(worker_id=self.worker_id, slo=self.slo))
 
     def ship(self, queued: int, health: Callable[[], Mapping[str, float]], backing_off: int = 0) -> None:
         """Ship every open window's delta: the current one with the live gauges, earlier ones (requests

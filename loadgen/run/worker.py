@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from loadgen.childproc import exit_with_parent
 from loadgen.client import Client
-from loadgen.config import Mode, Transport
+from loadgen.config import SLO, Mode, Transport
 from loadgen.run.health import HealthSampler
 from loadgen.run.loops import ClosedLoop, Gate, OpenLoop
 from loadgen.run.protocol import (
@@ -70,6 +70,7 @@ class WorkerSpec:
     transport: Transport = "h1"
     max_connections: int = 1024
     tick_s: float = 0.25
+    slo: SLO | None = None  # the run's SLO (the profile's or the flags'), for goodput
 
 
 def worker_main(spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[WorkerMessage]) -> None:
@@ -157,7 +158,7 @@ class Worker:
         self.client = Client(spec.target, max_connections=spec.max_connections, transport=spec.transport)
         # The same seed in every worker: shared prefixes must be identical across processes (cache hits).
         workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api)
-        self.book = WindowBook(spec.worker_id, deltas.put)
+        self.book = WindowBook(spec.worker_id, deltas.put, spec.slo)
         self.health = HealthSampler()
         self.trace = RequestTrace(spec.worker_id)
         self.gate = Gate()
