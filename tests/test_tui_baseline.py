@@ -24,6 +24,7 @@ from loadgen.analysis.baseline import (
     ghost_points,
     live_differences,
     load_baseline,
+    mismatch_warning,
     percentiles_at,
     slo_figure,
     step_verdict,
@@ -36,6 +37,7 @@ from loadgen.snapshot import StepSummary
 from tui.app import RampApp
 from tui.baseline import LiveBaseline, planned_header, verdict_cell, verdict_lines
 from tui.curve import GHOST, render_curve
+from tui.detail import ErrorsDetail, StepDetail
 from tui.histogram import GHOST_GLYPH, MARKER_GLYPH, render_histogram
 from tui.panel import SnapshotPanel
 from tui.steps import render_steps_table
@@ -130,6 +132,11 @@ def test_each_mismatch_kind_is_named_with_both_values(tmp_path: Path) -> None:
     assert keys["step_s"] == (60.0, 30.0)
     assert keys["tag:batch"] == ("64", None)  # the run's tags are known before it: held against it
     assert "client_bound" not in keys  # judged per step
+    warning = mismatch_warning("base.jsonl", live_differences(run, {**header, **IDENTITY})) or ""
+    assert warning.startswith(
+        "baseline base.jsonl was measured under other conditions (baseline vs this run)"
+    )
+    assert "profile.sampling.temperature 1.5 vs 0" in warning and "api completions vs chat" in warning
 
 
 def test_a_record_that_is_not_a_baseline_is_refused_before_the_run(tmp_path: Path) -> None:
@@ -282,6 +289,17 @@ async def test_the_console_draws_the_baseline_and_judges_each_step(tmp_path: Pat
         assert GHOST_GLYPH not in panel_plain(app, "#hist-left")  # at 64 streams: no baseline step there
         errors = panel_plain(app, "#errors-panel")
         assert "baseline" not in errors
+        await pilot.press("d")  # the step detail view says it in words
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, StepDetail)
+        text = " ".join(detail.plain().split())
+        assert "at 64 streams: no verdict (baseline has no clean step at 64 streams)" in text
+        await pilot.press("left", "left", "left")
+        await pilot.pause()
+        words = " ".join(detail.plain().split())
+        assert "vs baseline" in words and "at 8 streams:" in words
+        assert "out tok/s: 1,480 vs 1,300: +180 (+13.8%) better, no noise estimate" in words
 
 
 async def test_ghost_percentiles_follow_the_level_the_run_is_at(tmp_path: Path) -> None:
@@ -314,6 +332,11 @@ async def test_a_mismatched_baseline_warns_on_screen_and_is_drawn_anyway(tmp_pat
         await pilot.press("6")
         await pilot.pause()
         assert "other conditions" in panel_plain(app, "#errors-panel", 70)
+        await pilot.press("e")  # and the errors in full
+        await pilot.pause()
+        full = app.screen
+        assert isinstance(full, ErrorsDetail)
+        assert "other conditions" in full.plain() and "profile in " in full.plain()
 
 
 async def test_without_a_baseline_nothing_changes(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ Regenerate with ``pytest tests/test_tui_snapshots.py --snapshot-update`` and loo
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+from test_tui_baseline import baseline_steps, console_app, live_config, write_baseline
 from textual.pilot import Pilot
-from tui_fakes import FakeEngine, judged_steps, make_snapshot
+from tui_fakes import FakeEngine, judged_steps, make_snapshot, step
 
 from loadgen.snapshot import ClientHealth, ServerTelemetry
 from tui.app import RampApp
@@ -155,3 +157,16 @@ def test_curve_with_an_outlier_80x24(snap_compare: Any) -> None:
 def test_finished_plan_waits_for_a_key_80x24(snap_compare: Any) -> None:
     app = judged_app(state="finished", phase="idle", level=0, in_flight=0, closing_left=0)
     assert snap_compare(app, terminal_size=(80, 24), run_before=drawn)
+
+
+# ---- issue 11: a live baseline ------------------------------------------------------------------------------
+
+
+def test_curve_with_a_baseline_120x36(snap_compare: Any, tmp_path: Path) -> None:
+    """The baseline's levels as ◇ on the curve, its percentiles at the run's level (64 streams) as △ on the
+    histograms, each step against it in the steps table."""
+    planned = live_config(tmp_path)
+    steps = [*baseline_steps(), replace(step(6, 64, 4700.0, 400.0, False), repeat=0)]
+    path = write_baseline(tmp_path / "base.jsonl", planned, steps)
+    app, _ = console_app(live_config(tmp_path, path))
+    assert snap_compare(app, terminal_size=(120, 36), run_before=drawn)

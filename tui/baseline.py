@@ -46,6 +46,7 @@ __all__ = [
 
 UNKNOWN_MODEL = ("", "auto")  # what the snapshot's model reads before the server has said
 WORDS = {"better": "better", "worse": "worse", "within noise": "noise", "same": "same"}
+GLYPHS = {"better": "▲", "worse": "▼", "within noise": "≈", "same": "="}  # the narrowest table's words
 NO_NOISE = "?"  # after a word: one step on each side, no noise estimate
 NO_VERDICT = "–"
 
@@ -128,6 +129,13 @@ class LiveBaseline:
         figures = (THROUGHPUT, slo_figure(slo))
         return {step.index: step_verdict(self.run, steps, at, figures) for at, step in enumerate(steps)}
 
+    def detail(self, steps: Sequence[StepSummary], position: int, slo: SLO) -> list[str]:
+        """``steps[position]`` against the baseline in words, for the step detail view."""
+        if self.run is None:
+            return [self.problem]
+        found = step_verdict(self.run, steps, position, (THROUGHPUT, slo_figure(slo)))
+        return verdict_lines(found, self.path)
+
 
 def open_baseline(config: RunConfig | None) -> LiveBaseline | None:
     """The run's baseline (``RunConfig.baseline``), None without one."""
@@ -139,8 +147,8 @@ def open_baseline(config: RunConfig | None) -> LiveBaseline | None:
 # ---- words ------------------------------------------------------------------------------------------------
 
 
-def _word(verdict: Verdict) -> str:
-    word = WORDS.get(verdict.word, verdict.word)
+def _word(verdict: Verdict, glyph: bool = False) -> str:
+    word = (GLYPHS if glyph else WORDS).get(verdict.word, verdict.word)
     return word if verdict.noise_known or verdict.word == "same" else word + NO_NOISE
 
 
@@ -151,10 +159,11 @@ def _pct(verdict: Verdict) -> str:
 
 def verdict_cell(found: StepVerdict | None, compact: int = 0) -> str:
     """The steps table's cell: '+12% better · -8% noise' (out tok/s, then the SLO's figure); ``compact`` 1
-    drops the percentages. '?' after a word: one step on each side, no noise estimate."""
+    drops the percentages, 2 writes the words as ▲ ▼ ≈ =. '?' after a word: one step on each side, no noise
+    estimate."""
     if found is None or not found.verdicts:
         return NO_VERDICT
-    return " · ".join((_pct(v) if compact == 0 else "") + _word(v) for v in found.verdicts)
+    return " · ".join((_pct(v) if compact == 0 else "") + _word(v, compact >= 2) for v in found.verdicts)
 
 
 def _spread_text(verdict: Verdict, side: str) -> str:

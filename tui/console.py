@@ -12,7 +12,7 @@ them).
 from __future__ import annotations
 
 from textual import events
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.reactive import reactive
@@ -39,6 +39,12 @@ WIDE_MIN_HEIGHT = 36
 LEVEL = Binding.Group("Level", compact=True)
 
 TABS = ("latency", "throughput", "server", "steps", "curve", "errors")
+
+
+def baseline_of(app: App[object]) -> LiveBaseline | None:
+    """The console's baseline, seen from a screen over it (the step detail view)."""
+    console = app.screen_stack[0] if app.screen_stack else None
+    return console.baseline if isinstance(console, ConsoleScreen) else None
 
 
 def is_compact(width: int, height: int) -> bool:

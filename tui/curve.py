@@ -119,12 +119,12 @@ def y_scale(points: Sequence[CurvePoint], slo_ttft_p95_ms: float | None) -> tupl
 def curve_legend(
     points: Sequence[CurvePoint], slo_ttft_p95_ms: float | None = None, *, matched: bool = True
 ) -> str:
-    """'● met  ✕ miss  ★ best  ◇ baseline  ↑ off scale': the markers this curve draws (``matched``: False
+    """'◇ baseline  ● met  ✕ miss  ★ best  ↑ off scale': the markers this curve draws (``matched``: False
     when the baseline's conditions differ)."""
     kinds = {p.kind for p in points}
-    words = [f"{MARKERS[k]} {LEGEND[k]}" for k in MARKERS if k in kinds]
-    if "ghost" in kinds:
-        words.append(f"{GHOST} {GHOST_LEGEND}" + ("" if matched else f" {NOT_MATCHED}"))
+    # the baseline first: a narrow panel's border cuts the legend's end
+    words = [f"{GHOST} {GHOST_LEGEND}" + ("" if matched else f" {NOT_MATCHED}")] if "ghost" in kinds else []
+    words += [f"{MARKERS[k]} {LEGEND[k]}" for k in MARKERS if k in kinds]
     y_hi, _ = y_scale(points, slo_ttft_p95_ms)
     if any(p.y > y_hi for p in points):
         words.append(f"{CLIPPED} off scale")

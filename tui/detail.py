@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from loadgen.snapshot import Snapshot
+from tui.console import baseline_of
 from tui.errors import error_details
 from tui.panel import PanelHost
 from tui.step_report import Look, step_report
@@ -104,6 +105,10 @@ class StepDetail(DetailScreen):
         report = step_report(
             steps[at], snapshot.slo, snapshot.latest_errors, best=at == best, look=self.look()
         )
+        baseline = baseline_of(self.app)  # --baseline: this step against it, in words
+        if baseline is not None:
+            lines = [Text(line) for line in baseline.detail(steps, at, snapshot.slo)]
+            report = Group(report, Text(""), *lines)
         return title, report
 
     def action_move(self, by: int) -> None:
@@ -133,4 +138,6 @@ class ErrorsDetail(DetailScreen):
     TITLE = "Errors in full"
 
     def build(self, snapshot: Snapshot) -> tuple[str, RenderableType]:
-        return self.TITLE, error_details(snapshot, self.look())
+        baseline = baseline_of(self.app)  # its conditions check is among the warnings
+        shown = snapshot if baseline is None else baseline.annotate(snapshot)
+        return self.TITLE, error_details(shown, self.look())

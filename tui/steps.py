@@ -7,7 +7,8 @@ always stay. ``d`` opens every figure of a step (``tui.detail``).
 
 With a baseline (``--baseline``, ``tui.baseline``) a "vs base" column says per step how its out tok/s and
 the SLO's figure stand against the baseline at its level: better, worse, or within noise ("?": one step on
-each side, no noise estimate); it stays at any width, its percentages giving way first.
+each side, no noise estimate); it stays at any width, its percentages giving way first, then its words
+to ▲ ▼ ≈ = (better, worse, within noise, same).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rich.text import Text
 from loadgen.analysis.baseline import StepVerdict, slo_figure
 from loadgen.format import fmt_count, fmt_ms, fmt_rate, fmt_si
 from loadgen.snapshot import Snapshot, StepSummary
-from tui.baseline import WORDS, LiveBaseline
+from tui.baseline import GLYPHS, WORDS, LiveBaseline
 from tui.baseline import verdict_cell as baseline_cell
 from tui.format import step_notes, verdict_cell, verdict_label
 from tui.panel import SnapshotPanel
@@ -162,7 +163,12 @@ def cell_text(column: Column, step: StepSummary, best: bool, styles: Mapping[str
     return Text(text)
 
 
-_WORD_STYLE = {WORDS["better"]: "good", WORDS["worse"]: "bad"}
+_WORD_STYLE = {
+    WORDS["better"]: "good",
+    WORDS["worse"]: "bad",
+    GLYPHS["better"]: "good",
+    GLYPHS["worse"]: "bad",
+}
 
 
 def base_text(text: str, styles: Mapping[str, Style]) -> Text:

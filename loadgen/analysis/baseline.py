@@ -102,20 +102,28 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
 
 
+def _pair(diff: Difference) -> str:
+    unset = "unset" if diff.key.startswith("profile.") else "unknown"
+    base, live = (_cut(show(v, unset)) for v in diff.values)
+    return f"{diff.key} {base} vs {live}"
+
+
 def mismatch_warning(path: str, diffs: Sequence[Difference]) -> str | None:
-    """One line naming each difference with both values (the first ``MAX_SHOWN``), None when matched."""
+    """One line naming each difference with both values (the first ``MAX_SHOWN``; a profile that differs
+    in many settings as one item naming the first two), None when matched."""
     if not diffs:
         return None
-    parts = []
-    for diff in diffs[:MAX_SHOWN]:
-        unset = "unset" if diff.key.startswith("profile.") else "unknown"
-        base, live = (_cut(show(v, unset)) for v in diff.values)
-        parts.append(f"{diff.key} {base} vs {live}")
-    more = len(diffs) - MAX_SHOWN
+    profile = [d for d in diffs if _condition(d) == "profile"]
+    parts = [_pair(d) for d in diffs if _condition(d) != "profile"]
+    if len(profile) > 2:
+        parts.insert(0, f"profile in {len(profile)} settings ({'; '.join(_pair(d) for d in profile[:2])}; …)")
+    else:
+        parts[:0] = [_pair(d) for d in profile]
+    more = len(parts) - MAX_SHOWN
     tail = f"; and {more} more (ramp compare names them all)" if more > 0 else ""
     return (
         f"baseline {path} was measured under other conditions (baseline vs this run): "
-        + "; ".join(parts)
+        + "; ".join(parts[:MAX_SHOWN])
         + tail
     )
 
