@@ -5,7 +5,8 @@ curve and its percentiles as ghosts on the histograms at the run's current level
 
 Baselines are records written through ``loadgen.record``'s writer: the header the live run's config plans
 (``tui.baseline.planned_header``) with the server's identity the fake snapshot reports, and step lines
-from ``tui_fakes``' steps with the figures each test needs."""
+from ``tui_fakes``' steps with the figures each test needs; and one real record, of a short run against the
+embedded simulator, held against the same command."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ from loadgen.analysis.baseline import (
 from loadgen.analysis.runs import LevelKey
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
+from loadgen.run.engine import Engine
 from loadgen.runargs import RunFlags, UsageError, resolve
+from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.snapshot import StepSummary
 from tui.app import RampApp
 from tui.baseline import LiveBaseline, planned_header, verdict_cell, verdict_lines
@@ -159,6 +162,29 @@ def test_a_baseline_gone_by_the_time_the_console_starts_is_a_warning(tmp_path: P
     assert baseline.curve_points("out_tok_s") == [] and baseline.verdicts(STEPS, SLO()) == {}
 
 
+def test_a_record_of_the_same_command_is_a_matched_baseline(tmp_path: Path) -> None:
+    """A real run against the simulator, then the same command with --baseline: nothing to warn of (the
+    planned header and the record's agree), the baseline's levels on the curve; another plan warns."""
+    handle = run_sim_in_thread(build_config("h200-llama8b", seed=5))
+    try:
+        flags = RunFlags(steps=(1.0, 2.0), step_seconds=1.5, warmup=0.3, out=str(tmp_path / "a.jsonl"))
+        engine = Engine(resolve(replace(flags, headless=True), handle.url))
+        engine.start()
+        outcome = engine.wait(60)
+        assert outcome is not None and outcome.state == "finished", outcome
+        final = engine.latest()
+        assert final is not None and final.model == "sim-llama-8b"
+        again = replace(flags, out=str(tmp_path / "b.jsonl"), baseline=str(tmp_path / "a.jsonl"))
+        baseline = LiveBaseline.open(str(tmp_path / "a.jsonl"), resolve(again, handle.url))
+        assert baseline.warnings(final) == ()
+        assert [g.key.load for g in baseline.ghosts] == [1.0, 2.0]
+        other = resolve(replace(again, steps=(1.0, 4.0), seed=7), handle.url)
+        (warning,) = LiveBaseline.open(str(tmp_path / "a.jsonl"), other).warnings(final)
+        assert "levels 1, 2 vs 1, 4" in warning and "seed fresh vs given 7" in warning
+    finally:
+        handle.stop()
+
+
 # ---- levels, ghosts, verdicts -----------------------------------------------------------------------------
 
 
@@ -254,7 +280,7 @@ def test_the_steps_table_says_each_step_against_the_baseline(tmp_path: Path) -> 
 # ---- the console ------------------------------------------------------------------------------------------
 
 
-class Engine(FakeEngine):
+class FullFakeEngine(FakeEngine):
     """The fake with every method of ``EngineControl``."""
 
     def interrupt(self, signum: int) -> None:
@@ -263,7 +289,7 @@ class Engine(FakeEngine):
 
 def console_app(config: RunConfig, **snapshot: Any) -> tuple[RampApp, FakeEngine]:
     app = RampApp(refresh_hz=4.0, config=config)
-    engine = Engine(make_snapshot(**snapshot), on_snapshot=app.snapshot_callback)
+    engine = FullFakeEngine(make_snapshot(**snapshot), on_snapshot=app.snapshot_callback)
     app.attach(engine)
     return app, engine
 
