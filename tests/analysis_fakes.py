@@ -134,6 +134,8 @@ class Fig:
     output_tokens: int = 10_000
     cached_tokens: int = 0
     server: Mapping[str, float | None] = field(default_factory=dict)
+    goodput_req_s: float | None = None
+    goodput_tok_s: float | None = None
     extra: Mapping[str, object] = field(default_factory=dict)  # keys after the step line's own
 
 
@@ -153,6 +155,8 @@ def step_of(index: int, fig: Fig) -> StepSummary:
         out_tok_s=fig.out_tok_s,
         prefill_tok_s=fig.input_tokens / fig.window_s,
         req_s=fig.ok / fig.window_s,
+        goodput_req_s=fig.goodput_req_s,
+        goodput_tok_s=fig.goodput_tok_s,
         hist={
             "ttft_ms": _view("ttft_ms", p50=fig.ttft_p50, p95=fig.ttft_p95, p99=fig.ttft_p95 * 1.2),
             "itl_ms": _view("itl_ms", p50=fig.itl_p99 / 2, p99=fig.itl_p99),
