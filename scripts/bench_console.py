@@ -95,7 +95,13 @@ def main() -> int:
                     check=True,
                 )  # fmt: skip
                 deadline = time.monotonic() + opts.warmup + opts.seconds + 60
-                while time.monotonic() < deadline and not has_end(out):
+                # The console keeps a finished plan open for the next key: its run is done once its step is.
+                done = (
+                    has_end
+                    if face == "headless"
+                    else (lambda r: last_step(r) is not None if r.exists() else False)
+                )
+                while time.monotonic() < deadline and not done(out):
                     time.sleep(0.5)  # waiting for a run to finish, in a benchmark
                 if face == "console":
                     subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
