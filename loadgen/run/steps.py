@@ -200,9 +200,10 @@ class Steps:
         self.end_ns = None
         self._between(now)
         nothing = seg.acc.sent == 0 and seg.left == 0 and not seg.acc.counters
-        if seg.phase != "measure" or (
-            ended_by in MANUAL_ENDS and ((now - seg.t0_ns) / 1e9 < MIN_STEP_S or nothing)
-        ):
+        # A key pressed within a second of the last is no step; a stop keeps whatever the step measured
+        # (a partial step, recorded as such and never the best one).
+        brief = (now - seg.t0_ns) / 1e9 < MIN_STEP_S and ended_by != "stop"
+        if seg.phase != "measure" or (ended_by in MANUAL_ENDS and (brief or nothing)):
             self._forget(seg)
             return None
         self.index += 1
