@@ -223,7 +223,9 @@ ignore_eos = true
 def test_prefix_cache_hits_show_on_the_server_and_in_ttft(server: str, tmp_path: Path) -> None:
     profile = write_profile(tmp_path / "prefix.toml", PREFIX)
     # One stream: at most one 1k-token miss in the 4k-token KV cache, so the shared prefix stays cached.
-    rec = ramp_run(server, tmp_path, profile, "--steps", "1", "--step-seconds", "10", "--warmup", "2")
+    # A miss prefills 1k tokens: about 1.1 s on this CPU build, a hit about 0.15 s; 18 s of window count
+    # well over 5 of each.
+    rec = ramp_run(server, tmp_path, profile, "--steps", "1", "--step-seconds", "20", "--warmup", "2")
     (step,) = rec.steps
     assert step["errors"] == {}
     hit, miss = step["by_class"]["cache:hit"]["ttft_ms"], step["by_class"]["cache:miss"]["ttft_ms"]
