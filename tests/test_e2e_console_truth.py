@@ -76,24 +76,24 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
 
         pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "level 5 measuring requests")
         pane.keys("o")
+        # The header and the control line say what was chosen (the toast says it too, but it may wrap on
+        # screen and it fades: the Pilot tests read it).
         opened = pane.wait_for(
-            lambda s: "open loop λ" in header_line(s) and "no cap" in s and "cap none" in s,
+            lambda s: "open loop λ" in header_line(s) and "cap none" in s,
             10,
-            "open loop at the achieved rate, no cap (toast and control line)",
+            "open loop at the achieved rate, no cap (header and control line)",
         )
-        rate = float(found(r"open loop at ([\d.]+) req/s", opened))
+        rate = float(found(r"open loop λ ([\d.]+) req/s", header_line(opened)))
         assert 0.5 <= rate <= 30.0, f"5 streams of the demo's chat requests send about 3 req/s, not {rate}"
         pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the open step measuring")
 
         pane.keys("o")
         closed = pane.wait_for(
-            lambda s: (
-                "closed loop" in header_line(s) and re.search(r"closed loop at \d+ streams", s) is not None
-            ),
+            lambda s: re.search(r"closed loop \d+", header_line(s)) is not None,
             10,
             "closed loop at the in-flight count",
         )
-        streams = int(found(r"closed loop at (\d+) streams", closed))
+        streams = int(found(r"closed loop (\d+)", header_line(closed)))
         assert streams >= 1
         assert level_of(closed) == streams and f"closed loop {streams}" in header_line(closed)
         assert "auto off" in header_line(closed)
