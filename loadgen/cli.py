@@ -30,7 +30,8 @@ from loadgen.headless import finish, reachable, run_headless
 from loadgen.launch_cmd import DESCRIPTION as LAUNCH_DESCRIPTION
 from loadgen.launch_cmd import HELP as LAUNCH_HELP
 from loadgen.launch_cmd import add_launch_flags, launch_main
-from loadgen.runargs import (
+from loadgen.runargs import resolve
+from loadgen.runflags import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_UNREACHABLE,
@@ -38,7 +39,6 @@ from loadgen.runargs import (
     RunFlags,
     UsageError,
     add_run_flags,
-    resolve,
 )
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]

@@ -24,7 +24,7 @@ from loadgen.config import RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
 from loadgen.report import error_kinds
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
-from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
+from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.target.http import scrub
 from loadgen.target.refusals import refusal_text
 

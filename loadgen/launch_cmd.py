@@ -22,14 +22,8 @@ from typing import IO
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.headless import finish, reachable, run_headless, say
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
-from loadgen.runargs import (
-    EXIT_UNREACHABLE,
-    RunFlags,
-    UsageError,
-    add_run_flags,
-    resolve,
-    with_server_revision,
-)
+from loadgen.runargs import resolve, with_server_revision
+from loadgen.runflags import EXIT_UNREACHABLE, RunFlags, UsageError, add_run_flags
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
 
 __all__ = ["DESCRIPTION", "HELP", "LaunchFlags", "add_launch_flags", "launch_main"]

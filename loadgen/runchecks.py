@@ -22,7 +22,7 @@ from loadgen.target.http import scrub
 
 if TYPE_CHECKING:
     from loadgen.config import Mode, RampPlan
-    from loadgen.runargs import RunFlags
+    from loadgen.runflags import RunFlags
 
 __all__ = ["ca_problem", "check_url", "flag_problem", "out_problem", "plan_problem", "proxy_problem"]
 

@@ -31,7 +31,8 @@ from loadgen.cli import build_parser
 from loadgen.config import SLO
 from loadgen.run.recording import record_header
 from loadgen.run.state import Load, RunStatus
-from loadgen.runargs import UsageError, build_config, revision_from_server_args
+from loadgen.runargs import build_config, revision_from_server_args
+from loadgen.runflags import UsageError
 
 # (what changes in B, the key named, A's value and B's value as written)
 MISMATCHES: list[tuple[str, Callable[[Header], None], str, str, str]] = [

@@ -17,7 +17,8 @@ from loadgen.profile import Pricing
 from loadgen.report import report_main
 from loadgen.run.recording import record_header
 from loadgen.run.state import Load, RunStatus
-from loadgen.runargs import UsageError, build_config
+from loadgen.runargs import build_config
+from loadgen.runflags import UsageError
 
 URL = "http://127.0.0.1:8000"
 # The seed's managed-API example: DeepSeek V4.1 Flash, $ per 1M input / output / cache-read tokens.

@@ -14,7 +14,8 @@ import pytest
 from loadgen.cli import build_parser
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.headless import finish
-from loadgen.runargs import EXIT_UNREACHABLE, EXIT_USAGE, UsageError, build_config
+from loadgen.runargs import build_config
+from loadgen.runflags import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from loadgen.types import Target
 
 URL = "http://127.0.0.1:8000"

@@ -9,7 +9,7 @@ from tui_fakes import STEPS, make_snapshot
 
 from loadgen.config import RunOutcome
 from loadgen.headless import finish, progress_line, wait_with_progress
-from loadgen.runargs import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
+from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
 from loadgen.snapshot import Snapshot
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from loadgen.cli import build_parser
 from loadgen.config import RampPlan, RunConfig
-from loadgen.runargs import RunFlags, UsageError, build_config, load_shape, resolve
+from loadgen.runargs import build_config, load_shape, resolve
+from loadgen.runflags import RunFlags, UsageError
 
 URL = "http://127.0.0.1:8000"
 PROFILE = """

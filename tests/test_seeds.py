@@ -17,7 +17,8 @@ from loadgen.cli import build_parser
 from loadgen.profile import load_profile, parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.runargs import RunFlags, build_config, resolve
+from loadgen.runargs import build_config, resolve
+from loadgen.runflags import RunFlags
 from loadgen.sim import SimHandle, run_sim_in_thread
 from loadgen.sim import build_config as sim_config
 from loadgen.types import RequestSpec

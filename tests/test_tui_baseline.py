@@ -34,7 +34,8 @@ from loadgen.analysis.runs import LevelKey
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
 from loadgen.run.engine import Engine
-from loadgen.runargs import RunFlags, UsageError, resolve
+from loadgen.runargs import resolve
+from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.snapshot import StepSummary
 from tui.app import RampApp
