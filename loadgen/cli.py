@@ -61,10 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_flags(run)
     run.add_argument("--headless", action="store_true", help="no console: progress, step table, exit code")
 
-    sim = sub.add_parser("sim", help="serve the simulator")
-    sim.add_argument("--preset", default="h200-llama8b")
-    sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--port", type=int, default=8000)
+    sub.add_parser("sim", help="serve the simulator (ramp sim --help: its engine and fault flags)")
 
     prof = sub.add_parser("profiles", help="list built-in profiles, or show one")
     prof.add_argument("action", nargs="?", choices=["list", "show"], default="list")
@@ -119,6 +116,10 @@ def _main(argv: list[str]) -> int:
     # `ramp URL ...` is the console against URL: same flags as `ramp run URL`.
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
         argv = ["run", *argv]
+    if argv and argv[0] == "sim":  # every simulator flag (`ramp sim --help`), over the defaults of `ramp sim`
+        from loadgen.sim.__main__ import main as sim_main
+
+        return sim_main(["--preset", "h200-llama8b", "--port", "8000", *argv[1:]])
     server_args: list[str] = []
     if argv and argv[0] == "launch" and "--" in argv:  # `ramp launch vllm M [flags] -- server args`
         cut = argv.index("--")
@@ -148,10 +149,6 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
         from loadgen.analysis.compare import compare_main
 
         return compare_main(args.files, args.vary, args.force, args.format)
-    if args.command == "sim":
-        from loadgen.sim.__main__ import main as sim_main
-
-        return sim_main(["--preset", args.preset, "--host", args.host, "--port", str(args.port)])
     if args.command == "selftest":
         from loadgen.selftest import selftest_main
 

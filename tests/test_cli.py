@@ -224,3 +224,34 @@ def test_output_into_a_closed_pipe_exits_0_without_a_traceback(tmp_path: Path) -
         proc = ramp_into_closed_pipe(*args)
         assert proc.returncode == 0, (args, proc.stderr)
         assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (args, proc.stderr)
+
+
+def test_ramp_sim_takes_every_simulator_flag(tmp_path: Path) -> None:
+    """`ramp sim` passes the engine flags on (the README's spec-decoding comparison needs them)."""
+    import httpx
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.cli", "sim", "--preset", "tiny-cpu", "--model", "m", "--port", "0",
+         "--num-speculative-tokens", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline().split()
+        assert ready[0] == "READY", ready
+        url = ready[1]
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+        assert httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30).status_code == 200
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+        drafts = [ln for ln in metrics.splitlines() if ln.startswith("vllm:spec_decode_num_drafts")]
+        assert drafts and float(drafts[0].split()[-1]) > 0, drafts
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    bad = subprocess.run(
+        [sys.executable, "-m", "loadgen.cli", "sim", "--no-such-flag"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "--no-such-flag" in bad.stderr
