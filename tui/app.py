@@ -50,6 +50,7 @@ from tui.dialogs import ConfirmQuit, FitContext, HelpScreen, key_label
 from tui.fit import DECLINED, fit_question, fitted_config, unclamped_warning
 from tui.format import metric_title, snapshot_phase, window_label
 from tui.status import LIVE_STATES, waiting_for_a_key
+from tui.steps import Pricer
 from tui.view import ViewState
 
 QUIT_TIMEOUT_S = 2.0
@@ -102,7 +103,8 @@ class RampApp(EngineActions):
 
     # ---- wiring --------------------------------------------------------------------------------
     def get_default_screen(self) -> ConsoleScreen:
-        return ConsoleScreen(open_baseline(self.config))  # --baseline: read once, as the console starts
+        # --baseline: read once, as the console starts
+        return ConsoleScreen(open_baseline(self.config), Pricer.of(self.config))
 
     def on_mount(self) -> None:
         if self.engine is not None and self.start_engine:

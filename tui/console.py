@@ -28,7 +28,7 @@ from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
 from tui.server import ServerPanel
 from tui.status import StatusBar
-from tui.steps import StepsPanel
+from tui.steps import Pricer, StepsPanel
 from tui.throughput import ThroughputPanel
 from tui.view import ViewState
 
@@ -56,9 +56,12 @@ class Dashboard(Container):
 
     compact: reactive[bool] = reactive(True, recompose=True)
 
-    def __init__(self, *, id: str | None = None, baseline: LiveBaseline | None = None) -> None:
+    def __init__(
+        self, *, id: str | None = None, baseline: LiveBaseline | None = None, pricer: Pricer | None = None
+    ) -> None:
         super().__init__(id=id)
         self.baseline = baseline
+        self.pricer = pricer
 
     async def recompose(self) -> None:
         await super().recompose()
@@ -78,7 +81,7 @@ class Dashboard(Container):
                 with TabPane("3 Server", id="server"):
                     yield ServerPanel(id="server-panel")
                 with TabPane("4 Steps", id="steps"):
-                    yield StepsPanel(id="steps-panel", baseline=base)
+                    yield StepsPanel(id="steps-panel", baseline=base, pricer=self.pricer)
                 with TabPane("5 Curve", id="curve"):
                     yield CurvePanel(id="curve-panel", baseline=base)
                 with TabPane("6 Errors", id="errors"):
@@ -92,7 +95,7 @@ class Dashboard(Container):
                     yield ThroughputPanel(id="throughput-panel")
                     yield ServerPanel(id="server-panel")
                 with Horizontal(id="row-steps"):
-                    yield StepsPanel(id="steps-panel", baseline=base)
+                    yield StepsPanel(id="steps-panel", baseline=base, pricer=self.pricer)
                     yield CurvePanel(id="curve-panel", baseline=base)
                     yield ErrorsPanel(id="errors-panel")
 
@@ -127,15 +130,16 @@ class ConsoleScreen(Screen[None]):
         ),
     ]
 
-    def __init__(self, baseline: LiveBaseline | None = None) -> None:
+    def __init__(self, baseline: LiveBaseline | None = None, pricer: Pricer | None = None) -> None:
         super().__init__()
         self.baseline = baseline
+        self.pricer = pricer  # what a step cost, in the steps table: None when the run has no price
         self.shown: tuple[Snapshot, ViewState] | None = None  # the last drawn, for panels made since
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield ControlPanel(id="control")
-        dashboard = Dashboard(id="dashboard", baseline=self.baseline)
+        dashboard = Dashboard(id="dashboard", baseline=self.baseline, pricer=self.pricer)
         dashboard.set_reactive(Dashboard.compact, is_compact(self.app.size.width, self.app.size.height))
         yield dashboard
         yield Footer(compact=True)

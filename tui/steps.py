@@ -9,6 +9,12 @@ With a baseline (``--baseline``, ``tui.baseline``) a "vs base" column says per s
 the SLO's figure stand against the baseline at its level: better, worse, or within noise ("?": one step on
 each side, no noise estimate); it stays at any width, its percentages giving way first, then its words
 to ▲ ▼ ≈ = (better, worse, within noise, same).
+
+Priced runs (``[pricing]`` or the price flags) get a "$/1M" column, the step's cost per 1M output tokens
+(GPU hours when priced so, else the token bill: ``loadgen.analysis.cost``); an SLO with per-request limits
+gets "good/s", the goodput in requests/s that met them. Both give way first on a narrow panel. A level run
+more than once (``--repeat``) shows its out tok/s as "median (min–max)" in the subtitle, for the best step's
+level.
 """
 
 from __future__ import annotations
@@ -22,7 +28,11 @@ from rich.table import Table
 from rich.text import Text
 
 from loadgen.analysis.baseline import StepVerdict, slo_figure
-from loadgen.format import fmt_count, fmt_ms, fmt_rate, fmt_si
+from loadgen.analysis.cost import step_cost, task_turns
+from loadgen.analysis.runs import level_key, levels_of, spread
+from loadgen.config import RunConfig
+from loadgen.format import NA, fmt_count, fmt_ms, fmt_range, fmt_rate, fmt_si, fmt_usd
+from loadgen.profile import Pricing
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.baseline import GLYPHS, WORDS, LiveBaseline
 from tui.baseline import verdict_cell as baseline_cell
@@ -57,17 +67,44 @@ class Column:
 
 
 BASE = "vs base"
+COST, GOOD = "$/1M", "good/s"
 Verdicts = Mapping[int, StepVerdict]  # StepSummary.index -> its verdict against the baseline
 
 
-def columns(compact: int = 0, verdicts: Verdicts | None = None) -> tuple[Column, ...]:
+@dataclass(frozen=True, slots=True)
+class Pricer:
+    """What prices a step in the table: the run's pricing, and the mean turns of a task (None: a request)."""
+
+    pricing: Pricing
+    turns: float | None = None
+
+    @classmethod
+    def of(cls, config: RunConfig | None) -> Pricer | None:
+        if config is None or config.pricing is None:
+            return None
+        return cls(config.pricing, task_turns({"profile_content": config.profile.to_dict()}))
+
+    def per_1m_output(self, step: StepSummary) -> str:
+        primary = step_cost(step, self.pricing, self.turns).primary
+        return fmt_usd(None if primary is None else primary.per_1m_output)
+
+
+def _goodput(step: StepSummary) -> str:
+    good = step.stats.goodput_req_s
+    return NA if good is None else fmt_rate(good).replace(" req/s", "/s")
+
+
+def columns(
+    compact: int = 0, verdicts: Verdicts | None = None, pricer: Pricer | None = None
+) -> tuple[Column, ...]:
     """The table's columns; ``compact`` shortens the SLO cell (see ``verdict_cell``) and the baseline's
-    (``verdicts``; no such column without them)."""
+    (``verdicts``; no such column without them); ``pricer`` adds the cost column."""
     base = (
         ()
         if verdicts is None
         else (Column(BASE, lambda s: baseline_cell(verdicts.get(s.index), compact), True, left=True),)
     )
+    cost = () if pricer is None else (Column(COST, pricer.per_1m_output, False),)
     return (
         Column("#", lambda s: str(s.index + 1), True, left=True),
         Column("level", level_text, True),
@@ -76,6 +113,8 @@ def columns(compact: int = 0, verdicts: Verdicts | None = None) -> tuple[Column,
         Column("TTFT p50", lambda s: fmt_ms(s.stats.pct("ttft_ms").p50), False),
         Column("TTFT p95", lambda s: fmt_ms(s.stats.pct("ttft_ms").p95), True),
         Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), False),
+        Column(GOOD, _goodput, False),
+        *cost,
         Column("err", lambda s: fmt_count(s.stats.error_count), True),
         Column("SLO", lambda s: verdict_cell(s.verdict, compact), True, left=True),
         *base,
@@ -84,14 +123,18 @@ def columns(compact: int = 0, verdicts: Verdicts | None = None) -> tuple[Column,
 
 
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
-OPTIONAL_ORDER = ("e2e p95", "dec p50", "TTFT p50")  # the first to give way on a narrow panel
+OPTIONAL_ORDER = (COST, GOOD, "e2e p95", "dec p50", "TTFT p50")  # the first to give way on a narrow panel
 
 
 def fitting_columns(
-    steps: Sequence[StepSummary], width: int | None, verdicts: Verdicts | None = None
+    steps: Sequence[StepSummary],
+    width: int | None,
+    verdicts: Verdicts | None = None,
+    pricer: Pricer | None = None,
 ) -> list[Column]:
     """The columns that fit ``width`` (all of them when None): the optional ones give way first, then the
-    SLO cell shortens; an empty notes column is left out."""
+    SLO cell shortens; an empty notes column, and goodput when no step has one, are left out."""
+    has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
 
     def natural(column: Column) -> int:
         cells = [len(column.cell(s)) for s in steps]
@@ -103,7 +146,9 @@ def fitting_columns(
     chosen: list[Column] = []
     for compact in range(3):
         chosen = [
-            c for c in columns(compact, verdicts) if c.header != "notes" or any(c.cell(s) for s in steps)
+            c
+            for c in columns(compact, verdicts, pricer)
+            if (c.header != "notes" or any(c.cell(s) for s in steps)) and (c.header != GOOD or has_goodput)
         ]
         for header in OPTIONAL_ORDER:
             if width is None or total(chosen) <= width:
@@ -122,13 +167,14 @@ def render_steps_table(
     width: int | None = None,
     styles: Mapping[str, Style] | None = None,
     verdicts: Verdicts | None = None,
+    pricer: Pricer | None = None,
 ) -> Table | Text:
     """The last rows that fit in ``height`` (header included), the columns that fit in ``width``; with
-    ``verdicts``, each step against the baseline."""
+    ``verdicts``, each step against the baseline; with ``pricer``, what each step cost."""
     styles = styles or {}
     if not steps:
         return Text("no finished steps yet", style=_s(styles, "dim"))
-    columns = fitting_columns(steps, width, verdicts)
+    columns = fitting_columns(steps, width, verdicts, pricer)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), expand=False, show_edge=False, pad_edge=False)
     for column in columns:
         table.add_column(
@@ -182,14 +228,31 @@ def base_text(text: str, styles: Mapping[str, Style]) -> Text:
     return out
 
 
+def repeats_text(steps: Sequence[StepSummary], position: int) -> str:
+    """The out tok/s of the level of ``steps[position]`` over its clean repeats, "" when it ran once."""
+    level = levels_of(steps).get(level_key(steps[position]))
+    found = (
+        None if level is None or level.repeats < 2 else spread(steps[at].stats.out_tok_s for at in level.at)
+    )
+    if level is None or found is None:
+        return ""
+    return f"×{level.repeats}: {fmt_range(found.median, found.low, found.high, fmt_si)} tok/s"
+
+
 class StepsPanel(SnapshotPanel):
     COMPONENT_CLASSES = {"steps--dim", "steps--best", "steps--good", "steps--bad", "steps--warn"}
 
     def __init__(
-        self, *, id: str | None = None, classes: str | None = None, baseline: LiveBaseline | None = None
+        self,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+        baseline: LiveBaseline | None = None,
+        pricer: Pricer | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
         self.baseline = baseline
+        self.pricer = pricer
 
     def verdicts(self, snapshot: Snapshot) -> Verdicts | None:
         return None if self.baseline is None else self.baseline.verdicts(snapshot.steps, snapshot.slo)
@@ -205,8 +268,9 @@ class StepsPanel(SnapshotPanel):
             self.border_title = f"Ramp steps · {BASE}: tok/s · {figure}"
         if best is not None and best < len(snapshot.steps):
             step = snapshot.steps[best]
-            self.border_subtitle = (
-                f"best under SLO: step {step.index + 1} · {fmt_si(step.stats.out_tok_s)} tok/s"
+            repeats = repeats_text(snapshot.steps, best)
+            self.border_subtitle = f"best under SLO: step {step.index + 1} · " + (
+                repeats or f"{fmt_si(step.stats.out_tok_s)} tok/s"
             )
         else:
             self.border_subtitle = "no step under the SLO yet" if snapshot.steps else ""
@@ -222,4 +286,5 @@ class StepsPanel(SnapshotPanel):
             width=width,
             styles=styles,
             verdicts=self.verdicts(snapshot),
+            pricer=self.pricer,
         )
