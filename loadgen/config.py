@@ -85,6 +85,9 @@ class RampPlan:
     early_stop: bool = False  # stop the plan at the first step that breaks the SLO
     mode: Mode = "closed"
     repeat: int = 1  # each level runs this many times in a row (each repeat its own step line)
+    # One step length per level, overriding step_s (a trace's steps over time scales: each pass of its
+    # window lasts window / scale); empty: every step lasts step_s.
+    step_seconds: tuple[float, ...] = ()
 
     @property
     def positions(self) -> int:
@@ -93,6 +96,12 @@ class RampPlan:
 
     def level_at(self, position: int) -> float:
         return self.levels[position // max(1, self.repeat)]
+
+    def step_s_at(self, position: int) -> float:
+        """How long the step at ``position`` lasts."""
+        if not self.step_seconds:
+            return self.step_s
+        return self.step_seconds[min(position // max(1, self.repeat), len(self.step_seconds) - 1)]
 
     def repeat_at(self, position: int) -> int:
         return position % max(1, self.repeat)
@@ -105,6 +114,7 @@ class RampPlan:
             "warmup_s": self.warmup_s,
             "early_stop": self.early_stop,
             "repeat": self.repeat,
+            **({"step_seconds": list(self.step_seconds)} if self.step_seconds else {}),
         }
 
 
@@ -156,6 +166,18 @@ class RunConfig:
     # header states it); None: no price known.
     pricing: Pricing | None = None
     baseline: str | None = None  # --baseline RECORD: a record the console holds this run against
+    # --save-requests-detail: one row per request of each step's window, in a file beside the record
+    # (``loadgen.run.detail``); off, the workers build no row at all.
+    save_requests_detail: bool = False
+    # --tokenizer PATH: a local tokenizer.json sizes the prompts when the server has no /tokenize
+    # (``loadgen.run.sizing``; the record header's ``tokenizer`` says which sized them)
+    tokenizer: str | None = None
+    # --ray [ADDRESS]: the workers as Ray actors over the cluster's nodes (loadgen.run.ray_fleet); "": Ray's
+    # own choice of cluster (RAY_ADDRESS, one started here, else a new local one); None: local processes
+    ray: str | None = None
+    # --save-requests FILE: every request as sent, one JSON line each (loadgen.sources.requests), for
+    # --requests FILE to replay against another server; None: not saved
+    save_requests: str | None = None
 
     @property
     def api(self) -> Api:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
 import os
 import secrets
 from collections.abc import Sequence
@@ -25,8 +26,11 @@ from dataclasses import dataclass, replace
 from loadgen.analysis.baseline import baseline_problem
 from loadgen.config import Mode, RampPlan, RunConfig
 from loadgen.profile import Pricing, Profile, ProfileError, load_profile
-from loadgen.runchecks import check_url, flag_problem, out_problem, plan_problem
+from loadgen.run.detail import detail_path
+from loadgen.runchecks import check_urls, flag_problem, out_problem, plan_problem
 from loadgen.runflags import RunFlags, UsageError
+from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem, start_requests_file
+from loadgen.target.tokenizer_file import tokenizer_problem
 from loadgen.types import Target
 
 __all__ = [
@@ -188,6 +192,23 @@ def _tags(flags: RunFlags) -> tuple[tuple[str, str], ...]:
     return flags.tag if tagged else (*flags.tag, ("revision", flags.revision))
 
 
+def _ray(address: str | None) -> str | None:
+    """``--ray [ADDRESS]``, refused at once (exit 2) when Ray is not installed."""
+    if address is not None and importlib.util.find_spec("ray") is None:
+        raise UsageError("--ray needs Ray: pip install 'llm-ramp[ray]'")
+    return address
+
+
+def _tokenizer(path: str | None) -> str | None:
+    """``--tokenizer PATH``, checked here: a file that cannot be loaded is a usage error, not a run failure."""
+    if path is None:
+        return None
+    problem = tokenizer_problem(path)
+    if problem is not None:
+        raise UsageError(problem)
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def fresh_seed() -> int:
     """A seed no earlier run used (with overwhelming odds): 32 random bits, short enough to retype."""
     return secrets.randbits(32)
@@ -195,23 +216,32 @@ def fresh_seed() -> int:
 
 def resolve(flags: RunFlags, url: str) -> RunConfig:
     """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
-    url, problem = check_url(url)
+    urls, problem = check_urls(url, flags.urls)  # several replicas as one target: A,B or --url A --url B
     if problem is not None:
         raise UsageError(problem)
-    profile = _profile(flags.profile)
+    url = urls[0]
+    profile = replay_profile(flags, _profile(flags.profile))  # --dataset, --trace, --requests (sourceargs)
     problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
     if problem is not None:
         raise UsageError(problem)
-    shape = load_shape(flags, profile.ramp)
+    replayed = replay_plan(flags, profile.replay)  # a trace's or request file's own times, in open loop
+    shape = (
+        load_shape(flags, profile.ramp)
+        if replayed is None
+        else LoadShape(replayed, "open", flags.max_concurrency, replayed.levels[0])
+    )
     out = _record_path(flags, profile)
-    problem = plan_problem(shape.plan, flags) or out_problem(out)
+    problem = plan_problem(shape.plan, flags) or out_problem(out) or save_requests_problem(flags)
+    if problem is None and flags.save_requests_detail and os.path.exists(detail_path(out)):
+        problem = f"--save-requests-detail: {detail_path(out)} already exists; choose another --out"
     problem = problem or (baseline_problem(flags.baseline) if flags.baseline is not None else None)
     if problem is not None:
         raise UsageError(problem)
     if flags.find_max is not None and profile.slo.is_empty():
         raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
+    start_requests_file(flags.save_requests)
     return RunConfig(
-        target=_target(flags, url, profile),
+        target=replace(_target(flags, url, profile), replicas=urls if len(urls) > 1 else ()),
         profile=profile,
         plan=shape.plan,
         mode=shape.mode,
@@ -236,6 +266,10 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         reset_prefix_cache=flags.reset_prefix_cache,
         pricing=resolve_pricing(flags, profile.pricing),
         baseline=flags.baseline,
+        save_requests_detail=flags.save_requests_detail,
+        tokenizer=_tokenizer(flags.tokenizer),
+        ray=_ray(flags.ray),
+        save_requests=flags.save_requests,
         transport=flags.transport,
         warmup_s=flags.warmup if flags.warmup is not None else 0.0,
         telemetry=not flags.no_metrics,

@@ -68,6 +68,19 @@ class RunFlags:
     refresh: float | None = None
     rolling: float = 10.0
     headless: bool = False
+    urls: tuple[str, ...] = ()  # --url, repeated: several replicas as one target (with the positional URL)
+    save_requests_detail: bool = False
+    tokenizer: str | None = None  # --tokenizer PATH: a local tokenizer.json for prompt sizing
+    ray: str | None = None  # --ray [ADDRESS]: "" without an address; None: local worker processes
+    # Replayed request sources (loadgen.sources): a dataset, a timestamped trace, a saved request file
+    dataset: str | None = None
+    dataset_format: str | None = None
+    trace: str | None = None
+    trace_time_unit: str | None = None
+    trace_window: tuple[float, float | None] | None = None
+    time_scale: float | None = None
+    requests: str | None = None
+    save_requests: str | None = None
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> RunFlags:
@@ -76,6 +89,8 @@ class RunFlags:
         values = {f.name: given[f.name] for f in fields(cls) if f.name in given}
         if "tag" in values:
             values["tag"] = tuple(values["tag"])  # argparse appends to a list
+        if "urls" in values:
+            values["urls"] = tuple(values["urls"] or ())
         return cls(**values)
 
 
@@ -119,7 +134,13 @@ def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     """The flags of a run (``url``: with the positional URL); their defaults are ``RunFlags``' own."""
     d = _DEFAULT
     if url:
-        p.add_argument("url", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+        p.add_argument(
+            "url",
+            nargs="?",
+            default="",
+            help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (several replicas: A,B)",
+        )
+        _add_replica_flags(p)
     p.add_argument(
         "--profile", default=d.profile, help="built-in profile name or a .toml file (default: chat)"
     )
@@ -167,6 +188,90 @@ def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
         "--workers", type=int, default=d.workers, help="load worker processes (one per core at most)"
     )
     _add_client_flags(p)
+    _add_source_flags(p)
+    _add_detail_flags(p)
+    _add_tokenizer_flags(p)
+    _add_ray_flags(p)
+
+
+def parse_window(text: str) -> tuple[float, float | None]:
+    """``--trace-window START:END`` (seconds on the trace's clock; END may be left out)."""
+    start, colon, end = text.partition(":")
+    try:
+        window = (float(start or 0), float(end) if end else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--trace-window wants START:END seconds, like 0:600 — got {text!r}"
+        ) from None
+    if not colon or window[0] < 0 or (window[1] is not None and window[1] <= window[0]):
+        raise argparse.ArgumentTypeError(f"--trace-window wants 0 <= START < END, like 0:600 — got {text!r}")
+    return window
+
+
+def _add_source_flags(p: argparse.ArgumentParser) -> None:
+    """Replay real requests instead of synthetic ones (``loadgen.sources``, ``loadgen.workload.replay``)."""
+    p.add_argument(
+        "--dataset", metavar="FILE", help="replay a dataset: ShareGPT, OpenAI-style JSONL or text lines"
+    )
+    p.add_argument("--dataset-format", choices=("sharegpt", "openai", "text"), help="default: detected")
+    p.add_argument(
+        "--trace", metavar="FILE", help="replay a timestamped trace (JSONL or CSV, Mooncake fields)"
+    )
+    p.add_argument(
+        "--trace-time-unit", choices=("s", "ms"), help="the trace's timestamps (default: detected)"
+    )
+    p.add_argument(
+        "--trace-window", type=parse_window, metavar="START:END", help="replay this part of the trace"
+    )
+    p.add_argument(
+        "--time-scale", type=float, help="replay a trace or request file this much faster (2 = twice as fast)"
+    )
+    p.add_argument("--requests", metavar="FILE", help="replay a --save-requests file: the same requests")
+    p.add_argument("--save-requests", metavar="FILE", help="write every request as sent, one JSON line each")
+
+
+def _add_ray_flags(p: argparse.ArgumentParser) -> None:
+    """Scale out past one machine: the same workers as Ray actors (``loadgen.run.ray_fleet``)."""
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the --workers as Ray actors over a cluster's nodes (default: RAY_ADDRESS, else a local Ray; "
+        "extra: ray)",
+    )
+
+
+def _add_tokenizer_flags(p: argparse.ArgumentParser) -> None:
+    """Prompt sizing where the server has no /tokenize (``loadgen.run.sizing``)."""
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        default=None,
+        help="a local tokenizer.json that sizes prompts when the server has no /tokenize (extra: tokenizer)",
+    )
+
+
+def _add_detail_flags(p: argparse.ArgumentParser) -> None:
+    """The per-request export (``loadgen.run.detail``): off unless asked for."""
+    p.add_argument(
+        "--save-requests-detail",
+        action="store_true",
+        help="also write one CSV row per request beside the record (RECORD.requests.csv)",
+    )
+
+
+def _add_replica_flags(p: argparse.ArgumentParser) -> None:
+    """Several replicas as one target (``loadgen.run.replicas``); none: the positional URL alone."""
+    p.add_argument(
+        "--url",
+        dest="urls",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="a replica of the target (repeat for each; streams are spread round robin by session)",
+    )
 
 
 def _add_client_flags(p: argparse.ArgumentParser) -> None:

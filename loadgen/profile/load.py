@@ -30,6 +30,7 @@ from loadgen.profile.model import (
     SessionSpec,
 )
 from loadgen.profile.ramp import read_ramp
+from loadgen.profile.source import read_source
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +48,8 @@ TOP_KEYS = (
     "slo",
     "ramp",
     "pricing",
+    "dataset",
+    "trace",
 )
 
 
@@ -180,6 +183,7 @@ class ProfileReader(FieldReader):
             slo=self.slo(self.section(doc, "slo")),
             ramp=read_ramp(self, self.section(doc, "ramp")),
             pricing=self.pricing(self.section(doc, "pricing")),
+            replay=read_source(self, self.section(doc, "dataset"), self.section(doc, "trace"), source),
         )
 
     def prefix_groups(self, tables: list[dict[str, object]]) -> tuple[PrefixGroup, ...]:

@@ -11,6 +11,7 @@ from typing import Literal, get_args
 
 from loadgen.config import APIS, MODES, SLO, Api, RampPlan
 from loadgen.distributions import Distribution
+from loadgen.sources import Source
 
 CacheClass = Literal["hit", "miss"]
 PrefixRole = Literal["system", "user"]
@@ -176,6 +177,9 @@ class Profile:
     prefix_role: PrefixRole = (
         "system"  # chat API: the prefix is a "system" message or opens the first "user" one
     )
+    # A dataset, trace or request file replayed instead of the buckets' synthetic prompts ([dataset],
+    # [trace], --dataset, --trace, --requests): loadgen.workload.replay. None: synthetic.
+    replay: Source | None = None
 
     def prefix_group(self, name: str) -> PrefixGroup:
         for group in self.prefix_groups:
@@ -203,4 +207,5 @@ class Profile:
             "slo": self.slo.as_dict(),
             "ramp": None if self.ramp is None else self.ramp.as_dict(),
             "pricing": None if self.pricing is None else self.pricing.to_dict(),
+            **({} if self.replay is None else {"replay": self.replay.to_dict()}),
         }

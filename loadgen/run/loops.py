@@ -206,8 +206,9 @@ class OpenLoop:
         self.workload, self.send, self.gate, self.session_id, self.rng = workload, send, gate, session_id, rng
         self.windows = windows
         self.sessions: set[asyncio.Task[None]] = set()
-        # (intended start ns, the window that scheduled it): arrivals waiting for a slot under the cap
-        self.backlog: collections.deque[tuple[int, int]] = collections.deque()
+        # (intended start ns, the window that scheduled it, the scheduled item or None): arrivals waiting for
+        # a slot under the cap
+        self.backlog: collections.deque[tuple[int, int, int | None]] = collections.deque()
         self.unsent: dict[asyncio.Task[None], int] = {}  # sessions started from the backlog, not sent yet
         self.arrivals: asyncio.Task[None] | None = None
         self.rate_rps = 0.0
@@ -243,7 +244,9 @@ class OpenLoop:
             self.arrivals.cancel()
         self.arrivals = None
         if self.rate_rps > 0 and not self.gate.paused and not self.gate.stopping:
-            self.arrivals = asyncio.get_running_loop().create_task(self._arrive())
+            schedule = self.workload.schedule()
+            arrive = self._arrive() if schedule is None else self._follow(schedule)
+            self.arrivals = asyncio.get_running_loop().create_task(arrive)
 
     def _gap_s(self) -> float:
         mean = 1.0 / self.rate_rps
@@ -270,11 +273,28 @@ class OpenLoop:
             self._admit(next_ns)
             next_ns += int(self._gap_s() * 1e9)
 
-    def _admit(self, intended_ns: int, reserved: int | None = None) -> None:
+    async def _follow(self, schedule: tuple[tuple[float, int], ...]) -> None:
+        # A trace or a request file: each item at its own time on the source's clock, divided by the time
+        # scale the rate stands for, from this (re)start. Absolute times as in ``_arrive``: a late wake-up
+        # (or a server slow enough to fill the cap) shows as schedule lag, never as a slower trace.
+        scale = self.workload.time_scale(self.rate_rps)
+        start_ns = time.monotonic_ns()
+        for offset_s, item in schedule:
+            intended_ns = start_ns + int(offset_s / scale * 1e9)
+            now = time.monotonic_ns()
+            while intended_ns > now:
+                await asyncio.sleep((intended_ns - now) / 1e9)
+                now = time.monotonic_ns()
+            if self.gate.paused or self.gate.stopping:
+                return
+            self._admit(intended_ns, item=item)
+
+    def _admit(self, intended_ns: int, reserved: int | None = None, item: int | None = None) -> None:
         if self.cap and len(self.sessions) >= self.cap:
-            self.backlog.append((intended_ns, self.windows.reserve() if reserved is None else reserved))
+            window = self.windows.reserve() if reserved is None else reserved
+            self.backlog.append((intended_ns, window, item))
             return
-        task = asyncio.get_running_loop().create_task(self._session(intended_ns, reserved))
+        task = asyncio.get_running_loop().create_task(self._session(intended_ns, reserved, item))
         if reserved is not None:
             self.unsent[task] = reserved
         self.sessions.add(task)
@@ -297,9 +317,12 @@ class OpenLoop:
         ):
             self._admit(*self.backlog.popleft())
 
-    async def _session(self, intended_ns: int, reserved: int | None = None) -> None:
-        session = self.workload.new_session(
-            random.Random(self.rng.getrandbits(64)), session_id=self.session_id()
+    async def _session(self, intended_ns: int, reserved: int | None = None, item: int | None = None) -> None:
+        rng, sid = random.Random(self.rng.getrandbits(64)), self.session_id()
+        session = (
+            self.workload.new_session(rng, session_id=sid)
+            if item is None
+            else self.workload.scheduled_session(item, rng, sid)
         )
         task = asyncio.current_task()
         with contextlib.suppress(asyncio.CancelledError):

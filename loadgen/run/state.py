@@ -25,6 +25,7 @@ class RunStatus:
     warnings: list[str] = field(default_factory=list)  # found before the load started
     marks: list[tuple[float, str]] = field(default_factory=list)  # (elapsed s, note)
     t0_ns: int = field(default_factory=time.monotonic_ns)
+    fleet: dict[str, object] = field(default_factory=dict)  # where the workers run (the record's header)
 
     @property
     def live(self) -> bool:
@@ -81,5 +82,5 @@ class Load:
         """When a step begun at ``t0_ns`` ends on its own (auto-ramp or plan), else None."""
         if not self.auto:
             return None
-        step_s = self.plan.step_s if self.plan is not None else self.config.auto_step_s
+        step_s = self.plan.step_s_at(self.plan_index) if self.plan is not None else self.config.auto_step_s
         return t0_ns + int(step_s * 1e9)

@@ -27,11 +27,12 @@ import time
 import traceback
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from loadgen.childproc import exit_with_parent
 from loadgen.client import Client
 from loadgen.config import SLO, Mode, Transport
+from loadgen.metrics.replicas import ReplicaKeys
 from loadgen.run.health import HealthSampler
 from loadgen.run.loops import ClosedLoop, Gate, OpenLoop
 from loadgen.run.protocol import (
@@ -47,7 +48,8 @@ from loadgen.run.protocol import (
     WorkerReady,
 )
 from loadgen.run.shipping import RequestTrace, WindowBook
-from loadgen.types import RequestResult, RequestSpec, Target
+from loadgen.sources import RequestLog
+from loadgen.types import RequestResult, RequestSpec, Target, replica_name
 from loadgen.workload import Workload
 
 if TYPE_CHECKING:
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
 
     from loadgen.profile import Profile
     from loadgen.workload import PromptSizer
+
+
+SESSION_BLOCK = 1_000_000_000  # session ids are unique across workers: the worker id in the high digits
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,30 @@ class WorkerSpec:
     max_connections: int = 1024
     tick_s: float = 0.25
     slo: SLO | None = None  # the run's SLO (the profile's or the flags'), for goodput
+    detail: bool = False  # --save-requests-detail: ship a row per finished request
+    save_requests: str | None = None  # --save-requests FILE: every request as sent (loadgen.sources.requests)
+
+
+class Inbox(Protocol):
+    """Where a worker reads its commands from, in order (a process queue, or a Ray actor's queue)."""
+
+    def get(self) -> WorkerCommand: ...
+
+
+class Outbox(Protocol):
+    """Where a worker sends its messages."""
+
+    def put(self, msg: WorkerMessage, /) -> None: ...
+
+
+def serve(spec: WorkerSpec, commands: Inbox, deltas: Outbox) -> None:
+    """Run one worker on the calling thread until it stops — a Ray actor's thread
+    (``loadgen.run.ray_fleet``): none of ``worker_main``'s process-wide setup (signals, output, pinning)."""
+    try:
+        _quiet_gc()
+        _run_loop(Worker(spec, commands, deltas).run)
+    except Exception as exc:  # never a silent death: the controller shows this
+        deltas.put(WorkerFatal(spec.worker_id, f"{type(exc).__name__}: {exc}"))
 
 
 def worker_main(spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[WorkerMessage]) -> None:
@@ -149,16 +178,30 @@ def _run_loop(main: Callable[[], Coroutine[object, object, None]]) -> None:
 class Worker:
     """One worker's loop: reads commands, runs the closed or open loop, ships deltas on a tick."""
 
-    def __init__(
-        self, spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[WorkerMessage]
-    ) -> None:
+    def __init__(self, spec: WorkerSpec, commands: Inbox, deltas: Outbox) -> None:
         self.spec = spec
         self.commands = commands
         self.deltas = deltas
-        self.client = Client(spec.target, max_connections=spec.max_connections, transport=spec.transport)
+        # One pool per replica (``--url A --url B``); one replica: one client, as before.
+        self.clients = tuple(
+            Client(t, max_connections=spec.max_connections, transport=spec.transport)
+            for t in spec.target.replica_targets()
+        )
+        self.client = self.clients[0]
+        self.replica_keys = (
+            tuple(ReplicaKeys.of(replica_name(i)) for i in range(len(self.clients)))
+            if len(self.clients) > 1
+            else ()
+        )
+        # Round robin by session: this worker's k-th session goes to replica (k + worker id) mod n (its
+        # session ids are worker_id * SESSION_BLOCK + k), and all its turns stay there (its prefix cache).
+        self.replica_shift = spec.worker_id - spec.worker_id * SESSION_BLOCK
         # The same seed in every worker: shared prefixes must be identical across processes (cache hits).
-        workload = Workload(spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api)
-        self.book = WindowBook(spec.worker_id, deltas.put, spec.slo)
+        workload = Workload(
+            spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api, worker=spec.worker_id
+        )
+        self.requests_log = RequestLog(spec.save_requests, spec.worker_id)
+        self.book = WindowBook(spec.worker_id, deltas.put, spec.slo, detail=spec.detail)
         self.health = HealthSampler()
         self.trace = RequestTrace(spec.worker_id)
         self.gate = Gate()
@@ -172,12 +215,13 @@ class Worker:
     def _session_id(self) -> int:
         # Unique across workers: the worker id in the high digits.
         self.sessions += 1
-        return self.spec.worker_id * 1_000_000_000 + self.sessions
+        return self.spec.worker_id * SESSION_BLOCK + self.sessions
 
     # ---- plumbing ---------------------------------------------------------------------------------------
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):  # no such signal here
+        # No such signal here, or not the main thread (a Ray actor's worker: the actor is killed instead).
+        with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError, ValueError):
             loop.add_signal_handler(signal.SIGTERM, self.handle, StopLoad(True))
         threading.Thread(target=self._read_commands, args=(loop,), daemon=True).start()
         watch = asyncio.create_task(self.health.watch())
@@ -186,8 +230,10 @@ class Worker:
         await self.done.wait()
         ticker.cancel()
         watch.cancel()
-        await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
         self.trace.close()
+        self.requests_log.close()
 
     def _read_commands(self, loop: asyncio.AbstractEventLoop) -> None:
         while True:
@@ -265,11 +311,14 @@ class Worker:
     # ---- one request ------------------------------------------------------------------------------------
     async def send(self, spec: RequestSpec, intended_ns: int, reserved: int | None = None) -> RequestResult:
         book = self.book
+        keys = self.replica_keys
+        at = (spec.session_id + self.replica_shift) % len(keys) if keys else 0  # O(1): no lock, no scan
+        self.requests_log.write(spec, intended_ns)
         window = book.sending(reserved)
         try:
-            result = await self.client.send(spec, intended_ns, book.live)
+            result = await self.clients[at].send(spec, intended_ns, book.live)
         finally:
             book.landed(window)
-        book.record(window, result)
+        book.record(window, result, keys[at] if keys else None)
         self.trace.write(result, window)
         return result

@@ -1,0 +1,200 @@
+"""The request sources a profile may replay instead of drawing synthetic prompts: the frozen records a
+dataset, a timestamped trace or a saved request file becomes (``Source`` and its parts), their options, and
+``SourceError``.
+
+Everything after the parsers (``loadgen.sources.dataset``, ``.trace``, ``.requests``) works on these;
+workers receive them pickled inside the ``Profile``. ``Source.to_dict`` describes one for the record (path,
+content hash, format, counts, options), never its content: the file and its hash make the run's requests
+reconstructible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from loadgen.config import Api
+
+SourceKind = Literal["dataset", "trace", "requests"]
+DatasetFormat = Literal["sharegpt", "openai", "text"]
+SamplingOrder = Literal["sequential", "random"]
+HistorySource = Literal["recorded", "server"]  # what a multi-turn replay resends as the assistant's turns
+TimeUnit = Literal["s", "ms"]
+DATASET_FORMATS: tuple[DatasetFormat, ...] = get_args(DatasetFormat)
+SAMPLING_ORDERS: tuple[SamplingOrder, ...] = get_args(SamplingOrder)
+HISTORY_SOURCES: tuple[HistorySource, ...] = get_args(HistorySource)
+TIME_UNITS: tuple[TimeUnit, ...] = get_args(TimeUnit)
+DEFAULT_BLOCK_TOKENS = 512  # a Mooncake trace's hash id stands for a block of 512 tokens
+SCHEDULE_TAIL_S = 0.5  # a trace step lasts its window (time-scaled) plus this: the last arrivals land inside
+
+
+class SourceError(ValueError):
+    """A data file that cannot be used; ``str`` is one line: ``file:where: field: what to do``."""
+
+    def __init__(self, path: str, where: int | str | None, field: str | None, message: str) -> None:
+        spot = f"{path}:{where}" if isinstance(where, int) else f"{path}: {where}" if where else path
+        super().__init__(f"{spot}: {field}: {message}" if field else f"{spot}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class DialogTurn:
+    """One user turn of a conversation, and the reply recorded after it (None: none recorded)."""
+
+    user: str
+    reply: str | None = None
+    max_tokens: int | None = None  # the record's own max_tokens (OpenAI-style records)
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A dataset record: one or more turns replayed in order as one session (history resent)."""
+
+    turns: tuple[DialogTurn, ...]
+    system: str = ""
+    line: int = 0  # where it was read (line, or record number in a JSON array)
+    raw: bool = False  # a plain text line or a ``prompt`` record: sent as is on the completions API
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """A trace line: when it arrives (seconds on the trace's clock, from the window's start), its lengths,
+    its prefix blocks (Mooncake ``hash_ids``) and its session."""
+
+    t_s: float
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] = ()
+    session: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request as a run sent it (``--save-requests``), replayed as is (``--requests``)."""
+
+    t_s: float  # intended start, seconds after the file's first
+    api: Api
+    max_tokens: int
+    messages: tuple[tuple[str, str], ...] = ()
+    prompt: str = ""
+    input_tokens_target: int = 0
+    session: int = 0
+    turn: int = 0
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetOptions:
+    path: str
+    format: DatasetFormat | None = None  # None: detected from the name and the first record
+    sampling: SamplingOrder = "sequential"
+    max_tokens: int | None = None  # overrides every turn's
+    use_output_len: bool = True  # a turn's max_tokens: its recorded reply's length (or the record's own)
+    history: HistorySource = "recorded"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "format": self.format,
+            "sampling": self.sampling,
+            "max_tokens": self.max_tokens,
+            "use_output_len": self.use_output_len,
+            "history": self.history,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TraceOptions:
+    path: str
+    time_unit: TimeUnit | None = None  # None: detected (see loadgen.sources.trace)
+    window: tuple[float, float | None] | None = None  # START:END seconds on the trace's clock
+    time_scale: float = 1.0  # 2 = twice as fast
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "time_unit": self.time_unit,
+            "window": None if self.window is None else list(self.window),
+            "time_scale": self.time_scale,
+            "block_tokens": self.block_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """What a run replays. ``conversations`` for a dataset, ``entries`` for a trace, ``requests`` for a
+    request file; ``duration_s`` is a schedule's length on its own clock (a trace's window)."""
+
+    kind: SourceKind
+    path: str
+    content_hash: str
+    format: str
+    note: str = ""  # how it was read, for the operator ("timestamps read as ms: all integers")
+    conversations: tuple[Conversation, ...] = ()
+    entries: tuple[TraceEntry, ...] = ()
+    requests: tuple[RecordedRequest, ...] = ()
+    dataset: DatasetOptions | None = None
+    trace: TraceOptions | None = None
+    duration_s: float = 0.0
+    skipped: int = 0  # records without a user turn (datasets), left out
+    workers: int = 1  # the run's worker processes: worker i replays items i, i + workers, ...
+
+    @property
+    def scheduled(self) -> bool:
+        """Arrivals follow the file's own times (open loop)."""
+        return self.kind != "dataset"
+
+    @property
+    def count(self) -> int:
+        return len(self.conversations) + len(self.entries) + len(self.requests)
+
+    def offsets_s(self) -> tuple[float, ...]:
+        return tuple(e.t_s for e in self.entries) or tuple(r.t_s for r in self.requests)
+
+    @property
+    def base_rate_rps(self) -> float:
+        """The schedule's mean arrival rate at time scale 1: an open-loop level of ``scale * this``."""
+        return self.count / max(self.duration_s, 1e-3)
+
+    def step_seconds(self, scale: float) -> float:
+        """How long one pass of the schedule lasts at ``scale``."""
+        return self.duration_s / scale + SCHEDULE_TAIL_S
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "kind": self.kind,
+            "path": self.path,
+            "content_hash": self.content_hash,
+            "format": self.format,
+            "count": self.count,
+            "note": self.note,
+        }
+        if self.dataset is not None:
+            out["dataset"] = self.dataset.to_dict()
+        if self.trace is not None:
+            out["trace"] = self.trace.to_dict()
+        if self.scheduled:
+            out["duration_s"] = round(self.duration_s, 6)
+            out["rate_rps_at_scale_1"] = round(self.base_rate_rps, 6)
+        return out
+
+
+def file_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_bytes(path: str) -> bytes:
+    """The file's bytes, or ``SourceError`` saying why not."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def decode_text(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SourceError(path, line, None, f"not UTF-8 text (byte {exc.start}); save it as UTF-8") from None

@@ -1,0 +1,167 @@
+"""A run's actual requests, saved (``--save-requests FILE``) and replayed (``--requests FILE``).
+
+Each line is one request as it was sent: ``intended_ns`` (its intended start, CLOCK_MONOTONIC, shared by
+every worker on the host), ``worker`` and ``seq`` (the order a worker built them in), ``session`` and
+``turn``, ``api``, ``model``, ``max_tokens``, ``input_tokens_target`` and ``messages`` (OpenAI-style
+``{"role", "content"}``) or ``prompt``; ``sampling`` holds the body parameters it was sent with, for the
+reader (a replay sends the replaying profile's ``[sampling]``, so that a managed API is not sent a
+self-hosted server's extensions). Each worker appends whole lines with one ``write`` each to a file opened
+``O_APPEND``, so the lines of several workers never interleave; a replay orders them by intended time.
+
+A replay keeps the file's order, prompts and lengths: in open loop each request is sent once at its own
+time (``t_s``: seconds after the file's first, divided by ``--time-scale``), in closed loop the users take
+them in order. A hand-written file may give ``t_s`` instead of ``intended_ns`` (or neither: all at 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from loadgen.config import APIS, Api
+from loadgen.sources.model import RecordedRequest, Source, SourceError, decode_text, file_hash, read_bytes
+from loadgen.types import RequestSpec
+
+
+class RequestLog:
+    """Appends each request a worker sends to the ``--save-requests`` file (or does nothing: no path)."""
+
+    def __init__(self, path: str | None, worker: int) -> None:
+        self.worker = worker
+        self.seq = 0
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
+
+    def write(self, spec: RequestSpec, intended_ns: int) -> None:
+        if self.fd is None:
+            return
+        line: dict[str, object] = {
+            "intended_ns": intended_ns,
+            "worker": self.worker,
+            "seq": self.seq,
+            "session": spec.session_id,
+            "turn": spec.turn,
+            "api": spec.api,
+            "model": spec.model,
+            "max_tokens": spec.max_tokens,
+            "input_tokens_target": spec.input_tokens_target,
+        }
+        if spec.api == "chat":
+            line["messages"] = [{"role": role, "content": text} for role, text in spec.messages]
+        else:
+            line["prompt"] = spec.prompt
+        line["sampling"] = dict(spec.extra_body)
+        self.seq += 1
+        os.write(self.fd, (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def load_requests(path: str) -> Source:
+    data = read_bytes(path)
+    text = decode_text(path, data)
+    rows: list[tuple[float, int, int, RecordedRequest]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(
+                path, number, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        if not isinstance(value, dict):
+            raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
+        rows.append(_row(path, number, value))
+    if not rows:
+        raise SourceError(path, None, None, "no requests in the file")
+    rows.sort(key=lambda r: r[:3])
+    first = rows[0][0]
+    requests = tuple(
+        RecordedRequest(
+            t_s=t - first,
+            api=r.api,
+            max_tokens=r.max_tokens,
+            messages=r.messages,
+            prompt=r.prompt,
+            input_tokens_target=r.input_tokens_target,
+            session=r.session,
+            turn=r.turn,
+            line=r.line,
+        )
+        for t, _, _, r in rows
+    )
+    apis = sorted({r.api for r in requests})
+    if len(apis) > 1:
+        raise SourceError(
+            path, None, "api", "the file mixes chat and completions requests; replay one API per run"
+        )
+    duration = requests[-1].t_s
+    return Source(
+        kind="requests",
+        path=path,
+        content_hash=file_hash(data),
+        format=apis[0],
+        note=f"{len(requests)} {apis[0]} requests over {duration:g} s",
+        requests=requests,
+        duration_s=duration,
+    )
+
+
+def _int(path: str, line: int, value: Mapping[str, object], key: str, default: int | None, low: int) -> int:
+    given = value.get(key, default)
+    if given is None:
+        raise SourceError(path, line, key, "missing")
+    if not isinstance(given, int) or isinstance(given, bool) or given < low:
+        raise SourceError(path, line, key, f"expected a whole number >= {low}, got {given!r}")
+    return given
+
+
+def _row(path: str, line: int, value: Mapping[str, object]) -> tuple[float, int, int, RecordedRequest]:
+    api = value.get("api", "chat")
+    if api not in APIS:
+        raise SourceError(path, line, "api", f"expected one of {', '.join(APIS)}, got {api!r}")
+    chat: Api = "chat" if api == "chat" else "completions"
+    messages: tuple[tuple[str, str], ...] = ()
+    prompt = ""
+    if chat == "chat":
+        raw = value.get("messages")
+        if not isinstance(raw, list) or not raw:
+            raise SourceError(path, line, "messages", 'expected a non-empty list of {"role", "content"}')
+        pairs = []
+        for i, m in enumerate(raw):
+            if (
+                not isinstance(m, dict)
+                or not isinstance(m.get("role"), str)
+                or not isinstance(m.get("content"), str)
+            ):
+                raise SourceError(path, line, f"messages[{i}]", 'expected {"role": str, "content": str}')
+            pairs.append((str(m["role"]), str(m["content"])))
+        messages = tuple(pairs)
+    else:
+        given = value.get("prompt")
+        if not isinstance(given, str) or not given:
+            raise SourceError(path, line, "prompt", "expected a non-empty string (completions requests)")
+        prompt = given
+    if "intended_ns" in value:
+        t = _int(path, line, value, "intended_ns", None, 0) / 1e9
+    else:
+        t_s = value.get("t_s", 0.0)
+        if isinstance(t_s, bool) or not isinstance(t_s, (int, float)) or t_s < 0:
+            raise SourceError(path, line, "t_s", f"expected seconds >= 0, got {t_s!r}")
+        t = float(t_s)
+    request = RecordedRequest(
+        t_s=0.0,
+        api=chat,
+        max_tokens=_int(path, line, value, "max_tokens", None, 1),
+        messages=messages,
+        prompt=prompt,
+        input_tokens_target=_int(path, line, value, "input_tokens_target", 0, 0),
+        session=_int(path, line, value, "session", 0, 0),
+        turn=_int(path, line, value, "turn", 0, 0),
+        line=line,
+    )
+    return t, _int(path, line, value, "worker", 0, 0), _int(path, line, value, "seq", line, 0), request

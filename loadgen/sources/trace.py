@@ -1,0 +1,177 @@
+"""Timestamped traces: a JSONL or CSV file of arrivals → ``Source(kind="trace")``.
+
+Fields (a JSONL object's keys, or a CSV file's header row), the Mooncake trace's names first:
+
+* ``timestamp`` (or ``timestamp_ms``, ``timestamp_s``, ``time``, ``arrival_time``, ``ts``): when it arrives.
+* ``input_length`` (or ``input_tokens``, ``prompt_tokens``): prompt tokens.
+* ``output_length`` (or ``output_tokens``, ``max_tokens``): output tokens (sent as ``max_tokens``).
+* ``hash_ids`` (optional): the prompt's prefix blocks, one id per ``block_tokens`` (512 by default, as in
+  Mooncake) tokens; a JSON list, or in CSV ids separated by spaces, commas or semicolons. The same id at
+  the same place is the same block of text, so requests that share ids share a prompt prefix.
+* ``session_id`` (or ``session``, ``conversation_id``, ``chat_id``; optional): kept as the request's session.
+
+The time unit: ``time_unit`` (``--trace-time-unit s|ms``) when given; else the field's suffix
+(``timestamp_ms``, ``timestamp_s``); else milliseconds when every timestamp is a whole number (as in
+Mooncake's traces) and seconds when any has a fraction. The note says which rule decided. Times are taken
+from the first arrival; ``window`` (``--trace-window START:END``, seconds) keeps the arrivals with
+START <= t < END, timed from START.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+
+from loadgen.sources.model import (
+    Source,
+    SourceError,
+    TimeUnit,
+    TraceEntry,
+    TraceOptions,
+    decode_text,
+    file_hash,
+    read_bytes,
+)
+
+TIME_KEYS = ("timestamp", "timestamp_ms", "timestamp_s", "time", "arrival_time", "ts")
+INPUT_KEYS = ("input_length", "input_tokens", "prompt_tokens")
+OUTPUT_KEYS = ("output_length", "output_tokens", "max_tokens")
+SESSION_KEYS = ("session_id", "session", "conversation_id", "chat_id")
+_ID_SPLIT = re.compile(r"[\s,;]+")
+
+Row = tuple[int, Mapping[str, object]]
+Raw = tuple[int, float, int, int, tuple[int, ...], str | None, str]  # line, t, in, out, ids, session, key
+
+
+def load_trace(options: TraceOptions) -> Source:
+    path = options.path
+    data = read_bytes(path)
+    text = decode_text(path, data)
+    csv_file = path.lower().endswith(".csv")
+    rows = _csv_rows(text) if csv_file else _jsonl_rows(path, text)
+    raw = [_entry(path, number, row) for number, row in rows]
+    if not raw:
+        raise SourceError(path, None, None, "no arrivals in the file")
+    unit, why = _unit(options.time_unit, raw)
+    factor = 0.001 if unit == "ms" else 1.0
+    raw.sort(key=lambda r: r[1])
+    origin = raw[0][1]
+    start, end = options.window if options.window is not None else (0.0, None)
+    entries = []
+    for line, t, n_in, n_out, ids, session, _ in raw:
+        t_s = (t - origin) * factor
+        if t_s >= start and (end is None or t_s < end):
+            entries.append(TraceEntry(t_s - start, n_in, n_out, ids, session, line))
+    if not entries:
+        span = (raw[-1][1] - origin) * factor
+        raise SourceError(
+            path,
+            None,
+            "window",
+            f"no arrivals in {start:g}:{'' if end is None else f'{end:g}'} s (the trace spans 0:{span:g} s)",
+        )
+    duration = (end - start) if end is not None else entries[-1].t_s
+    note = f"{len(entries)} arrivals over {duration:g} s; timestamps read as {unit} ({why})"
+    return Source(
+        kind="trace",
+        path=path,
+        content_hash=file_hash(data),
+        format="csv" if csv_file else "jsonl",
+        note=note,
+        entries=tuple(entries),
+        trace=options,
+        duration_s=duration,
+    )
+
+
+def _unit(given: TimeUnit | None, raw: Sequence[Raw]) -> tuple[TimeUnit, str]:
+    if given is not None:
+        return given, "--trace-time-unit"
+    key = raw[0][6]
+    if key.endswith("_ms"):
+        return "ms", f"the field is {key}"
+    if key.endswith("_s"):
+        return "s", f"the field is {key}"
+    if all(float(r[1]).is_integer() for r in raw):
+        return "ms", "all whole numbers; --trace-time-unit s if they are seconds"
+    return "s", "some have fractions; --trace-time-unit ms if they are milliseconds"
+
+
+def _jsonl_rows(path: str, text: str) -> Iterator[Row]:
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(
+                path, number, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        if not isinstance(value, dict):
+            raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
+        yield number, value
+
+
+def _csv_rows(text: str) -> Iterator[Row]:
+    reader = csv.DictReader(io.StringIO(text))
+    for row in reader:
+        if any((v or "").strip() for v in row.values() if isinstance(v, str)):
+            yield reader.line_num, {k.strip(): v for k, v in row.items() if k is not None}
+
+
+def _pick(row: Mapping[str, object], keys: Sequence[str]) -> tuple[str, object] | None:
+    for key in keys:
+        if key in row and row[key] not in (None, ""):
+            return key, row[key]
+    return None
+
+
+def _number(path: str, line: int, key: str, value: object, *, integer: bool) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise SourceError(path, line, key, f"expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SourceError(path, line, key, f"expected a number, got {value!r}")
+    if value < 0 or (integer and (value < 1 or not float(value).is_integer())):
+        want = "a positive whole number" if integer else "a number >= 0"
+        raise SourceError(path, line, key, f"expected {want}, got {value!r}")
+    return float(value)
+
+
+def _hash_ids(path: str, line: int, value: object) -> tuple[int, ...]:
+    if isinstance(value, str):
+        text = value.strip().strip("[]")
+        parts = [p for p in _ID_SPLIT.split(text) if p]
+        try:
+            return tuple(int(p) for p in parts)
+        except ValueError:
+            raise SourceError(path, line, "hash_ids", f"expected whole numbers, got {value!r}") from None
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise SourceError(path, line, "hash_ids", f"expected a list of whole numbers, got {value!r}")
+    return tuple(value)
+
+
+def _entry(path: str, line: int, row: Mapping[str, object]) -> Raw:
+    found: list[tuple[str, object]] = []
+    for keys, what in (
+        (TIME_KEYS, "timestamp"),
+        (INPUT_KEYS, "input_length"),
+        (OUTPUT_KEYS, "output_length"),
+    ):
+        hit = _pick(row, keys)
+        if hit is None:
+            raise SourceError(path, line, what, f"missing (one of {', '.join(keys)})")
+        found.append(hit)
+    (t_key, t_val), (in_key, in_val), (out_key, out_val) = found
+    t = _number(path, line, t_key, t_val, integer=False)
+    n_in = int(_number(path, line, in_key, in_val, integer=True))
+    n_out = int(_number(path, line, out_key, out_val, integer=True))
+    ids = _hash_ids(path, line, row["hash_ids"]) if row.get("hash_ids") not in (None, "") else ()
+    session = _pick(row, SESSION_KEYS)
+    return line, t, n_in, n_out, ids, None if session is None else str(session[1]), t_key
