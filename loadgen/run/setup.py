@@ -13,11 +13,12 @@ from loadgen.config import SLO, RunConfig, SetupError
 from loadgen.format import fmt_count, fmt_pct
 from loadgen.profile import Profile, context_overflow
 from loadgen.run.recording import RunRecord, record_header
+from loadgen.run.sizing import fit_sizer
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.target.connect import connection_warnings
 from loadgen.target.probe import ServerInfo, probe
-from loadgen.workload import calibrate_sizer
+from loadgen.telemetry.headroom import headroom_record, plan_warning
 
 if TYPE_CHECKING:
     from loadgen.workload import PromptSizer
@@ -64,6 +65,13 @@ def context_warning(
     )
 
 
+def planned_levels(load: Load) -> list[int]:
+    """The concurrencies a closed-loop plan will ask for (none for an open loop: its level is a cap)."""
+    if load.mode != "closed":
+        return []
+    return [load.level] if load.plan is None else [int(level) for level in load.plan.levels]
+
+
 async def prepare(
     config: RunConfig, status: RunStatus, load: Load, slo: SLO, link: TelemetryLink
 ) -> tuple[PromptSizer, RunRecord]:
@@ -77,16 +85,22 @@ async def prepare(
     status.model = resolve_model(config, info)
     status.runtime, status.runtime_version = info.runtime, info.runtime_version
     # The resolved API (flags over profile, merged once into the target) is what the workers speak.
-    sizer = await calibrate_sizer(config.target, status.model, config.api)
+    sizer, sized_by = await fit_sizer(config, status.model)  # /tokenize, else --tokenizer, else estimated
     await link.start(config)
     warning = context_warning(config.profile, info.max_model_len, fit=config.fit_context, sizer=sizer)
     if warning is not None:
         status.warnings.append(warning)
+    link.plan_headroom(config.profile, sizer.per_turn_tokens)
+    kv_warning = plan_warning(link.kv_headroom(), planned_levels(load))
+    if kv_warning is not None:
+        status.warnings.append(kv_warning)
     if config.fit_context and isinstance(info.max_model_len, int):
         sizer = dataclasses.replace(sizer, fit_context=info.max_model_len)
     if not config.out:
         return sizer, RunRecord()
     header = record_header(config, status, load, slo, info.max_model_len, link.conditions())
+    header["kv_headroom"] = headroom_record(link.kv_headroom())  # the KV cache in sequences of this profile
+    header["tokenizer"] = sized_by.as_dict()  # which tokenizer sized the prompts (file: path and sha256)
     record = RunRecord.open(config.out, header, config.record_events)
     for text in status.warnings:
         record.event("warning", {"note": text})

@@ -35,6 +35,10 @@ class GenerateRequest:
     streaming: bool
     include_usage: bool
     ignore_eos: bool
+    # A request's own ``seed`` makes its reply depend on (seed, prompt) only: the same request gets the
+    # same reply, streamed or not (as a seeded or greedy request does on a real server).
+    seed: int | None = None
+    stop: tuple[str, ...] = ()  # stop sequences: the reply ends before the first one it would contain
 
     @property
     def prompt_len(self) -> int:
@@ -61,7 +65,26 @@ def parse_generate(raw: bytes, api: str, model: str, params: EngineParams) -> Ge
         streaming=bool(body.get("stream", False)),
         include_usage=bool(opts.get("include_usage", False)) if isinstance(opts, dict) else False,
         ignore_eos=bool(body.get("ignore_eos")),
+        seed=_seed(body.get("seed")),
+        stop=_stop(body.get("stop")),
     )
+
+
+def _seed(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _stop(value: object) -> tuple[str, ...]:
+    """``stop``: a string or a list of strings (vLLM's and OpenAI's shape); empty strings never match."""
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, list):
+        if not all(isinstance(v, str) for v in value):
+            raise BadRequest("'stop' must be a string or a list of strings")
+        return tuple(v for v in value if v)
+    if value is not None:
+        raise BadRequest("'stop' must be a string or a list of strings")
+    return ()
 
 
 def _max_tokens(body: dict[str, Any], prompt_len: int, max_model_len: int) -> int:

@@ -14,6 +14,8 @@ import asyncio
 import json
 import random
 import time
+import zlib
+from array import array
 from collections import deque
 from typing import Any
 
@@ -39,6 +41,18 @@ def _ground_truth_record(request: web.Request, api: str, arrival_ns: int) -> dic
         "stream": False, "prompt_tokens": None, "cached_tokens": None, "output_tokens": 0, "chunks": 0,
         "preemptions": 0, "fault": None, "finish_reason": None, "max_tokens": None,
     }  # fmt: skip
+
+
+def stop_cut(tokens: tuple[bytes, ...], pos: int, target: int, stop: tuple[str, ...]) -> int:
+    """How many of the ``target`` tokens from ``pos`` a reply keeps before its text would contain a stop
+    sequence (the token that completes one and all after it are dropped, as vLLM drops the stop text; the
+    reply then ends with finish_reason "stop")."""
+    text = ""
+    for kept in range(target):
+        text += tokens[(pos + kept) % len(tokens)].decode()
+        if any(s in text for s in stop):
+            return kept
+    return target
 
 
 def _fault_refusal(faults: dict[str, float]) -> web.Response | None:
@@ -166,12 +180,13 @@ class SimServer:
         if refusal is not None:
             gt["status"] = refusal.status
             return refusal
-        st = self._new_stream(api, req, faults)
+        draws = self._draws(req)
+        st = self._new_stream(api, req, faults, draws)
         gt["id"] = st.rid
         gt["stream"] = st.streaming
         if "slow_ttft" in faults:
             await asyncio.sleep(faults["slow_ttft"] or cfg.faults.slow_ttft_s)
-        seq = self._new_seq(req, "empty" in faults, st)
+        seq = self._new_seq(req, "empty" in faults, st, draws)
         try:
             if st.streaming:
                 return await stream_reply(request, st, seq, self._loop)
@@ -188,7 +203,17 @@ class SimServer:
             gt["preemptions"] = seq.preemptions
             gt["finish_reason"] = seq.finish_reason if seq.state == "finished" else seq.state
 
-    def _new_stream(self, api: str, req: GenerateRequest, faults: dict[str, float]) -> Stream:
+    def _draws(self, req: GenerateRequest) -> random.Random:
+        """Where a request's reply is drawn from: the server's generator, or one of its own when it gives a
+        ``seed`` (the same seed and prompt then get the same reply, streamed or not)."""
+        if req.seed is None:
+            return self._rng
+        prompt = zlib.crc32(array("q", req.ids).tobytes())
+        return random.Random(f"llm-ramp-sim:{req.seed}:{prompt}")
+
+    def _new_stream(
+        self, api: str, req: GenerateRequest, faults: dict[str, float], draws: random.Random
+    ) -> Stream:
         self._next_rid += 1
         st = Stream(
             api=api,
@@ -198,15 +223,17 @@ class SimServer:
             created=int(time.time()),  # wall clock for the "created" field only
             model_json=self._model_json,
             prompt_tokens=req.prompt_len,
-            pos=self._rng.randrange(len(self._loop.tokens)),
+            pos=draws.randrange(len(self._loop.tokens)),
             faults=faults,
         )
         st.arm(self.config.faults)
         return st
 
-    def _new_seq(self, req: GenerateRequest, empty: bool, st: Stream) -> Seq:
+    def _new_seq(self, req: GenerateRequest, empty: bool, st: Stream, draws: random.Random) -> Seq:
         params = self.config.engine
-        target = 0 if empty else sample_output_len(self._rng, params, req.max_tokens, req.ignore_eos)
+        target = 0 if empty else sample_output_len(draws, params, req.max_tokens, req.ignore_eos)
+        if req.stop and target:
+            target = stop_cut(self._loop.tokens, st.pos, target, req.stop)
         seq = Seq(
             self._next_rid,
             time.monotonic_ns(),

@@ -1,0 +1,167 @@
+"""``ramp check URL``: its flags (``add_check_flags``), the order the checks run in (``run_checks``) and the
+command (``check_main``: the report as text or JSON on stdout, exit 0 when every required check passed,
+1 otherwise, 2 for a usage error).
+
+The target is reached as ``ramp run`` reaches it: the key from ``--api-key-env`` (never shown), TLS by
+``--ca-cert`` / ``--insecure``, the proxy by ``--proxy`` / ``--no-proxy`` or the environment
+(``loadgen.target.connect``). The probe (``loadgen.target.probe``) comes first: when ``/v1/models`` cannot
+be read the report says why and the other checks are not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from loadgen.check import api_checks, edge_checks, speed
+from loadgen.check.results import CheckReport, CheckResult
+from loadgen.check.session import Session, open_session
+from loadgen.runchecks import ca_problem, check_url, proxy_problem
+from loadgen.runflags import EXIT_OK, EXIT_SLO, UsageError
+from loadgen.target.probe import ServerInfo, probe
+from loadgen.types import Target
+
+__all__ = ["DESCRIPTION", "add_check_flags", "check_main", "run_checks"]
+
+DESCRIPTION = (
+    "Spot-check an OpenAI-compatible deployment through the official OpenAI SDK: models, chat and "
+    "completions (streamed and not), usage, max_tokens, stop, errors, /metrics, /tokenize, rate limits, a "
+    "one-request baseline and a short ramp through ramp's own client. Exit 0 when every required check "
+    "passes, 1 otherwise."
+)
+
+
+def add_check_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url", help="base URL of the server, e.g. http://127.0.0.1:8000 or https://api.openai.com")
+    p.add_argument("--model", default="", help="model to check (default: the first /v1/models lists)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+    p.add_argument(
+        "--ramp-seconds",
+        type=float,
+        default=10.0,
+        help="length of the ramp to --streams (0 skips it; default 10)",
+    )
+    p.add_argument("--streams", type=int, default=8, help="the ramp's last level (default 8)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds each SDK call may take (default 60)")
+    p.add_argument("--ca-cert", metavar="FILE", help="CA bundle (PEM) to verify an https server with")
+    p.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
+    p.add_argument("--proxy", metavar="URL", help="HTTP proxy for every call (default: the environment's)")
+    p.add_argument("--no-proxy", action="store_true", help="no proxy, whatever the environment says")
+
+
+def _target(args: argparse.Namespace) -> Target:
+    url, problem = check_url(args.url)
+    problem = problem or (ca_problem(args.ca_cert, args.insecure) if args.ca_cert else None)
+    problem = problem or (proxy_problem(args.proxy, args.no_proxy) if args.proxy else None)
+    if problem is None and args.ramp_seconds < 0:
+        problem = f"--ramp-seconds must be 0 (no ramp) or more, got {args.ramp_seconds:g}"
+    if problem is None and args.streams < 1:
+        problem = f"--streams must be at least 1, got {args.streams}"
+    if problem is None and args.timeout <= 0:
+        problem = f"--timeout must be more than 0, got {args.timeout:g}"
+    if problem is not None:
+        raise UsageError(problem)
+    return Target(
+        url=url,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        ca_cert=args.ca_cert,
+        insecure=args.insecure,
+        proxy="" if args.no_proxy else args.proxy,
+        connect_timeout_s=min(10.0, args.timeout),
+        ttft_timeout_s=args.timeout,
+        idle_timeout_s=args.timeout,
+        total_timeout_s=args.timeout * 2,
+    )
+
+
+async def _models(session: Session, info: ServerInfo) -> CheckResult:
+    """What the SDK's ``models.list()`` reads, against what the probe found."""
+    try:
+        page = await session.sdk.models.list()
+    except Exception as exc:
+        return CheckResult(
+            "models", "fail", f"SDK models.list(): {api_checks.failure_text(session, exc)}", True
+        )
+    ids = [m.id for m in page.data]
+    if session.model not in ids:
+        return CheckResult(
+            "models", "fail", f"the SDK lists {', '.join(ids) or 'no model'}, not {session.model!r}", True
+        )
+    return CheckResult(
+        "models", "pass", f"/v1/models lists {len(ids)}: {', '.join(ids)[:120]}", True, {"models": ids}
+    )
+
+
+def _context(info: ServerInfo) -> CheckResult:
+    if info.max_model_len is None:
+        return CheckResult(
+            "max_model_len", "n/a", "not stated in /v1/models: context overflow is not checked"
+        )
+    return CheckResult(
+        "max_model_len", "pass", f"{info.max_model_len:,} tokens", data={"max_model_len": info.max_model_len}
+    )
+
+
+async def _sdk_checks(session: Session, report: CheckReport, info: ServerInfo) -> None:
+    report.add(await _models(session, info))
+    report.add(_context(info))
+    gen = api_checks.GenerationChecks(session)
+    report.add(await gen.chat())
+    report.add(await gen.chat_streamed())
+    report.add(await gen.completions(stream=False))
+    report.add(await gen.completions(stream=True))
+    report.add(gen.usage_chunk())
+    report.add(await gen.max_tokens())
+    report.add(await gen.stop())
+    report.add(gen.role_chunk())
+    report.add(gen.reasoning())
+    report.add(await edge_checks.bad_request(session))
+    report.add(await edge_checks.context_overflow(session))
+    report.add(await edge_checks.metrics(session))
+    report.add(await edge_checks.tokenize(session))
+    report.add(await speed.baseline(session))
+
+
+async def _probe_and_check(target: Target, report: CheckReport, timeout_s: float) -> Session | None:
+    info = await probe(target, timeout_s=min(timeout_s, 10.0))
+    if not info.ok or info.model is None:
+        report.add(CheckResult("models", "fail", info.error or "no model to check: pass --model NAME", True))
+        return None
+    report.model, report.runtime, report.runtime_version = info.model, info.runtime, info.runtime_version
+    session = open_session(target, info.model, timeout_s)
+    session.max_model_len = info.max_model_len
+    try:
+        await _sdk_checks(session, report, info)
+    finally:
+        await session.aclose()
+    return session
+
+
+def run_checks(
+    target: Target, *, ramp_seconds: float = 10.0, streams: int = 8, timeout_s: float = 60.0
+) -> CheckReport:
+    """Every check against ``target``, in order; never raises for what the server does."""
+    started = time.perf_counter()
+    report = CheckReport(url=target.base_url)
+    session = asyncio.run(_probe_and_check(target, report, timeout_s))
+    if session is not None:
+        if ramp_seconds > 0:
+            report.add(speed.ramp(target, session.model, ramp_seconds, streams))
+        else:
+            report.add(CheckResult("ramp", "n/a", "skipped (--ramp-seconds 0)", True))
+        report.ratelimit = dict(session.ratelimit)
+        report.add(edge_checks.rate_limits(session))
+    report.elapsed_s = time.perf_counter() - started
+    return report
+
+
+def check_main(args: argparse.Namespace) -> int:
+    """``ramp check``: the report on stdout; 0 when every required check passed, 1 otherwise."""
+    target = _target(args)
+    report = run_checks(target, ramp_seconds=args.ramp_seconds, streams=args.streams, timeout_s=args.timeout)
+    sys.stdout.write((report.json() if args.format == "json" else report.text()) + "\n")
+    return EXIT_OK if report.ok else EXIT_SLO

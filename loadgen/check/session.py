@@ -1,0 +1,237 @@
+"""The official OpenAI SDK pointed at the target, the way an application would use it: ``Session`` owns the
+``AsyncOpenAI`` client (its ``http_client`` the SDK's own httpx client with the target's TLS settings and
+proxy, by ``loadgen.target.connect``'s one rule; no retries, so every answer is the server's own), the
+project's httpx client for the calls beside the SDK (``/metrics``, ``/tokenize``), the latest
+``x-ratelimit-*`` headers any answer carried, scrubbing secrets out of what is shown, and one generation
+call (``generate``: chat or completions, streamed or not) read into a ``Reply``.
+
+The API key comes from the environment variable the target names (``--api-key-env``); it is given to the
+SDK and never shown. Every generation asks temperature 0 and a fixed seed, so the same request twice gets
+the same reply on a server that honours them (the usage and stop checks rely on it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import parse_qsl
+
+from loadgen.target.connect import proxy_for, tls_context
+from loadgen.target.http import api_key, scrub, target_headers, url_secrets
+from loadgen.target.ratelimit import read_ratelimit
+from loadgen.target.tokenize import tokenize_client
+from loadgen.types import Target
+
+if TYPE_CHECKING:
+    import httpx
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletionMessageParam
+
+__all__ = ["SEED", "Reply", "Session", "open_session"]
+
+SEED = 1234  # every generation's seed, with temperature 0: the same request, the same reply
+Api = Literal["chat", "completions"]
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # vLLM/SGLang/DeepSeek, and OpenRouter/Ollama
+
+
+@dataclass
+class Reply:
+    """One generation as the SDK delivered it; stream-only fields stay at their defaults otherwise."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: CompletionUsage | None = None
+    reasoning_field: str | None = None  # the reasoning field the reply carried, if any
+    chunks: int = 0  # stream: chunks received
+    first_role: str | None = None  # stream: the first chunk's delta role
+    first_content: str | None = None  # stream: the first chunk's delta content
+    usage_in_stream: bool = False  # stream: a chunk carried usage
+    started_s: float = 0.0  # perf_counter when the call was made
+    first_token_s: float | None = None  # perf_counter at the first chunk with text (content or reasoning)
+    last_token_s: float | None = None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return None if self.first_token_s is None else (self.first_token_s - self.started_s) * 1e3
+
+    def decode_tok_s(self) -> float | None:
+        tokens = self.usage.completion_tokens if self.usage is not None else None
+        if tokens is None or tokens < 2 or self.first_token_s is None or self.last_token_s is None:
+            return None
+        span = self.last_token_s - self.first_token_s
+        return (tokens - 1) / span if span > 0 else None
+
+
+@dataclass
+class Session:
+    """The SDK client, the model asked for, and what the answers said about rate limits."""
+
+    target: Target
+    sdk: AsyncOpenAI
+    http: DefaultAsyncHttpxClient  # the SDK's
+    edge: httpx.AsyncClient  # the project's (``loadgen.target.connect``): /metrics and /tokenize
+    model: str
+    max_model_len: int | None = None
+    ratelimit: dict[str, str] = field(default_factory=dict)
+
+    def note(self, headers: Mapping[str, str]) -> None:
+        """Keep the latest rate-limit headers (a later answer's replace an earlier one's, key by key)."""
+        self.ratelimit.update(read_ratelimit(headers.items()))
+
+    def scrub(self, text: str) -> str:
+        """``text`` (an error, a reply) made safe to print: no key, no URL credentials, one line."""
+        secrets = (api_key(self.target.api_key_env), *url_secrets(self.target.url))
+        return " ".join(scrub(text, secrets).split())
+
+    async def aclose(self) -> None:
+        await self.sdk.close()
+        await self.http.aclose()
+        await self.edge.aclose()
+
+    async def generate(
+        self, api: Api, prompt: str, max_tokens: int, *, stream: bool, stop: list[str] | None = None
+    ) -> Reply:
+        """One request through the SDK; raises the SDK's errors (``openai.APIError``) for the caller."""
+        if api == "chat":
+            return await self._chat(prompt, max_tokens, stream, stop)
+        return await self._complete(prompt, max_tokens, stream, stop)
+
+    async def _chat(self, prompt: str, max_tokens: int, stream: bool, stop: list[str] | None) -> Reply:
+        from openai import omit
+
+        reply = Reply(started_s=time.perf_counter())
+        create = self.sdk.chat.completions.with_raw_response.create
+        messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": prompt}]
+        if not stream:
+            raw = await create(
+                model=self.model,
+                messages=messages,
+                max_tokens=max_tokens,
+                temperature=0,
+                seed=SEED,
+                stop=stop or omit,
+            )
+            self.note(raw.headers)
+            done = raw.parse()
+            choice = done.choices[0] if done.choices else None
+            reply.usage = done.usage
+            if choice is not None:
+                reply.text = choice.message.content or ""
+                reply.finish_reason = choice.finish_reason
+                reply.reasoning_field = _reasoning(choice.message.model_extra)
+            return reply
+        raw_stream = await create(
+            model=self.model,
+            messages=messages,
+            max_tokens=max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+            temperature=0,
+            seed=SEED,
+            stop=stop or omit,
+        )
+        self.note(raw_stream.headers)
+        parts: list[str] = []
+        async for chunk in raw_stream.parse():
+            now = time.perf_counter()
+            reply.chunks += 1
+            if chunk.usage is not None:
+                reply.usage, reply.usage_in_stream = chunk.usage, True
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if reply.chunks == 1:
+                reply.first_role, reply.first_content = delta.role, delta.content
+            found = _reasoning(delta.model_extra)
+            reply.reasoning_field = reply.reasoning_field or found
+            if delta.content or found:
+                reply.first_token_s = reply.first_token_s or now
+                reply.last_token_s = now
+                parts.append(delta.content or "")
+            reply.finish_reason = chunk.choices[0].finish_reason or reply.finish_reason
+        reply.text = "".join(parts)
+        return reply
+
+    async def _complete(self, prompt: str, max_tokens: int, stream: bool, stop: list[str] | None) -> Reply:
+        from openai import omit
+
+        reply = Reply(started_s=time.perf_counter())
+        create = self.sdk.completions.with_raw_response.create
+        if not stream:
+            raw = await create(
+                model=self.model,
+                prompt=prompt,
+                max_tokens=max_tokens,
+                temperature=0,
+                seed=SEED,
+                stop=stop or omit,
+            )
+            self.note(raw.headers)
+            done = raw.parse()
+            reply.usage = done.usage
+            if done.choices:
+                reply.text, reply.finish_reason = done.choices[0].text, done.choices[0].finish_reason
+            return reply
+        raw_stream = await create(
+            model=self.model,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+            temperature=0,
+            seed=SEED,
+            stop=stop or omit,
+        )
+        self.note(raw_stream.headers)
+        parts: list[str] = []
+        async for chunk in raw_stream.parse():
+            now = time.perf_counter()
+            reply.chunks += 1
+            if chunk.usage is not None:
+                reply.usage, reply.usage_in_stream = chunk.usage, True
+            if not chunk.choices:
+                continue
+            text = chunk.choices[0].text
+            if text:
+                reply.first_token_s = reply.first_token_s or now
+                reply.last_token_s = now
+                parts.append(text)
+            reply.finish_reason = chunk.choices[0].finish_reason or reply.finish_reason
+        reply.text = "".join(parts)
+        return reply
+
+
+def _reasoning(extra: dict[str, object] | None) -> str | None:
+    """The reasoning field a message or delta carries with text in it (fields the SDK does not type)."""
+    for name in REASONING_FIELDS:
+        if extra and isinstance(extra.get(name), str) and extra[name]:
+            return name
+    return None
+
+
+def open_session(target: Target, model: str, timeout_s: float) -> Session:
+    """The SDK client for ``target``: base URL ``<root>/v1``, the URL's query kept on every call, the
+    target's auth (``Bearer`` from the key's variable, or the URL's ``user:password``), TLS and proxy."""
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+    # The SDK's own httpx flavour (httpx, or httpx2 in recent SDKs), with the SDK's defaults kept.
+    http = DefaultAsyncHttpxClient(
+        verify=tls_context(target),
+        proxy=proxy_for(target),
+        trust_env=False,  # the proxy is chosen by the one rule; SSL_CERT_FILE is read by tls_context
+    )
+    query = dict(parse_qsl(target.url.partition("?")[2].partition("#")[0]))
+    sdk = AsyncOpenAI(
+        base_url=target.base_url + "/v1",
+        api_key=api_key(target.api_key_env) or "EMPTY",  # the SDK wants one; a server without auth ignores it
+        default_headers=target_headers(target),  # a URL's user:password becomes the Authorization here
+        default_query=query or None,
+        http_client=http,
+        max_retries=0,
+        timeout=timeout_s,
+    )
+    edge = tokenize_client(target, timeout_s, connect_timeout_s=target.connect_timeout_s)
+    return Session(target=target, sdk=sdk, http=http, edge=edge, model=model)
