@@ -222,18 +222,33 @@ def plain(message: str) -> str:
     return _EXCEPTION_PREFIX.sub("", message, count=1)
 
 
-def finish(outcome: RunOutcome | None) -> int:
-    """Print the step table and the record's path; the exit code: 0 = the SLO was met at some step,
+def step_tables(outcome: RunOutcome, config: RunConfig | None, width: int) -> str:
+    """The step table (priced when the run is: ``ramp report``'s cost columns) and, when a level ran more than
+    once, its repeats as "median (min–max)"."""
+    from loadgen.analysis.cost import step_cost, task_turns
+    from loadgen.report import format_repeats, format_step_table
+
+    steps = list(outcome.steps)
+    pricing = None if config is None else config.pricing
+    turns = None if config is None else task_turns({"profile_content": config.profile.to_dict()})
+    costs = {} if pricing is None else {s.index: step_cost(s, pricing, turns) for s in steps}
+    task = "req" if turns is None else "session"
+    out = format_step_table(steps, outcome.best_step, width=width, costs=costs, task=task) + "\n"
+    repeats = format_repeats(steps, width=width)
+    return out + (f"\n{repeats}\n" if repeats else "")
+
+
+def finish(outcome: RunOutcome | None, config: RunConfig | None = None) -> int:
+    """Print the step tables (``config``: the run's, for its prices) and the record's path; the exit code:
+    0 = the SLO was met at some step,
     1 = at none, 2 = the run failed before its first step (it could not start as given), 3 = the target
     was unreachable (or the run never finished), 128 + N = signal N stopped the run (130 Ctrl-C,
     143 SIGTERM, 129 SIGHUP: whatever its steps say, a stopped run claims nothing)."""
-    from loadgen.report import format_step_table
-
     if outcome is None:
         return EXIT_UNREACHABLE
     if outcome.steps:
         width = max(80, shutil.get_terminal_size((120, 24)).columns)
-        say(format_step_table(list(outcome.steps), outcome.best_step, width=width) + "\n", sys.stdout)
+        say(step_tables(outcome, config, width), sys.stdout)
     if outcome.record_path:
         say(f"record: {outcome.record_path}\n", sys.stdout)
     if outcome.message:

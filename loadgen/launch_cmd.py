@@ -243,5 +243,5 @@ def _run_launched(flags: RunFlags, srv: Launched) -> int:
     if outcome is not None and died:
         note = (outcome.message + "; " if outcome.message else "") + _died_message(srv)
         outcome = dataclasses.replace(outcome, message=note)
-    code = finish(outcome)
+    code = finish(outcome, config)
     return EXIT_UNREACHABLE if died else code

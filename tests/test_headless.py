@@ -74,3 +74,30 @@ def test_finish_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ramp: no" in capsys.readouterr().err
     died = RunOutcome(state="failed", steps=STEPS, best_step=1, record_path=None, unreachable=True)
     assert finish(died) == EXIT_UNREACHABLE
+
+
+def test_finish_prices_the_steps_and_shows_repeats(capsys: pytest.CaptureFixture[str]) -> None:
+    """Headless ends with the same priced table and repeats as `ramp report` (issue 11: cost live)."""
+    from dataclasses import replace
+
+    from tui_fakes import step
+
+    from loadgen.cli import build_parser
+    from loadgen.runargs import build_config
+
+    url = "http://127.0.0.1:9"
+    config = build_config(build_parser().parse_args(["run", url, "--gpu-usd-per-hour", "3.6"]), url)
+    repeats = (
+        replace(step(0, 16, 2700.0, 100.0, True), repeat=0),
+        replace(step(1, 16, 2800.0, 100.0, True), repeat=1),
+        replace(step(2, 16, 2710.0, 100.0, True), repeat=2),
+    )
+    outcome = RunOutcome(state="finished", steps=repeats, best_step=1, record_path=None)
+    assert finish(outcome, config) == EXIT_OK
+    out = capsys.readouterr().out
+    # $3.60 per GPU hour is $0.001 per second; at 2,700 tok/s: 0.001 / 2700 * 1e6 = $0.370 per 1M output
+    # (shown "$0.37"), at 2,800: $0.357; per request: 30 s x $0.001 / 2,000 requests = $0.000015.
+    assert "$0.37 " in out and "$0.357" in out and "$0.000015" in out
+    assert "median (min–max)" in out and "2,710 (2,700–2,800)" in out
+    finish(outcome)
+    assert "$0.357" not in capsys.readouterr().out  # no config, no price

@@ -11,7 +11,7 @@ from loadgen.cli import build_parser
 from loadgen.profile import Pricing
 from loadgen.runargs import build_config
 from loadgen.snapshot import StepSummary
-from tests.tui_fakes import STEPS, make_snapshot, step
+from tui_fakes import STEPS, make_snapshot, step
 from tui.steps import COST, GOOD, Pricer, StepsPanel, fitting_columns, render_steps_table
 
 URL = "http://127.0.0.1:9"
