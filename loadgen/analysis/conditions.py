@@ -26,6 +26,8 @@ __all__ = ["Condition", "Difference", "conditions_of", "differences", "show", "u
 
 UNKNOWN = "unknown"
 PROFILE_PARTS = ("buckets", "prefix_groups", "prefix_role", "session", "sampling")
+# A replayed file is compared by its content and options, not by its path
+REPLAY_PARTS = ("kind", "content_hash", "format", "dataset", "trace")
 # server_conditions keys read under a condition's own name, or that say nothing about the conditions
 _SERVER_READ = frozenset(
     {
@@ -127,7 +129,14 @@ def _slo(src: _Sources) -> object:
     return show(clauses) if clauses else "none"
 
 
+def _replayed(src: _Sources) -> Mapping[str, object]:
+    """The source the run replayed (``profile_content.replay``: a dataset, trace or request file), or {}."""
+    return _mapping(_mapping(src.header.get("profile_content")).get("replay"))
+
+
 def _seed(src: _Sources) -> object:
+    if _replayed(src).get("kind") == "requests":
+        return "none: a request file"  # its prompts are in the file, whatever the seed
     source = src.header.get("seed_source")
     if source == "given":
         return f"given {src.header.get('seed')}"
@@ -136,7 +145,14 @@ def _seed(src: _Sources) -> object:
 
 def _profile(src: _Sources) -> object:
     content = _mapping(src.header.get("profile_content"))
-    return {part: content.get(part) for part in PROFILE_PARTS} if content else None
+    replay = _replayed(src)
+    if replay.get("kind") == "requests":
+        # The same request file is the same workload, whatever profile carried it: only its sampling is sent.
+        return {"requests": replay.get("content_hash"), "sampling": content.get("sampling")}
+    parts = {part: content.get(part) for part in PROFILE_PARTS} if content else None
+    if parts is not None and replay:
+        parts["replay"] = {key: replay.get(key) for key in REPLAY_PARTS}
+    return parts
 
 
 def _cold(src: _Sources) -> object:

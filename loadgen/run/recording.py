@@ -12,6 +12,9 @@ from collections.abc import Mapping
 
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
+from loadgen.run.detail import detail_path
+from loadgen.run.replicas import replica_header
+from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
 from loadgen.snapshot import StepSummary
 from loadgen.target.connect import proxy_for
@@ -85,7 +88,23 @@ def record_header(
         # the profile's [pricing] with the price flags over it: what `ramp report` and `compare` cost with
         "pricing": None if config.pricing is None else config.pricing.to_dict(),
         "host": platform.node(),
+        # where the workers run: local processes or Ray actors, each host's workers and share of the load
+        "fleet": status.fleet or None,
+        **replica_header(config.target),  # several replicas as one target: each one, and the spread policy
+        # --save-requests-detail: the companion file of per-request rows (None: not asked for)
+        "requests_detail": detail_path(config.out) if config.save_requests_detail and config.out else None,
+        # --save-requests: every request as sent (loadgen.sources.requests), for --requests to replay; the
+        # replayed source itself (a dataset, trace or request file: path, content hash) is profile_content.replay
+        "requests_saved": config.save_requests,
     }
+
+
+def timeline(summary: StepSummary, run_t0_ns: int, snapshots: SnapshotBuilder) -> dict[str, object]:
+    """A step line's extra keys: the step's start (warm-up included) on the run's clock and the 1 Hz
+    series since the last line — what ``ramp replay`` draws the throughput timeline and its boundaries
+    from."""
+    started_s = (summary.window_t0_ns - run_t0_ns) / 1e9 - summary.warmup_s
+    return {"started_s": round(started_s, 3), "series": snapshots.take_series()}
 
 
 class RunRecord:
@@ -111,9 +130,12 @@ class RunRecord:
         if self.writer is not None:
             self.writer.write_event(kind, data)
 
-    def step(self, summary: StepSummary, hists: Mapping[str, str]) -> None:
+    def step(
+        self, summary: StepSummary, hists: Mapping[str, str], extra: Mapping[str, object] | None = None
+    ) -> None:
+        """The step line; ``extra`` keys after its own (the 1 Hz ``series``, ``started_s``)."""
         if self.writer is not None:
-            self.writer.write_step(summary, hists)
+            self.writer.write_step(summary, hists, **(extra or {}))
 
     def close(self, end: Mapping[str, object]) -> None:
         """The end line, then the file is closed."""
