@@ -182,6 +182,35 @@ class GPUSample:
 
 
 @dataclass(frozen=True, slots=True)
+class KVHeadroom:
+    """The server's KV cache as concurrent sequences of this profile (``loadgen.telemetry.headroom``).
+
+    ``capacity_tokens`` is what the server says it holds (vLLM: num_gpu_blocks x block_size; SGLang:
+    max_total_num_tokens); ``seqs_at_mean`` / ``seqs_at_p95`` how many sequences of the profile's mean / p95
+    context (prompt + output, whole blocks each) fit at once. None where the profile or server does not say.
+    """
+
+    capacity_tokens: int
+    source: str  # where the capacity was read: "num_gpu_blocks x block_size", "kv_cache_size_tokens"...
+    block_size: int | None = None
+    num_blocks: int | None = None
+    context_mean: float | None = None  # tokens: prompt + max_tokens, a session's history included
+    context_p95: int | None = None
+    seqs_at_mean: int | None = None
+    seqs_at_p95: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerPoint:
+    """One server sample for the panel's short history: ``t_s`` seconds before the newest sample (<= 0)."""
+
+    t_s: float
+    running: float | None = None
+    waiting: float | None = None
+    preemptions: float | None = None  # preemptions since the sample before (None: counter not published)
+
+
+@dataclass(frozen=True, slots=True)
 class ServerTelemetry:
     """Server and GPU state beside the client's numbers. ``None`` fields are n/a; ``sources`` says why."""
 
@@ -202,6 +231,8 @@ class ServerTelemetry:
     prompt_tok_s: float | None = None
     gpus: tuple[GPUSample, ...] = ()
     sources: Mapping[str, str] = EMPTY  # source name -> "ok" or the reason it is n/a
+    kv_headroom: KVHeadroom | None = None  # the KV cache in sequences of this profile; None: not known
+    history: tuple[ServerPoint, ...] = ()  # running / waiting / preemptions over the last minutes, oldest first
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,8 @@
-"""Server and GPU state beside the client's numbers: GPU memory and utilisation per GPU, KV-cache usage,
-running / waiting requests, preemptions, prefix-cache hit rate, the server's own TTFT and token rates.
+"""Server and GPU state beside the client's numbers: GPU memory and utilisation per GPU, KV-cache usage
+and headroom (the cache in sequences of this profile, against the level), running / waiting requests and
+preemptions with their last minutes as sparklines, prefix-cache hit rate, the server's own TTFT and token
+rates. On a short panel the least needed rows give way (the sources when all are ok, the token rates...),
+and the sparklines fold into one requests row before the TTFT pairs go.
 
 A value the sources did not provide is "n/a" with the failing source's reason, never a zero; each
 failing source has a row with its reason; a run with no telemetry at all says so. The server's TTFT sits
@@ -14,14 +17,26 @@ from dataclasses import dataclass, field
 from rich.style import Style
 from rich.text import Text
 
-from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na
-from loadgen.snapshot import ServerTelemetry, Snapshot, StepSummary
+from loadgen.format import fmt_count, fmt_duration, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na
+from loadgen.snapshot import KVHeadroom, ServerPoint, ServerTelemetry, Snapshot, StepSummary
 from tui.format import source_reasons
 from tui.line import Piece, fit_line, piece
 from tui.panel import SnapshotPanel
+from tui.plot import resample, sparkline
 from tui.view import ViewState
 
 LABEL_W = 14
+VALUE_W = 7  # the number before a history row's sparkline
+# How long a row stays on a short panel: the lowest go first (GPU, KV and requests always stay).
+KEEP_ALWAYS, KEEP_HEADROOM, KEEP_PAIR, KEEP_HISTORY, KEEP_PREFIX, KEEP_RATES, KEEP_SOURCES = (
+    9,
+    8,
+    6,
+    5,
+    4,
+    3,
+    1,
+)
 
 
 def _s(styles: Mapping[str, Style], name: str) -> Style:
@@ -53,6 +68,8 @@ class ServerRows:
     width: int
     styles: Mapping[str, Style]
     lines: list[Text] = field(default_factory=list)
+    keeps: list[int] = field(default_factory=list)  # each line's KEEP_*: on a short panel the lowest go first
+    keep: int = KEEP_ALWAYS  # the KEEP_* of the rows added now
 
     def style(self, name: str) -> Style:
         return _s(self.styles, name)
@@ -68,11 +85,25 @@ class ServerRows:
     def row(self, label: str, *parts: Part) -> None:
         line = Text.assemble((f"{label:<{LABEL_W}}", self.dim), *parts, no_wrap=True, overflow="ellipsis")
         line.truncate(self.width, overflow="ellipsis")
-        self.lines.append(line)
+        self.add(line)
 
     def fit(self, label: str, *pieces: Piece) -> None:
         """A row whose less important pieces give way on a narrow panel."""
-        self.lines.append(fit_line([piece((f"{label:<{LABEL_W}}", self.dim)), *pieces], self.width))
+        self.add(fit_line([piece((f"{label:<{LABEL_W}}", self.dim)), *pieces], self.width))
+
+    def add(self, line: Text) -> None:
+        self.lines.append(line)
+        self.keeps.append(self.keep)
+
+    def within(self, height: int) -> list[Text]:
+        """The rows that fit ``height``: the lowest KEEP_* dropped first, the last of equals first."""
+        kept = list(range(len(self.lines)))
+        while len(kept) > max(1, height):
+            lowest = min(self.keeps[i] for i in kept)
+            if lowest >= KEEP_ALWAYS:
+                break
+            kept.remove(max(i for i in kept if self.keeps[i] == lowest))
+        return [self.lines[i] for i in kept]
 
     def value(self, number: str, missing: bool, reason: str) -> Part:
         return (na(reason), self.dim) if missing else (number, self.strong)
@@ -100,38 +131,142 @@ def gpu_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int)
         rows.row(label, *mem, ("  util ", dim), (util, strong), (power, ""))
 
 
-def scheduler_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int) -> None:
-    """KV cache, running/waiting, preemptions, prefix cache and speculative decoding."""
+def kv_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int, level: int | None) -> None:
+    """KV-cache usage (of its capacity, when the server states it) and the headroom in sequences."""
     dim, strong = rows.dim, rows.strong
+    room = server.kv_headroom
+    size = ("", dim) if room is None else (f" of {fmt_si(room.capacity_tokens)} tok", dim)
     if server.kv_cache_usage is not None:
         frac = server.kv_cache_usage
         rows.row(
-            "KV cache", (meter(frac, bar_w), meter_style(frac, rows.styles)), (f" {fmt_pct(frac)}", strong)
+            "KV cache",
+            (meter(frac, bar_w), meter_style(frac, rows.styles)),
+            (f" {fmt_pct(frac)}", strong),
+            size,
         )
     else:
-        rows.row("KV cache", (na(reason), dim))
+        rows.row("KV cache", (na(reason), dim), size)
+    rows.keep = KEEP_HEADROOM
+    headroom_row(rows, room, level)
+    rows.keep = KEEP_ALWAYS
+
+
+def headroom_row(rows: ServerRows, room: KVHeadroom | None, level: int | None) -> None:
+    """'~1.40k seqs at 750 tok · ~640 at p95 1.63k', warned when the level is above the first."""
+    dim, strong = rows.dim, rows.strong
+    if room is None or room.seqs_at_mean is None or room.context_mean is None:
+        if room is not None:
+            rows.row(
+                "KV headroom",
+                (f"{fmt_si(room.capacity_tokens)} tokens", strong),
+                ("  (no profile context)", dim),
+            )
+        return
+    over = level is not None and level > room.seqs_at_mean
+    pieces = [
+        piece((f"~{fmt_count(room.seqs_at_mean)} seqs", rows.style("bad") if over else strong)),
+        piece((f" at {fmt_si(room.context_mean, 2)} tok", dim)),
+    ]
+    if room.seqs_at_p95 is not None and room.context_p95 is not None:
+        pieces.append(
+            piece(
+                ("  p95 ", dim),
+                (f"~{fmt_count(room.seqs_at_p95)}", strong),
+                (f" at {fmt_si(room.context_p95, 2)}", dim),
+                keep=2,
+            )
+        )
+    if over:
+        pieces.insert(0, piece((f"level {fmt_count(level)} > ", rows.style("bad")), keep=3))
+    rows.fit("KV headroom", *pieces)
+
+
+def history_cells(
+    points: Sequence[ServerPoint], values: Sequence[float | None], width: int, basic: bool
+) -> str:
+    """A sparkline of ``values`` (one per point) over the points' time span, ``width`` cells."""
+    known = [(p.t_s, v) for p, v in zip(points, values, strict=True) if v is not None]
+    if width <= 0 or not known:
+        return ""
+    t0 = min(t for t, _ in known)
+    cols = resample([t for t, _ in known], [v for _, v in known], t0, 0.0, width)
+    return sparkline(cols, basic=basic)
+
+
+def history_rows(rows: ServerRows, server: ServerTelemetry, reason: str, basic: bool) -> None:
+    """Running and waiting, each with its last minutes as a sparkline; the span is named on the first row."""
+    dim, strong = rows.dim, rows.strong
+    points = server.history
+    span = f"  last {fmt_duration(-points[0].t_s)}" if len(points) > 1 else ""
+    spark_w = max(0, rows.width - LABEL_W - VALUE_W - 1 - len(span))
+    for label, now, values, tail in (
+        ("running", server.running, [p.running for p in points], span),
+        ("waiting", server.waiting, [p.waiting for p in points], ""),
+    ):
+        if now is None:
+            rows.row(label, (na(reason), dim))
+            continue
+        cells = history_cells(points, values, spark_w, basic)
+        rows.row(label, (f"{fmt_gauge(now):>{VALUE_W}} ", strong), (cells, rows.style("spark")), (tail, dim))
+
+
+def requests_row(rows: ServerRows, server: ServerTelemetry, reason: str) -> None:
+    """Running and waiting on one row, without history: the short panel's form."""
     rows.row(
         "requests",
-        ("running ", dim),
+        ("running ", rows.dim),
         rows.value(fmt_gauge(server.running), server.running is None, ""),
-        ("  waiting ", dim),
+        ("  waiting ", rows.dim),
         rows.value(fmt_gauge(server.waiting), server.waiting is None, ""),
-        (f"  ({reason})" if server.running is None and server.waiting is None else "", dim),
+        (f"  ({reason})" if server.running is None and server.waiting is None else "", rows.dim),
     )
+
+
+def preemption_row(
+    rows: ServerRows, server: ServerTelemetry, reason: str, basic: bool, history: bool
+) -> None:
+    dim, strong = rows.dim, rows.strong
     if server.preemptions_per_s is None and server.preemptions_total is None:
         rows.row("preemptions", (na(reason), dim))
+        return
+    total = (
+        f" (total {fmt_count(int(server.preemptions_total))})" if server.preemptions_total is not None else ""
+    )
+    bad = bool(server.preemptions_per_s)
+    rate = (f"{fmt_si(server.preemptions_per_s)}/s", rows.style("bad") if bad else strong)
+    if not history or not server.history:
+        rows.row("preemptions", rate, (total, dim))
+        return
+    spark_w = max(0, rows.width - LABEL_W - VALUE_W - 1 - len(total))
+    cells = history_cells(server.history, [p.preemptions for p in server.history], spark_w, basic)
+    rows.row(
+        "preemptions",
+        (f"{fmt_si(server.preemptions_per_s) + '/s':>{VALUE_W}} ", rate[1]),
+        (cells, rows.style("spark")),
+        (total, dim),
+    )
+
+
+def scheduler_rows(
+    rows: ServerRows,
+    server: ServerTelemetry,
+    reason: str,
+    bar_w: int,
+    *,
+    level: int | None,
+    history: bool,
+    basic: bool,
+) -> None:
+    """KV cache and headroom, running/waiting (with history), preemptions, prefix cache and speculative
+    decoding."""
+    dim, strong = rows.dim, rows.strong
+    kv_rows(rows, server, reason, bar_w, level)
+    if history and server.history:
+        history_rows(rows, server, reason, basic)
     else:
-        total = (
-            f" (total {fmt_count(int(server.preemptions_total))})"
-            if server.preemptions_total is not None
-            else ""
-        )
-        bad = bool(server.preemptions_per_s)
-        rows.row(
-            "preemptions",
-            (f"{fmt_si(server.preemptions_per_s)}/s", rows.style("bad") if bad else strong),
-            (total, dim),
-        )
+        requests_row(rows, server, reason)
+    preemption_row(rows, server, reason, basic, history)
+    rows.keep = KEEP_PREFIX
     rows.row(
         "prefix cache",
         rows.value(
@@ -142,6 +277,7 @@ def scheduler_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w
     )
     if server.spec_acceptance is not None:
         rows.row("spec decode", ("accept ", dim), (fmt_pct(server.spec_acceptance), strong))
+    rows.keep = KEEP_ALWAYS
 
 
 def paired_step(steps: Sequence[StepSummary]) -> StepSummary | None:
@@ -164,6 +300,7 @@ def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None
     with pears: it is never shown.
     """
     dim, strong = rows.dim, rows.strong
+    rows.keep = KEEP_PAIR
     if server.server_ttft_ms_p50 is not None or server.server_ttft_ms_p95 is not None:
         rows.fit(
             "server TTFT",
@@ -172,8 +309,10 @@ def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None
             piece(("  · server's window", dim)),
         )
     step = paired_step(client.steps) if client is not None else None
+    rows.keep = KEEP_ALWAYS
     if step is None:
         return
+    rows.keep = KEEP_PAIR
     pct = step.stats.pct("ttft_ms")
     number = step.index + 1
     for who, p95, p50 in (
@@ -185,10 +324,12 @@ def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None
             piece(("TTFT p95 ", dim), (fmt_ms(p95), strong)),
             piece(("  p50 ", dim), (fmt_ms(p50), strong), keep=1),
         )
+    rows.keep = KEEP_ALWAYS
 
 
 def rate_and_source_rows(rows: ServerRows, server: ServerTelemetry) -> None:
     dim, strong = rows.dim, rows.strong
+    rows.keep = KEEP_RATES
     if server.gen_tok_s is not None or server.prompt_tok_s is not None:
         rows.row(
             "server tok/s",
@@ -206,12 +347,15 @@ def rate_and_source_rows(rows: ServerRows, server: ServerTelemetry) -> None:
             # A failing source's reason is on a row of its own below: never a bare "n/a" here.
             state_text = "ok" if ok else "failing ↓"
             parts.append((f"{name} {state_text}", rows.style("good") if ok else rows.style("warn")))
+        all_ok = all(state == "ok" for state in server.sources.values())
+        rows.keep = KEEP_SOURCES if all_ok else KEEP_ALWAYS
         rows.row("sources", *parts)
         # Each failing source on a row of its own, with its reason (a failing --gpu-cmd says why).
         for name, state in server.sources.items():
             if state != "ok":
                 label = name if len(name) < LABEL_W else name[: LABEL_W - 2] + "…"
                 rows.row(label, ("n/a: ", dim), (state, rows.style("warn")))
+    rows.keep = KEEP_ALWAYS
 
 
 def render_server(
@@ -220,28 +364,54 @@ def render_server(
     *,
     styles: Mapping[str, Style] | None = None,
     client: Snapshot | None = None,
+    height: int | None = None,
+    basic: bool = False,
 ) -> Text:
     """The server/GPU rows; with ``client``, its last finished step's TTFT beside the server's over that
     step's window, so the gap between the two (network, HTTP, templating, the client itself) reads at a
-    glance over one set of requests."""
-    rows = ServerRows(width, styles or {})
+    glance over one set of requests, and its level against the KV headroom. With ``height``, the rows that
+    fit it: the history sparklines fold into one requests row first, then the least needed rows go."""
     if server is None:
-        return Text("no telemetry source", style=rows.dim)
+        return Text("no telemetry source", style=(styles or {}).get("dim", Style.null()))
+    rows = server_rows(server, width, styles or {}, client, history=True, basic=basic)
+    if height is not None and len(rows.lines) > height:
+        rows = server_rows(server, width, styles or {}, client, history=False, basic=basic)
+    return Text("\n").join(rows.within(height) if height is not None else rows.lines)
+
+
+def server_rows(
+    server: ServerTelemetry,
+    width: int,
+    styles: Mapping[str, Style],
+    client: Snapshot | None,
+    *,
+    history: bool,
+    basic: bool,
+) -> ServerRows:
+    rows = ServerRows(width, styles)
     server_reason = source_reasons(server.sources, gpu=False) or "not reported"
     gpu_reason = source_reasons(server.sources, gpu=True) or "no GPU source"
     bar_w = max(4, min(16, width - LABEL_W - 34))
+    level = client.level if client is not None and client.mode == "closed" else None
     gpu_rows(rows, server, gpu_reason, bar_w)
-    scheduler_rows(rows, server, server_reason, bar_w)
+    scheduler_rows(rows, server, server_reason, bar_w, level=level, history=history, basic=basic)
     ttft_rows(rows, server, client)
     rate_and_source_rows(rows, server)
-    return Text("\n").join(rows.lines)
+    return rows
 
 
 class ServerPanel(SnapshotPanel):
-    COMPONENT_CLASSES = {"server--dim", "server--strong", "server--good", "server--warn", "server--bad"}
+    COMPONENT_CLASSES = {
+        "server--dim",
+        "server--strong",
+        "server--good",
+        "server--warn",
+        "server--bad",
+        "server--spark",
+    }
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (snapshot.server, snapshot.steps)
+        return (snapshot.server, snapshot.steps, snapshot.level, snapshot.mode)
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         runtime = snapshot.server.runtime if snapshot.server is not None else None
@@ -249,4 +419,6 @@ class ServerPanel(SnapshotPanel):
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("server--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
-        return render_server(snapshot.server, width, styles=styles, client=snapshot)
+        return render_server(
+            snapshot.server, width, styles=styles, client=snapshot, height=height, basic=self.basic_glyphs
+        )

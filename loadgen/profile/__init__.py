@@ -77,7 +77,14 @@ profiles live in ``profiles/*.toml``, installed as the package ``loadgen.builtin
 
 from __future__ import annotations
 
-from loadgen.profile.context import ContextFit, context_overflow, largest_ask, largest_tokens
+from loadgen.profile.context import (
+    ContextFit,
+    ContextSpread,
+    context_overflow,
+    context_spread,
+    largest_ask,
+    largest_tokens,
+)
 from loadgen.profile.load import (
     builtin_profile_names,
     builtin_profile_path,
@@ -111,6 +118,7 @@ __all__ = [
     "Bucket",
     "CacheClass",
     "ContextFit",
+    "ContextSpread",
     "PrefixGroup",
     "PrefixRole",
     "Pricing",
@@ -122,6 +130,7 @@ __all__ = [
     "builtin_profile_path",
     "builtin_profile_text",
     "context_overflow",
+    "context_spread",
     "largest_ask",
     "largest_tokens",
     "load_profile",

@@ -9,6 +9,7 @@ prompt is the target give or take the tokenizer's rounding (``--fit-context`` ke
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +17,14 @@ from dataclasses import dataclass
 from loadgen.distributions import Distribution, Empirical, Fixed, LogNormal, Normal, Uniform, sample_tokens
 from loadgen.profile.model import Profile
 
-__all__ = ["ContextFit", "context_overflow", "largest_ask", "largest_tokens"]
+__all__ = [
+    "ContextFit",
+    "ContextSpread",
+    "context_overflow",
+    "context_spread",
+    "largest_ask",
+    "largest_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +128,26 @@ def context_overflow(
         draws=draws,
         bounded=largest is not None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSpread:
+    """How much context (prompt + max_tokens, a session's history included) the profile's requests hold:
+    the mean and the 95th percentile over ``draws`` requests drawn as the workload draws them."""
+
+    mean: float
+    p95: int
+    draws: int
+
+
+def context_spread(
+    profile: Profile, turn_overhead: int = 0, draws: int = 20_000, seed: int = 0
+) -> ContextSpread | None:
+    """Mean and p95 context of ``profile``'s requests (None without buckets): what one sequence holds in a
+    server's KV cache at its end, so the cache's capacity in tokens reads as concurrent sequences."""
+    if not profile.buckets or draws <= 0:
+        return None
+    asks = _asks(profile, random.Random(seed), turn_overhead)
+    drawn = sorted(next(asks) for _ in range(draws))
+    rank = max(0, min(draws - 1, math.ceil(0.95 * draws) - 1))  # nearest rank, as the HDR percentiles are
+    return ContextSpread(mean=sum(drawn) / draws, p95=drawn[rank], draws=draws)

@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from loadgen.config import RunConfig
-from loadgen.snapshot import ServerTelemetry
+from loadgen.profile import Profile, context_spread
+from loadgen.snapshot import KVHeadroom, ServerTelemetry
 
 if TYPE_CHECKING:
     from loadgen.telemetry import TelemetryHub
@@ -103,6 +104,23 @@ class TelemetryLink:
                 p50, p95 = self.hub.ttft_since(step_t0_ns)
                 server = replace(server, step_ttft_ms_p50=p50, step_ttft_ms_p95=p95)
             return server
+        except Exception:
+            return None
+
+    def plan_headroom(self, profile: Profile, turn_overhead: int = 0) -> None:
+        """Give the hub the profile's mean and p95 context, the unit of its KV headroom (in sequences)."""
+        if self.hub is None:
+            return
+        spread = context_spread(profile, turn_overhead)
+        with contextlib.suppress(Exception):
+            self.hub.set_context(spread.mean if spread else None, spread.p95 if spread else None)
+
+    def kv_headroom(self) -> KVHeadroom | None:
+        """The server's KV cache as sequences of this profile; None without telemetry or a stated size."""
+        if self.hub is None:
+            return None
+        try:
+            return self.hub.kv_headroom()
         except Exception:
             return None
 

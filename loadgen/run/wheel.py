@@ -24,6 +24,7 @@ from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import Steps
 from loadgen.snapshot import StepSummary
 from loadgen.target.cache import CacheReset
+from loadgen.telemetry.headroom import level_warning
 
 ResetCache = Callable[[], Coroutine[object, object, CacheReset]]
 
@@ -47,6 +48,7 @@ class Wheel:
         self.settling = False
         self.notices: list[tuple[int, str]] = []
         self.notice_id = 0
+        self.headroom_warned = 0  # the level last told it is above the KV headroom (told once per level)
         self.reset_cache: ResetCache | None = None  # --reset-prefix-cache step: before every warm-up
         self.resetting: asyncio.Task[CacheReset] | None = None
         self.search: Search | None = None
@@ -94,7 +96,16 @@ class Wheel:
             self.fleet.apply_load(load)
             return
         self.settling = False
+        self.warn_headroom()
         self.begin()
+
+    def warn_headroom(self) -> None:
+        """A notice when a closed loop's level is more than the server's KV cache holds of this profile."""
+        load = self.load
+        text = level_warning(self.steps.link.kv_headroom(), load.level) if load.mode == "closed" else None
+        if text is not None and load.level != self.headroom_warned:
+            self.headroom_warned = load.level
+            self.notify(text)
 
     def begin(self) -> None:
         """The step begins now — after the server's prefix cache was reset, when each step asks for it."""

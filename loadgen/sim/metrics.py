@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from .model import GpuEngine
+
 if TYPE_CHECKING:
     from .server import SimServer
 
@@ -136,30 +138,31 @@ class SimCollector:
             yield m
 
     def _cache_config(self) -> Metric:
-        p = self.server.engine.params
+        """vLLM's cache config gauge, read from the engine's own KV model (``KVBlocks``): the blocks it
+        allocates from are the blocks it reports, so a client's capacity (num_gpu_blocks x block_size) is the
+        simulator's. The fixed-latency engine keeps no KV cache: its nominal configuration stands."""
+        engine = self.server.engine
+        p = engine.params
+        blocks = engine.blocks if isinstance(engine, GpuEngine) else None
+        num_blocks = blocks.num_blocks if blocks is not None else p.num_blocks
+        block_size = blocks.block_size if blocks is not None else p.block_size
+        tokens = num_blocks * block_size if blocks is not None else p.kv_capacity_tokens
+        max_concurrency = tokens / p.max_model_len if p.max_model_len > 0 else 0.0
+        labels = {
+            "block_size": str(block_size),
+            "cache_dtype": "auto",
+            "enable_prefix_caching": str(p.enable_prefix_caching),
+            "engine": "0",
+            "gpu_memory_utilization": str(p.gpu_memory_utilization),
+            "kv_cache_max_concurrency": str(round(max_concurrency, 2)),
+            "kv_cache_size_tokens": str(tokens),
+            "num_cpu_blocks": "None",
+            "num_gpu_blocks": str(num_blocks),
+        }
         info = GaugeMetricFamily(
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig",
-            labels=[
-                "block_size",
-                "enable_prefix_caching",
-                "engine",
-                "gpu_memory_utilization",
-                "kv_cache_size_tokens",
-                "num_gpu_blocks",
-            ],
+            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(labels)
         )
-        info.add_metric(
-            [
-                str(p.block_size),
-                str(p.enable_prefix_caching),
-                "0",
-                str(p.gpu_memory_utilization),
-                str(p.kv_capacity_tokens),
-                str(p.num_blocks),
-            ],
-            1.0,
-        )
+        info.add_metric(list(labels.values()), 1.0)
         return info
 
     def _dcgm(self) -> Iterator[Metric]:

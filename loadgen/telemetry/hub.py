@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from loadgen.snapshot import ServerTelemetry
-from loadgen.telemetry import window
+from loadgen.snapshot import KVHeadroom, ServerTelemetry
+from loadgen.telemetry import headroom, window
 from loadgen.telemetry.reading import Reading, SourceError
 from loadgen.telemetry.sources import Source
 
@@ -34,6 +34,8 @@ POLITE_MAX_S = 4.0
 POKE_MIN_GAP_S = 0.1
 # The source's own timeouts should fire first; this much more only catches a poll that hangs.
 HANG_MARGIN_S = 3.0
+# The server panel's short history of running / waiting / preemptions.
+HISTORY_S = 120.0
 
 
 @dataclass
@@ -83,6 +85,7 @@ class TelemetryHub:
         self._running = False
         self._changed: asyncio.Event | None = None
         self._ttft_cache: tuple[tuple[int, int], tuple[float | None, float | None]] | None = None
+        self._context: tuple[float | None, int | None] = (None, None)  # the profile's mean / p95 context
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -232,14 +235,28 @@ class TelemetryHub:
             self._known.update({k: v for k, v in known.items() if v is not None})
         self._refresh()
 
+    def set_context(self, mean: float | None, p95: int | None) -> None:
+        """The profile's mean and p95 context (prompt + output tokens): the KV headroom's unit."""
+        with self._lock:
+            self._context = (mean, p95)
+        self._refresh()
+
     def _refresh(self) -> None:
-        entries = self._series(ok_only=True, tail_s=max(self.rate_window_s, self.hist_window_s) + 1.0)
+        entries = self._series(
+            ok_only=True, tail_s=max(self.rate_window_s, self.hist_window_s, HISTORY_S) + 1.0
+        )
+        with self._lock:
+            known = dict(self._known)
+            context = self._context
+        room = headroom.headroom(headroom.capacity(window.conditions(entries, known)), *context)
         self._latest = window.latest(
             entries,
             runtime=self._known.get("runtime"),
             statuses=self._statuses(),
             rate_window_s=self.rate_window_s,
             hist_window_s=self.hist_window_s,
+            kv_headroom=room,
+            history_s=HISTORY_S,
         )
         if self._changed is not None:
             self._changed.set()
@@ -303,6 +320,10 @@ class TelemetryHub:
     def latest(self) -> ServerTelemetry:
         """Current gauges, rates over the last few seconds, per-GPU samples, and each source's status."""
         return self._latest
+
+    def kv_headroom(self) -> KVHeadroom | None:
+        """The KV cache as sequences of this profile (``set_context``); None until the server says its size."""
+        return self._latest.kv_headroom
 
     def ttft_since(self, t0_ns: int) -> tuple[float | None, float | None]:
         """The server's own TTFT p50/p95 (ms) from the sample nearest ``t0_ns`` to the latest one: the

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from loadgen.snapshot import GPUSample, ServerTelemetry
+from loadgen.snapshot import GPUSample, KVHeadroom, ServerPoint, ServerTelemetry
 from loadgen.telemetry.discover import SERVER_KEYS
 from loadgen.telemetry.reading import (
     CumulativeHistogram,
@@ -37,6 +37,7 @@ INT_KEYS = frozenset(
         "ep_size",
         "block_size",
         "kv_cache_tokens",
+        "num_gpu_blocks",
         "speculative_num_draft_tokens",
         "gpu_count",
     }
@@ -108,13 +109,18 @@ def latest(
     statuses: Mapping[str, str],
     rate_window_s: float,
     hist_window_s: float,
+    kv_headroom: KVHeadroom | None = None,
+    history_s: float = 0.0,
 ) -> ServerTelemetry:
-    """Current gauges, rates over the last ``rate_window_s``, server latencies over ``hist_window_s``."""
+    """Current gauges, rates over the last ``rate_window_s``, server latencies over ``hist_window_s``, and
+    running / waiting / preemptions per sample over the last ``history_s``."""
     server = first([r for r in rs if r.has_server] for rs in preferred(entries, "server"))
     gpus_series = first([r for r in rs if r.gpus is not None] for rs in preferred(entries, "gpu"))
     gpus = gpus_series[-1].gpus or () if gpus_series else ()
     if server is None:
-        return ServerTelemetry(runtime=str(runtime) if runtime else None, gpus=gpus, sources=statuses)
+        return ServerTelemetry(
+            runtime=str(runtime) if runtime else None, gpus=gpus, sources=statuses, kv_headroom=kv_headroom
+        )
     now = server[-1]
     recent = [r for r in server if r.t_ns >= now.t_ns - int(rate_window_s * NS)]
     recent_h = [r for r in server if r.t_ns >= now.t_ns - int(hist_window_s * NS)]
@@ -136,7 +142,34 @@ def latest(
         prompt_tok_s=rate(recent, "prompt_tokens"),
         gpus=gpus,
         sources=statuses,
+        kv_headroom=kv_headroom,
+        history=history(server, history_s),
     )
+
+
+def history(server: Sequence[Reading], history_s: float) -> tuple[ServerPoint, ...]:
+    """Running, waiting and preemptions (the counter's increase since the sample before) per sample over
+    the last ``history_s``, timed in seconds before the newest sample."""
+    if not server or history_s <= 0:
+        return ()
+    newest = server[-1].t_ns
+    horizon = newest - int(history_s * NS)
+    points = []
+    prev: Reading | None = None
+    for r in server:
+        if r.t_ns >= horizon:
+            pre = r.counters.get("preemptions")
+            before = prev.counters.get("preemptions") if prev is not None else None
+            points.append(
+                ServerPoint(
+                    t_s=(r.t_ns - newest) / NS,
+                    running=r.gauges.get("running"),
+                    waiting=r.gauges.get("waiting"),
+                    preemptions=None if pre is None or before is None else counter_delta(before, pre),
+                )
+            )
+        prev = r
+    return tuple(points)
 
 
 def ttft_between(entries: Sequence[Series], t0_ns: int) -> tuple[float | None, float | None]:

@@ -10,29 +10,19 @@ figure as "median (min–max)" over its clean steps.
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from loadgen.analysis.cost import StepCost, describe_pricing, pricing_of
+from loadgen.analysis.cost import StepCost, describe_pricing, pricing_of, step_cost, task_turns
 from loadgen.analysis.figures import REPEAT_FIGURES
 from loadgen.analysis.runs import levels_of, spread
 from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_range, fmt_seconds, fmt_setting, fmt_usd
 from loadgen.snapshot import StepSummary
 
-if TYPE_CHECKING:
-    from loadgen.analysis.reports import ReportRun
-
-__all__ = [
-    "error_kinds",
-    "format_repeats",
-    "format_step_table",
-    "header_lines",
-    "repeat_rows",
-    "table_cells",
-    "text_report",
-    "verdict_lines",
-]
+__all__ = ["error_kinds", "format_step_table", "report_main"]
 
 
 def _load(step: StepSummary) -> str:
@@ -203,7 +193,7 @@ def _error_lines(steps: Sequence[StepSummary]) -> list[str]:
     return lines
 
 
-def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
+def _verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     """The best step and why, each step's SLO failures, and which steps were client-bound (and by what)."""
     lines = []
     label = "best (no SLO set)" if _no_slo(steps) else "best under SLO"
@@ -259,62 +249,37 @@ def format_step_table(
         cells = [col.cell(step) for col in columns]
         cells[0] += "*" if at == best else " "
         rows.append(cells)
-    return "\n".join([*_table(columns, rows, width), "", *verdict_lines(steps, best)])
-
-
-def table_cells(
-    steps: Sequence[StepSummary],
-    best: int | None,
-    costs: Mapping[int, StepCost] | None = None,
-    task: str = "req",
-) -> tuple[list[tuple[str, str]], list[list[str]]]:
-    """The step table as (name, unit) per column and its rows' cells, best starred, no column dropped:
-    the same table for Markdown and HTML."""
-    columns = _columns(steps, _cost_columns(costs or {}, task))
-    rows = []
-    for at, step in enumerate(steps):
-        cells = [col.cell(step) for col in columns]
-        cells[0] += "*" if at == best else ""
-        rows.append(cells)
-    return [(col.name, col.unit) for col in columns], rows
+    return "\n".join([*_table(columns, rows, width), "", *_verdict_lines(steps, best)])
 
 
 # The repeats table: columns dropped when too wide in this order (the step table's own priorities).
 _REPEAT_KEEP = {"out_tok_s": 98, "ttft_p95_ms": 95, "error_rate": 88, "decode_p50_tok_s": 70}
 
 
-def repeat_rows(steps: Sequence[StepSummary]) -> tuple[list[str], list[list[str]]]:
-    """The repeats table's column names and rows (levels with several clean steps); no rows without any."""
-    names = ["level", "n", *(f.label for f in REPEAT_FIGURES)]
+def format_repeats(steps: Sequence[StepSummary], width: int = 120) -> str:
+    """Levels with several clean steps, each figure as "median (min–max)"; "" when no level was repeated."""
+    repeated = [level for level in levels_of(steps).values() if level.repeats > 1]
+    if not repeated:
+        return ""
+    columns = [
+        _Column("level", "", 100, lambda s: "", left=True),
+        _Column("n", "", 99, lambda s: ""),
+        *(_Column(f.label, "", _REPEAT_KEEP.get(f.key, 50), lambda s: "") for f in REPEAT_FIGURES),
+    ]
     rows = []
-    for level in levels_of(steps).values():
-        if level.repeats <= 1:
-            continue
+    for level in repeated:
         cells = [level.key.label, f"×{level.repeats}"]
         for figure in REPEAT_FIGURES:
             found = spread(figure.value(steps[at], {}, None) for at in level.at)
             look = figure.look
             cells.append(NA if found is None else fmt_range(found.median, found.low, found.high, look))
         rows.append(cells)
-    return names, rows
-
-
-def format_repeats(steps: Sequence[StepSummary], width: int = 120) -> str:
-    """Levels with several clean steps, each figure as "median (min–max)"; "" when no level was repeated."""
-    names, rows = repeat_rows(steps)
-    if not rows:
-        return ""
-    keep = [100, 99, *(_REPEAT_KEEP.get(f.key, 50) for f in REPEAT_FIGURES)]
-    columns = [
-        _Column(name, "", k, lambda s: "", left=at == 0)
-        for at, (name, k) in enumerate(zip(names, keep, strict=True))
-    ]
     return "\n".join(
         ["repeats: median (min–max) over each level's clean steps", *_table(columns, rows, width)]
     )
 
 
-def header_lines(header: Mapping[str, Any]) -> list[str]:
+def _header_lines(header: Mapping[str, Any]) -> list[str]:
     def get(key: str) -> Any:
         value = header.get(key)
         return None if value in (None, "", {}, []) else value
@@ -359,34 +324,47 @@ def header_lines(header: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _end_lines(report: ReportRun) -> list[str]:
-    """The operator's marks, how the run ended, and whether the file was cut short."""
-    out = []
-    if report.marks:
+def report_main(path: str) -> int:
+    """``ramp report FILE``: the run's conditions and its step table. Returns the exit status."""
+    from loadgen.record import RecordError, read_record, step_from_line
+    from loadgen.slo import best_step
+
+    try:
+        record = read_record(path)
+        steps = []
+        for n, line in enumerate(record.steps):
+            try:
+                steps.append(step_from_line(line))
+            except (TypeError, ValueError, KeyError) as exc:
+                raise RecordError(f"{path}: step line {n + 1} is damaged: {exc}") from None
+    except RecordError as exc:
+        print(f"ramp report: {exc}", file=sys.stderr)
+        return 2
+    width = shutil.get_terminal_size((120, 24)).columns
+    out = _header_lines(record.header)
+    out.append("")
+    pricing, turns = pricing_of(record.header), task_turns(record.header)
+    costs = {} if pricing is None else {s.index: step_cost(s, pricing, turns) for s in steps}
+    task = "req" if turns is None else "session"
+    out.append(format_step_table(steps, best_step(steps), width=width, costs=costs, task=task))
+    repeats = format_repeats(steps, width=width)
+    if repeats:
+        out += ["", repeats]
+    marks = [e for e in record.events if e.get("kind") == "mark"]
+    if marks:
         out.append("")
-        for mark in report.marks:
+        for mark in marks:
             at = mark.get("elapsed_s")
             when = fmt_seconds(at) if isinstance(at, int | float) else str(mark.get("at", ""))
             out.append(f"mark     {when}: {mark.get('note', '')}")
-    end = report.end
-    if end is not None:
+    ends = [e for e in record.events if e.get("kind") == "end"]
+    if ends:
+        end = ends[-1]
         message = f" — {end['message']}" if end.get("message") else ""
         out.append(f"end      {end.get('state', NA)}{message}")
     else:
         out.append("end      no end line: the run was interrupted (finished steps are above)")
-    if report.truncated:
+    if record.truncated:
         out.append("note     the last line was cut short (run killed mid-write) and was skipped")
-    return out
-
-
-def text_report(report: ReportRun, width: int = 120) -> str:
-    """``ramp report FILE``: the run's conditions, its step table, repeats, marks and how it ended."""
-    steps = report.run.steps
-    out = header_lines(report.run.header)
-    out.append("")
-    out.append(format_step_table(steps, report.best, width=width, costs=report.costs, task=report.task))
-    repeats = format_repeats(steps, width=width)
-    if repeats:
-        out += ["", repeats]
-    out += _end_lines(report)
-    return "\n".join(out)
+    print("\n".join(out))
+    return 0
