@@ -8,9 +8,11 @@ the profile are ``loadgen.runargs``'s; the headless face is ``loadgen.headless``
     ramp launch vllm|sglang MODEL [flags]       start a server, measure its cold start, ramp it
     ramp sim [--preset NAME] [--port N]         serve the simulator
     ramp profiles [show NAME]                   built-in workload profiles
-    ramp report FILE                            step table of a record
+    ramp report RECORD... [--format F] [-o FILE] step table; csv, json, md, html, png, svg
     ramp compare A.jsonl B.jsonl [--vary KEY]   runs side by side, under matched conditions only
+    ramp replay RECORD                          the console on a finished record (read-only)
     ramp selftest                               the client's own speed and accuracy ceiling
+    ramp check URL [--model M] [--format json]  spot-check a deployment through the OpenAI SDK
     ramp --version
 
 Exit codes: 0 = the SLO was met at some step, 1 = at none, 2 = usage error, 3 = target unreachable,
@@ -25,6 +27,8 @@ import os
 import sys
 
 from loadgen import __version__
+from loadgen.check import DESCRIPTION as CHECK_HELP
+from loadgen.check import add_check_flags
 from loadgen.config import RunOutcome
 from loadgen.headless import finish, reachable, run_headless
 from loadgen.launch_cmd import DESCRIPTION as LAUNCH_DESCRIPTION
@@ -43,7 +47,7 @@ from loadgen.runflags import (
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
-SUBCOMMANDS = {"demo", "run", "sim", "profiles", "report", "compare", "selftest", "launch"}
+SUBCOMMANDS = {"demo", "run", "sim", "profiles", "report", "compare", "selftest", "launch", "replay", "check"}
 DEMO_LEVELS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 
@@ -67,8 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("action", nargs="?", choices=["list", "show"], default="list")
     prof.add_argument("name", nargs="?")
 
-    rep = sub.add_parser("report", help="print the step table of a record")
-    rep.add_argument("file")
+    rep = sub.add_parser(
+        "report", help="a record's step table, or CSV, JSON, Markdown, HTML, the curve as PNG/SVG"
+    )
+    rep.add_argument("files", nargs="+", metavar="RECORD", help="run records; several: rows/curves of each")
+    rep.add_argument(
+        "--format",
+        choices=("text", "csv", "json", "md", "html", "png", "svg"),
+        default=None,
+        help="text (default, or from -o's extension), csv, json, md, html; png/svg: the curve alone",
+    )
+    rep.add_argument("-o", "--out", default=None, metavar="FILE", help="write to FILE instead of stdout")
 
     cmp = sub.add_parser(
         "compare",
@@ -96,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--transport", choices=["h1", "aiohttp", "httpx"], default="h1")
 
     add_launch_flags(sub.add_parser("launch", help=LAUNCH_HELP, description=LAUNCH_DESCRIPTION))
+    check = sub.add_parser("check", help="spot-check a deployment through the OpenAI SDK", description=CHECK_HELP)
+    add_check_flags(check)
+
+    replay = sub.add_parser("replay", help="the console on a finished record: ← → between its steps")
+    replay.add_argument("file", metavar="RECORD", help="a run record (JSONL)")
     return parser
 
 
@@ -144,11 +162,19 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
     if args.command == "report":
         from loadgen.report import report_main
 
-        return report_main(args.file)
+        return report_main(args.files, args.format, args.out)
     if args.command == "compare":
         from loadgen.analysis.compare import compare_main
 
         return compare_main(args.files, args.vary, args.force, args.format)
+    if args.command == "replay":
+        from tui.replay import replay_main
+
+        return replay_main(args.file)
+    if args.command == "check":
+        from loadgen.check import check_main
+
+        return check_main(args)
     if args.command == "selftest":
         from loadgen.selftest import selftest_main
 
