@@ -245,3 +245,119 @@ class CountingProxy:
             return
         loop.call_soon_threadsafe(server.close)
         loop.call_soon_threadsafe(loop.stop)
+
+
+# -- an OpenAI-like server with one flaw at a time (ramp check's fault cases) -------------------------------
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+RATELIMIT = {
+    "x-ratelimit-limit-requests": "100",
+    "x-ratelimit-remaining-requests": "99",
+    "x-ratelimit-reset-requests": "600ms",
+    "x-ratelimit-limit-tokens": "10000",
+    "x-ratelimit-remaining-tokens": "9990",
+    "x-ratelimit-reset-tokens": "6ms",
+}
+
+
+@dataclass(frozen=True)
+class Flaws:
+    """What the OpenAI-like server gets wrong; the defaults get nothing wrong."""
+
+    no_usage_chunk: bool = False  # stream_options.include_usage ignored
+    ignore_max_tokens: bool = False  # always 16 tokens
+    accept_bad_request: bool = False  # 200 to messages that are not a list
+    ratelimit: bool = False  # x-ratelimit-* headers on every answer
+    echo_auth: bool = False  # the error message quotes the request's Authorization header
+
+
+def _reply_words(body: dict[str, object], flaws: Flaws) -> tuple[list[str], str]:
+    asked = body.get("max_tokens")
+    n = 16 if flaws.ignore_max_tokens or not isinstance(asked, int) else min(asked, 16)
+    words, finish = WORDS[:n], "length"
+    stop = body.get("stop")
+    for s in [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []:
+        cut = next((i for i, w in enumerate(words) if s in " " + w), None)
+        if cut is not None:
+            words, finish = words[:cut], "stop"
+    return words, finish
+
+
+async def _stream_reply(
+    req: web.Request,
+    chat: bool,
+    words: list[str],
+    finish: str,
+    usage: dict[str, int] | None,
+    headers: dict[str, str],
+) -> web.StreamResponse:
+    """The reply as SSE: chat's role-only chunk first, a word per chunk, the usage chunk when given."""
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", **headers})
+    await resp.prepare(req)
+
+    async def event(choices: list[dict[str, object]], **extra: object) -> None:
+        doc = {"id": "x", "object": kind, "model": "tiny", "choices": choices, **extra}
+        await resp.write(b"data: " + json.dumps(doc).encode() + b"\n\n")
+
+    if chat:
+        await event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+    for at, word in enumerate(words):
+        done = finish if at == len(words) - 1 else None
+        part = {"delta": {"content": " " + word}} if chat else {"text": " " + word}
+        await event([{"index": 0, **part, "finish_reason": done}])
+    if usage is not None:
+        await event([], usage=usage)
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
+def openai_like(flaws: Flaws = Flaws()) -> FaultServer:
+    """/v1/models, chat and completions (streamed or not) with usage, max_tokens and stop honoured, errors as
+    OpenAI's JSON — except for the ``flaws`` asked for."""
+    headers = RATELIMIT if flaws.ratelimit else {}
+
+    async def generate(req: web.Request) -> web.StreamResponse:
+        body = await req.json()
+        chat = req.path.endswith("/chat/completions")
+        if chat and not isinstance(body.get("messages"), list) and not flaws.accept_bad_request:
+            said = f" (from {req.headers.get('Authorization')})" if flaws.echo_auth else ""
+            error = {
+                "error": {"message": f"'messages' must be a list{said}", "type": "invalid_request_error"}
+            }
+            return web.json_response(error, status=400, headers=headers)
+        words, finish = _reply_words(body, flaws)
+        usage = {"prompt_tokens": 7, "completion_tokens": len(words), "total_tokens": 7 + len(words)}
+        kind = "chat.completion" if chat else "text_completion"
+        if not body.get("stream"):
+            text = "".join(" " + w for w in words)
+            choice = (
+                {"index": 0, "message": {"role": "assistant", "content": text}}
+                if chat
+                else {"index": 0, "text": text}
+            )
+            doc = {
+                "id": "x",
+                "object": kind,
+                "model": "tiny",
+                "choices": [{**choice, "finish_reason": finish}],
+                "usage": usage,
+            }
+            return web.json_response(doc, headers=headers)
+        options = body.get("stream_options")
+        with_usage = (
+            isinstance(options, dict) and bool(options.get("include_usage")) and not flaws.no_usage_chunk
+        )
+        return await _stream_reply(req, chat, words, finish, usage if with_usage else None, headers)
+
+    async def models(req: web.Request) -> web.StreamResponse:
+        return web.json_response(MODELS, headers=headers)
+
+    return FaultServer(
+        {
+            ("GET", "/v1/models"): models,
+            ("POST", "/v1/chat/completions"): generate,
+            ("POST", "/v1/completions"): generate,
+        }
+    ).start()

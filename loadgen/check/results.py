@@ -71,6 +71,8 @@ class CheckReport:
         verdict = "OK" if self.ok else "FAILED"
         failed = [c.name for c in self.checks if c.required and c.status == "fail"]
         head = f"{verdict}: {req['pass']} of {sum(req.values())} required checks pass"
+        if req["n/a"]:
+            head += f", {req['n/a']} n/a"
         if failed:
             head += f" (failing: {', '.join(failed)})"
         tail = f"; advisory: {adv['pass']} pass, {adv['fail']} fail, {adv['n/a']} n/a"

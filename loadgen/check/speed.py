@@ -85,8 +85,8 @@ async def baseline(session: Session) -> CheckResult:
     }
     why = (
         f"TTFT SDK {fmt_ms(sdk.ttft_ms)} · ramp {fmt_ms(ramp_ttft)}; decode SDK "
-        f"{fmt_num_wide(sdk.decode_tok_s()).strip()} · ramp {fmt_num_wide(ours.decode_tok_s).strip()} tok/s "
-        f"({tokens} tokens, same prompt)"
+        f"{fmt_num_wide(sdk.decode_tok_s())} · ramp {fmt_num_wide(ours.decode_tok_s)} tok/s "
+        f"({f'{tokens} tokens' if tokens is not None else 'no usage'}, same prompt)"
     )
     return CheckResult(name, "pass", why, data=data)
 

@@ -1,0 +1,150 @@
+"""``ramp check``: every check passes against the simulator (the ramp through ramp's own engine included), the
+right check fails with the right reason against a server with one flaw, JSON output, exit codes, the key
+never shown, rate-limit headers read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from fault_servers import Flaws, openai_like
+
+from loadgen.check import CheckReport, run_checks
+from loadgen.cli import main
+from loadgen.sim import SimHandle, build_config, run_sim_in_thread
+from loadgen.types import Target
+
+REQUIRED = {"models", "chat", "chat stream", "usage chunk", "max_tokens", "error shape", "ramp"}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimHandle]:
+    handle = run_sim_in_thread(build_config("h200-llama8b", seed=12, speed=4.0))
+    yield handle
+    handle.stop()
+
+
+def by_name(report: CheckReport) -> dict[str, tuple[str, str]]:
+    return {c.name: (c.status, c.reason) for c in report.checks}
+
+
+def test_every_check_passes_against_the_simulator(sim: SimHandle) -> None:
+    report = run_checks(Target(sim.url), ramp_seconds=2.0, streams=4)
+    checks = by_name(report)
+    assert report.ok, report.text()
+    assert {c.name for c in report.checks if c.required} == REQUIRED
+    # What the simulator does, every one of them passes; reasoning and rate limits it has none of.
+    for name, (status, reason) in checks.items():
+        want = "n/a" if name in ("reasoning", "rate limits") else "pass"
+        assert status == want, (name, status, reason)
+    assert "equal to the non-streamed usage" in checks["usage chunk"][1]
+    assert "finish stop" in checks["stop"][1]  # the simulator honours stop sequences
+    assert "HTTP 400" in checks["context overflow"][1] and "8,192" in checks["context overflow"][1]
+    assert "vllm names" in checks["/metrics"][1]
+    ramp = next(c for c in report.checks if c.name == "ramp")
+    steps = ramp.data["steps"]
+    assert isinstance(steps, list) and [s["level"] for s in steps] == [1, 2, 4]
+    assert all(s["errors"] == 0 and s["ok"] > 0 for s in steps)
+    baseline = next(c for c in report.checks if c.name == "baseline")
+    assert isinstance(baseline.data["sdk_ttft_ms"], float) and isinstance(
+        baseline.data["ramp_ttft_ms"], float
+    )
+    assert baseline.data["output_tokens"] == 64  # the same prompt, the same seed: the reply hits max_tokens
+
+
+def test_json_format_and_exit_zero(sim: SimHandle, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["check", sim.url, "--format", "json", "--ramp-seconds", "0"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["ok"] is True
+    assert doc["model"] == "sim-llama-8b" and doc["runtime"] == "ramp-sim"
+    ramp = next(c for c in doc["checks"] if c["name"] == "ramp")
+    assert ramp["status"] == "n/a" and ramp["required"] is True and "skipped" in ramp["reason"]
+    assert {"name", "status", "required", "reason", "data"} <= set(doc["checks"][0])
+
+
+@pytest.mark.parametrize(
+    ("flaws", "name", "reason"),
+    [
+        (Flaws(no_usage_chunk=True), "usage chunk", "no usage chunk in the stream"),
+        (Flaws(ignore_max_tokens=True), "max_tokens", "asked for at most 5 tokens, got 16"),
+        (Flaws(accept_bad_request=True), "error shape", "HTTP 200 to a malformed request"),
+    ],
+)
+def test_the_flawed_check_fails_with_its_reason(
+    flaws: Flaws, name: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = openai_like(flaws)
+    try:
+        code = main(["check", server.url, "--ramp-seconds", "0", "--timeout", "10"])
+    finally:
+        server.stop()
+    out = capsys.readouterr().out
+    assert code == 1, out
+    failed = [line for line in out.splitlines() if line.strip().startswith("FAIL ")]
+    assert len(failed) == 1 and name in failed[0] and reason in failed[0], out
+    assert f"FAILED: 5 of 7 required checks pass, 1 n/a (failing: {name})" in out  # the ramp: skipped
+
+
+def test_a_sound_server_passes_and_its_rate_limits_are_shown() -> None:
+    server = openai_like(Flaws(ratelimit=True))
+    try:
+        report = run_checks(Target(server.url), ramp_seconds=0)
+    finally:
+        server.stop()
+    checks = by_name(report)
+    assert report.ok, report.text()
+    assert checks["rate limits"] == (
+        "pass",
+        "remaining 99/100 requests (resets in 600ms), 9,990/10,000 tokens (resets in 6ms)",
+    )
+    assert report.ratelimit["remaining-tokens"] == "9990"
+    assert checks["max_model_len"][0] == "n/a" and checks["context overflow"][0] == "n/a"
+    assert checks["/tokenize"][0] == "n/a" and "--tokenizer" in checks["/tokenize"][1]
+
+
+def test_the_key_is_sent_but_never_shown(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "sk-check-0123456789abcdef"
+    monkeypatch.setenv("RAMP_CHECK_KEY", secret)
+    server = openai_like(Flaws(echo_auth=True))
+    try:
+        code = main(
+            [
+                "check",
+                server.url,
+                "--api-key-env",
+                "RAMP_CHECK_KEY",
+                "--ramp-seconds",
+                "0",
+                "--format",
+                "json",
+            ]
+        )
+    finally:
+        server.stop()
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    shape = next(c for c in doc["checks"] if c["name"] == "error shape")
+    assert (
+        code == 0 and shape["status"] == "pass" and "(from Bearer " in shape["reason"]
+    )  # the server quoted it
+    assert secret not in out.out + out.err
+
+
+def test_unreachable_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["check", f"http://127.0.0.1:{port}", "--ramp-seconds", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  models" in out and "cannot connect" in out and len(out.splitlines()) == 5
+    assert main(["check", "127.0.0.1:8000"]) == 2
+    assert main(["check", f"http://127.0.0.1:{port}", "--ramp-seconds", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "URL must start with http://" in err and "--ramp-seconds must be 0" in err and "Traceback" not in err
+    )
