@@ -10,7 +10,7 @@ import pytest
 from loadgen.config import SLO, RunConfig
 from loadgen.metrics import Accumulator, IntervalDelta, Recorder
 from loadgen.profile import parse_profile
-from loadgen.run.fleet import Fleet
+from loadgen.run.fleet import ProcessFleet
 from loadgen.run.state import Load
 from loadgen.run.steps import Segment, Steps
 from loadgen.run.telemetry_link import TelemetryLink
@@ -24,7 +24,7 @@ def _steps(level: int, warmup_s: float = 0.0) -> Steps:
         target=Target(url="http://127.0.0.1:9"), profile=PROFILE, level=level, warmup_s=warmup_s
     )
     # A fleet that never spawned: commands go nowhere, no worker is waited for.
-    return Steps(Load.of(config), Fleet(config), TelemetryLink(), time.monotonic_ns())
+    return Steps(Load.of(config), ProcessFleet(config), TelemetryLink(), time.monotonic_ns())
 
 
 def _delta(ok: int) -> IntervalDelta:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from loadgen.config import FINAL_STATES, RunConfig, RunOutcome, SetupError
-from loadgen.run.fleet import Fleet
+from loadgen.run.fleet import Fleet, ProcessFleet
 from loadgen.run.live import LiveFigures
 from loadgen.run.protocol import (
     ChangeLevel,
@@ -34,7 +34,8 @@ from loadgen.run.protocol import (
     WorkerMessage,
     WorkerReady,
 )
-from loadgen.run.recording import RunRecord
+from loadgen.run.ray_fleet import RayFleet
+from loadgen.run.recording import RunRecord, timeline
 from loadgen.run.setup import prepare
 from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
@@ -57,7 +58,7 @@ class Controller:
         self.slo = config.slo if config.slo is not None else config.profile.slo
         self.status = RunStatus(model=config.target.model)
         self.load = Load.of(config)
-        self.fleet = Fleet(config)
+        self.fleet: Fleet = RayFleet(config) if config.ray is not None else ProcessFleet(config)
         self.link = TelemetryLink()
         self.steps = Steps(self.load, self.fleet, self.link, self.status.t0_ns)
         self.live = LiveFigures(config.rolling_s, self.status.t0_ns)
@@ -124,6 +125,7 @@ class Controller:
 
     # ---- setup ------------------------------------------------------------------------------------------
     async def _setup(self) -> None:
+        self.status.fleet = await self.fleet.place()  # where the workers run: the record's header says
         sizer, self.record = await prepare(self.config, self.status, self.load, self.slo, self.link)
         await self._cache_policy()
         self.fleet.spawn(self.status.model, sizer)
@@ -212,10 +214,19 @@ class Controller:
                 self.fleet.alive.add(wid)
             case WorkerFatal(worker_id=wid, message=text):
                 self.fleet.fatal.append(text)
+                self._worker_lost(wid)
                 self.live.recent_errors.append(f"worker {wid} died: {text}")
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
                 self.steps.fold(wid, window, delta, closed, current, msg.in_flight)
                 self.live.add(wid, delta, current)
+                self.record.detail.add(window, msg.rows)  # --save-requests-detail
+
+    def _worker_lost(self, wid: int) -> None:
+        """A worker died under load: the record says which, where and what load it carried; the step is marked."""
+        event = self.fleet.loss_event(wid)
+        if event is not None and self.status.state in ("running", "paused"):
+            self.record.event("worker_lost", event)
+            self._mark(f"worker {wid} lost ({event['carried']} lost)")
 
     def _report_complete(self, force: bool = False) -> None:
         for seg in self.steps.complete(force):
@@ -225,7 +236,11 @@ class Controller:
         summary = self.steps.summarize(seg, self.slo)
         if summary is None:
             return
-        self.record.step(summary, seg.acc.encoded())
+        self.record.step(summary, seg.acc.encoded(), timeline(summary, self.status.t0_ns, self.snapshots))
+        fleet_step = self.fleet.step_report(summary.index, seg.judges)  # Ray: per-host health, flush delays
+        if fleet_step is not None:
+            self.record.event("fleet_step", fleet_step)
+        self.record.detail.write_step(summary.index, seg.seg_id)
         self._early_stop(summary)
         self.wheel.reported(summary, seg.end is not None and seg.end.held)
         if self.wheel.finished_search is not None:
@@ -322,6 +337,7 @@ class Controller:
                 "steps": len(self.steps.summaries),
                 "best_step": self.steps.best,
                 "elapsed_s": round(self.status.elapsed_s(time.monotonic_ns()), 3),
+                "series": self.snapshots.take_series(),  # the points after the last step line's
             }
         )
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
-from loadgen.run.detail import detail_path
+from loadgen.run.detail import RequestDetail, detail_path
 from loadgen.run.replicas import replica_header
 from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
@@ -108,23 +108,33 @@ def timeline(summary: StepSummary, run_t0_ns: int, snapshots: SnapshotBuilder) -
 
 
 class RunRecord:
-    """A ``RecordWriter`` once ``open`` made one, else nothing."""
+    """A ``RecordWriter`` once ``open`` made one, else nothing; with ``--save-requests-detail`` its companion
+    file of per-request rows (``detail``, written step by step with it)."""
 
-    def __init__(self, writer: RecordWriter | None = None, path: str | None = None) -> None:
+    def __init__(
+        self, writer: RecordWriter | None = None, path: str | None = None, detail: RequestDetail | None = None
+    ) -> None:
         self.writer = writer
         self.path = path if writer is not None else None  # where the record is, None when there is none
+        self.detail = detail if detail is not None else RequestDetail()
 
     @classmethod
     def open(
-        cls, path: str, header: Mapping[str, object], events: tuple[tuple[str, dict[str, object]], ...]
+        cls,
+        path: str,
+        header: Mapping[str, object],
+        events: tuple[tuple[str, dict[str, object]], ...],
+        detail_t0_ns: int | None = None,
     ) -> RunRecord:
-        """Create the record at ``path`` (and its folder), write the header and the events asked for first."""
+        """Create the record at ``path`` (and its folder), write the header and the events asked for first;
+        ``detail_t0_ns`` (the run's start): the per-request file beside it too."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         writer = RecordWriter(path)
         writer.write_header(header)
         for kind, data in events:
             writer.write_event(kind, data)
-        return cls(writer, path)
+        detail = RequestDetail.open(path, detail_t0_ns) if detail_t0_ns is not None else None
+        return cls(writer, path, detail)
 
     def event(self, kind: str, data: Mapping[str, object]) -> None:
         if self.writer is not None:
@@ -142,3 +152,11 @@ class RunRecord:
         if self.writer is not None:
             self.writer.write_event("end", end)
             self.writer.close()
+        self.detail.close()
+
+
+def planned_header(config: RunConfig) -> dict[str, object]:
+    """The record header the run will write, as far as it is known before the server is asked."""
+    slo = config.slo if config.slo is not None else config.profile.slo
+    status = RunStatus(model=config.target.model)
+    return record_header(config, status, Load.of(config), slo, None, {})

@@ -63,6 +63,9 @@ class Load:
         """``closed``, or the open loop's arrival process ("poisson", "gamma(0.5)" ...)."""
         if self.mode == "closed":
             return "closed"
+        replay = self.config.profile.replay
+        if replay is not None and replay.scheduled:
+            return replay.kind  # "trace" / "requests": the file's own times (loadgen.sourceargs)
         if self.config.arrival == "gamma":
             return f"gamma({self.config.burstiness:g})"
         return self.config.arrival
