@@ -18,18 +18,31 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from loadgen.config import RunConfig, RunOutcome
+from loadgen.analysis.baseline import (
+    THROUGHPUT,
+    live_differences,
+    load_baseline,
+    mismatch_warning,
+    slo_figure,
+    step_verdict,
+)
+from loadgen.analysis.baseline_words import verdict_cell
+from loadgen.analysis.runs import AnalysisError
+from loadgen.config import SLO, RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
+from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
+from loadgen.run.recording import planned_header
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.target.http import scrub
 from loadgen.target.refusals import refusal_text
 
 if TYPE_CHECKING:
-    from loadgen.snapshot import Snapshot
+    from loadgen.snapshot import Snapshot, StepSummary
 
 __all__ = ["WatchedRun", "finish", "progress_line", "reachable", "run_headless", "say", "wait_with_progress"]
 
@@ -70,6 +83,10 @@ def run_headless(config: RunConfig) -> RunOutcome | None:
     and SIGHUP stop it like Ctrl-C (``loadgen.run.signals``): the outcome then carries the signal."""
     from loadgen.run.engine import Engine
 
+    if config.baseline is not None:
+        warning = baseline_warning(config.baseline, planned_header(config))
+        if warning:
+            say(f"ramp: warning: {warning}\n")
     engine = Engine(config)
     with StopSignals(engine.interrupt) as stops:
         engine.start()
@@ -222,6 +239,51 @@ def plain(message: str) -> str:
     return _EXCEPTION_PREFIX.sub("", message, count=1)
 
 
+def baseline_warning(path: str, header: Mapping[str, object]) -> str | None:
+    """The conditions check of a run (its ``header``) against the baseline record at ``path``."""
+    try:
+        run = load_baseline(path)
+    except AnalysisError as exc:
+        return f"baseline not used: {exc}"
+    return mismatch_warning(path, live_differences(run, header))
+
+
+def baseline_lines(
+    path: str, steps: Sequence[StepSummary], slo: SLO, header: Mapping[str, object]
+) -> list[str]:
+    """Each step against the baseline at its level (out tok/s and the SLO's figure: better, worse or within
+    noise), after the conditions check with what the run's record says it ran under."""
+    try:
+        run = load_baseline(path)
+    except AnalysisError as exc:
+        return [f"baseline not used: {exc}"]
+    lines = [f"vs baseline {path} (out tok/s · {slo_figure(slo).label}):"]
+    for position, step in enumerate(steps):
+        found = step_verdict(run, steps, position, (THROUGHPUT, slo_figure(slo)))
+        said = verdict_cell(found) if found.verdicts else f"no verdict ({found.reason})"
+        lines.append(f"  step {step.index + 1} ({found.key.label}): {said}")
+    warning = mismatch_warning(path, live_differences(run, header))
+    return [*lines, f"  ⚠ {warning}"] if warning else lines
+
+
+def _written_header(path: str | None) -> Mapping[str, object] | None:
+    """The header the run wrote (the server's model and runtime known by then), None without a record."""
+    if path is None:
+        return None
+    try:
+        return read_record(path).header
+    except RecordError:
+        return None
+
+
+def _baseline_text(outcome: RunOutcome, config: RunConfig | None) -> str:
+    if config is None or config.baseline is None:
+        return ""
+    slo = config.slo if config.slo is not None else config.profile.slo
+    header = _written_header(outcome.record_path) or planned_header(config)
+    return "\n" + "\n".join(baseline_lines(config.baseline, list(outcome.steps), slo, header)) + "\n"
+
+
 def step_tables(outcome: RunOutcome, config: RunConfig | None, width: int) -> str:
     """The step table (priced when the run is: ``ramp report``'s cost columns) and, when a level ran more than
     once, its repeats as "median (min–max)"."""
@@ -248,7 +310,7 @@ def finish(outcome: RunOutcome | None, config: RunConfig | None = None) -> int:
         return EXIT_UNREACHABLE
     if outcome.steps:
         width = max(80, shutil.get_terminal_size((120, 24)).columns)
-        say(step_tables(outcome, config, width), sys.stdout)
+        say(step_tables(outcome, config, width) + _baseline_text(outcome, config), sys.stdout)
     if outcome.record_path:
         say(f"record: {outcome.record_path}\n", sys.stdout)
     if outcome.message:

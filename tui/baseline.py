@@ -5,7 +5,8 @@ The live run's conditions are its record header as ``loadgen.run.recording`` wri
 run's ``RunConfig`` before the first request (``planned_header``), with the model and the runtime taken
 from the snapshot once the server has said. Differences are warnings (the errors panel's list, and "⚠" in
 the curve's legend); the overlay is drawn anyway. The arithmetic (levels, medians, the noise rule) is
-``loadgen.analysis.baseline``'s; this module keeps the state and the text.
+``loadgen.analysis.baseline``'s, the words ``loadgen.analysis.baseline_words``' (the headless face says the
+same); this module keeps the state.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from loadgen.analysis.baseline import (
     THROUGHPUT,
     GhostPoint,
     StepVerdict,
-    Verdict,
     ghost_points,
     live_differences,
     load_baseline,
@@ -27,15 +27,16 @@ from loadgen.analysis.baseline import (
     slo_figure,
     step_verdict,
 )
+from loadgen.analysis.baseline_words import GLYPHS, WORDS, verdict_cell, verdict_lines
 from loadgen.analysis.runs import AnalysisError, LevelKey, Run
 from loadgen.config import SLO, RunConfig
-from loadgen.format import fmt_count, fmt_pct, fmt_range, fmt_signed
-from loadgen.run.recording import record_header
-from loadgen.run.state import Load, RunStatus
+from loadgen.run.recording import planned_header
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.view import CurveX
 
 __all__ = [
+    "GLYPHS",
+    "WORDS",
     "LiveBaseline",
     "current_level",
     "open_baseline",
@@ -45,19 +46,8 @@ __all__ = [
 ]
 
 UNKNOWN_MODEL = ("", "auto")  # what the snapshot's model reads before the server has said
-WORDS = {"better": "better", "worse": "worse", "within noise": "noise", "same": "same"}
-GLYPHS = {"better": "▲", "worse": "▼", "within noise": "≈", "same": "="}  # the narrowest table's words
-NO_NOISE = "?"  # after a word: one step on each side, no noise estimate
-NO_VERDICT = "–"
 
 Identity = tuple[str, str | None, str | None]  # model, runtime, runtime version
-
-
-def planned_header(config: RunConfig) -> dict[str, object]:
-    """The record header the run will write, as far as it is known before the server is asked."""
-    slo = config.slo if config.slo is not None else config.profile.slo
-    status = RunStatus(model=config.target.model)
-    return record_header(config, status, Load.of(config), slo, None, {})
 
 
 def current_level(snapshot: Snapshot) -> LevelKey:
@@ -142,53 +132,3 @@ def open_baseline(config: RunConfig | None) -> LiveBaseline | None:
     if config is None or config.baseline is None:
         return None
     return LiveBaseline.open(config.baseline, config)
-
-
-# ---- words ------------------------------------------------------------------------------------------------
-
-
-def _word(verdict: Verdict, glyph: bool = False) -> str:
-    word = (GLYPHS if glyph else WORDS).get(verdict.word, verdict.word)
-    return word if verdict.noise_known or verdict.word == "same" else word + NO_NOISE
-
-
-def _pct(verdict: Verdict) -> str:
-    pct = verdict.delta.pct
-    return "" if pct is None else fmt_signed(pct / 100.0, lambda v: fmt_pct(v, 0)) + " "
-
-
-def verdict_cell(found: StepVerdict | None, compact: int = 0) -> str:
-    """The steps table's cell: '+12% better · -8% noise' (out tok/s, then the SLO's figure); ``compact`` 1
-    drops the percentages, 2 writes the words as ▲ ▼ ≈ =. '?' after a word: one step on each side, no noise
-    estimate."""
-    if found is None or not found.verdicts:
-        return NO_VERDICT
-    return " · ".join((_pct(v) if compact == 0 else "") + _word(v, compact >= 2) for v in found.verdicts)
-
-
-def _spread_text(verdict: Verdict, side: str) -> str:
-    spread = verdict.baseline if side == "baseline" else verdict.live
-    look = verdict.figure.look
-    if spread.n == 1:
-        return look(spread.median)
-    shown = fmt_range(spread.median, spread.low, spread.high, look)
-    return f"{shown} over {fmt_count(spread.n)} steps"
-
-
-def verdict_lines(found: StepVerdict | None, path: str) -> list[str]:
-    """The step detail view's lines: each figure, this run against the baseline, the delta and the mark."""
-    if found is None:
-        return []
-    head = f"vs baseline {path} at {found.key.label}"
-    if not found.verdicts:
-        return [f"{head}: no verdict ({found.reason})"]
-    lines = [head + ":"]
-    for verdict in found.verdicts:
-        delta = fmt_signed(verdict.delta.delta, verdict.figure.delta_look)
-        pct = "" if verdict.delta.pct is None else f" ({fmt_signed(verdict.delta.pct / 100.0, fmt_pct)})"
-        noise = "" if verdict.noise_known else ", no noise estimate (one step on each side)"
-        lines.append(
-            f"  {verdict.figure.label}: {_spread_text(verdict, 'live')} vs "
-            f"{_spread_text(verdict, 'baseline')}: {delta}{pct} {verdict.word}{noise}"
-        )
-    return lines

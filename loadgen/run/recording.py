@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
-from loadgen.run.detail import RequestDetail, detail_path
+from loadgen.run.detail import detail_path
 from loadgen.run.replicas import replica_header
 from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
@@ -108,33 +108,23 @@ def timeline(summary: StepSummary, run_t0_ns: int, snapshots: SnapshotBuilder) -
 
 
 class RunRecord:
-    """A ``RecordWriter`` once ``open`` made one, else nothing; with ``--save-requests-detail`` its companion
-    file of per-request rows (``detail``, written step by step with it)."""
+    """A ``RecordWriter`` once ``open`` made one, else nothing."""
 
-    def __init__(
-        self, writer: RecordWriter | None = None, path: str | None = None, detail: RequestDetail | None = None
-    ) -> None:
+    def __init__(self, writer: RecordWriter | None = None, path: str | None = None) -> None:
         self.writer = writer
         self.path = path if writer is not None else None  # where the record is, None when there is none
-        self.detail = detail if detail is not None else RequestDetail()
 
     @classmethod
     def open(
-        cls,
-        path: str,
-        header: Mapping[str, object],
-        events: tuple[tuple[str, dict[str, object]], ...],
-        detail_t0_ns: int | None = None,
+        cls, path: str, header: Mapping[str, object], events: tuple[tuple[str, dict[str, object]], ...]
     ) -> RunRecord:
-        """Create the record at ``path`` (and its folder), write the header and the events asked for first;
-        ``detail_t0_ns`` (the run's start): the per-request file beside it too."""
+        """Create the record at ``path`` (and its folder), write the header and the events asked for first."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         writer = RecordWriter(path)
         writer.write_header(header)
         for kind, data in events:
             writer.write_event(kind, data)
-        detail = RequestDetail.open(path, detail_t0_ns) if detail_t0_ns is not None else None
-        return cls(writer, path, detail)
+        return cls(writer, path)
 
     def event(self, kind: str, data: Mapping[str, object]) -> None:
         if self.writer is not None:
@@ -152,7 +142,6 @@ class RunRecord:
         if self.writer is not None:
             self.writer.write_event("end", end)
             self.writer.close()
-        self.detail.close()
 
 
 def planned_header(config: RunConfig) -> dict[str, object]:
