@@ -1,10 +1,12 @@
 """Drive the console through a short ramp against the embedded simulator and save screenshots.
 
 Starts the simulator in a process of its own (``loadgen.sim.spawn_sim_process``), builds a RunConfig the
-way ``ramp demo`` does, runs the real engine behind ``RampApp`` under Textual's Pilot, and saves SVGs
-(plus PNGs when ``rsvg-convert`` is installed, ``apt-get install librsvg2-bin``) into ``screenshots/``:
-the main screen at 160x48, 120x36 and 80x24, every tab at 80x24, and the step and errors detail views.
-A mark is placed (``k``) during the run, so that the timeline shows one.
+way ``ramp demo`` does, runs the real engine behind ``RampApp`` under Textual's Pilot, and saves each screen
+the way the console's ``s`` key does (``tui.screenshot``): the SVG with its spaces fixed, a text capture
+(``.txt``) and a PNG (``rsvg-convert``, ``apt-get install librsvg2-bin``) into ``screenshots/``: the main
+screen at 160x48, 120x36 and 80x24, every tab at 80x24, and the step and errors detail views. A mark is
+placed (``k``) during the run, so that the timeline shows one; the screens are taken while the last step
+measures, with time left in its window.
 
     python scripts/screenshots.py [--preset h200-llama8b] [--out screenshots]
 """
@@ -13,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,21 +33,10 @@ from loadgen.sim import build_config as sim_config  # noqa: E402
 from loadgen.sim import spawn_sim_process  # noqa: E402
 from loadgen.snapshot import Snapshot  # noqa: E402
 from tui.app import RampApp  # noqa: E402
+from tui.screenshot import Saved, save_all  # noqa: E402
 
-
-def to_png(svg: Path) -> Path | None:
-    """rsvg-convert mis-spaces Textual's non-breaking spaces; plain spaces with xml:space keep columns."""
-    converter = shutil.which("rsvg-convert")
-    if converter is None:
-        return None
-    text = svg.read_text(encoding="utf-8").replace("&#160;", " ")
-    text = re.sub(r"<svg ", '<svg xml:space="preserve" ', text, count=1)
-    with tempfile.NamedTemporaryFile("w", suffix=".svg", delete=False, encoding="utf-8") as tmp:
-        tmp.write(text)
-    png = svg.with_suffix(".png")
-    subprocess.run([converter, "-w", "1600", tmp.name, "-o", str(png)], check=True)
-    Path(tmp.name).unlink()
-    return png
+# The screens take about this long to save: the last step's window must have it left when they start.
+SHOTS_S = 12.0
 
 
 async def wait_until(pilot: Pilot[None], done: Callable[[Snapshot], bool], deadline: float) -> None:
@@ -64,23 +52,25 @@ async def wait_until(pilot: Pilot[None], done: Callable[[Snapshot], bool], deadl
 
 
 def well_measured(min_steps: int) -> Callable[[Snapshot], bool]:
-    """Enough finished steps, and the current one well into its window (full histograms), or the plan done."""
+    """Enough finished steps, and the current one well into its window (full histograms) with time left for
+    every screen, or the plan done."""
 
     def check(snap: Snapshot) -> bool:
         step = snap.windows.get("step")
+        left = snap.step_remaining_s
         measuring = snap.phase == "measure" and not snap.warming_up and step is not None and step.ok >= 64
-        return len(snap.steps) >= min_steps and (measuring or snap.state == "finished")
+        return len(snap.steps) >= min_steps and (
+            (measuring and (left is None or left >= SHOTS_S)) or snap.state == "finished"
+        )
 
     return check
 
 
-async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> list[Path]:
-    saved: list[Path] = []
+async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> list[tuple[str, Path]]:
+    taken: list[tuple[str, Path]] = []  # the SVG as exported, and where its files go (after the run)
 
     def shot(name: str) -> None:
-        svg = out / f"{name}.svg"
-        app.save_screenshot(filename=svg.name, path=str(out))
-        saved.append(svg)
+        taken.append((app.export_screenshot(), out / f"{name}.svg"))
 
     async with app.run_test(size=(160, 48)) as pilot:
         deadline = time.monotonic() + timeout_s
@@ -119,7 +109,7 @@ async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> li
         if app.screen.__class__.__name__ == "ConfirmQuit":
             await pilot.press("y")
         await pilot.pause(2.5)
-    return saved
+    return taken
 
 
 def main() -> int:
@@ -127,8 +117,8 @@ def main() -> int:
     parser.add_argument("--preset", default="h200-llama8b")
     parser.add_argument("--out", default=str(ROOT / "screenshots"))
     parser.add_argument("--steps", default="4,16,64,128")
-    parser.add_argument("--step-seconds", default="10")
-    parser.add_argument("--timeout", type=float, default=90.0)
+    parser.add_argument("--step-seconds", default="20")
+    parser.add_argument("--timeout", type=float, default=150.0)
     opts = parser.parse_args()
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -153,14 +143,14 @@ def main() -> int:
             engine = Engine(config, on_snapshot=app.snapshot_callback)
             app.attach(engine)
             levels = len(opts.steps.split(","))
-            saved = asyncio.run(drive(app, out, min_steps=levels - 1, timeout_s=opts.timeout))
+            taken = asyncio.run(drive(app, out, min_steps=levels - 1, timeout_s=opts.timeout))
             engine.stop()
             engine.wait(timeout=10)
     finally:
         handle.stop()
-    for svg in saved:
-        png = to_png(svg)
-        print(svg, png or "(no rsvg-convert: SVG only)")
+    for svg, path in taken:  # written after the run: rendering PNGs must not take the run's CPU
+        saved: Saved = save_all(svg, path)
+        print(saved.svg, saved.text.name, saved.png.name if saved.png else saved.note)
     return 0
 
 

@@ -49,6 +49,7 @@ from tui.detail import DetailScreen, ErrorsDetail, StepDetail
 from tui.dialogs import ConfirmQuit, FitContext, HelpScreen, key_label
 from tui.fit import DECLINED, fit_question, fitted_config, unclamped_warning
 from tui.format import metric_title, snapshot_phase, window_label
+from tui.screenshot import save_note, screenshot_name
 from tui.status import LIVE_STATES, waiting_for_a_key
 from tui.steps import Pricer
 from tui.view import ViewState
@@ -56,6 +57,7 @@ from tui.view import ViewState
 QUIT_TIMEOUT_S = 2.0
 SHUTDOWN_GROUP = "shutdown"  # the thread worker that stops the engine
 RESTART_GROUP = "restart"  # the thread worker that stops a run the console starts again (fit context)
+SCREENSHOT_GROUP = "screenshot"  # the thread workers that write a screenshot's files (s)
 RESTART_WAIT_S = 10.0  # the old run's record gets its end line before the new run starts
 
 EngineFactory = Callable[[RunConfig], EngineControl]
@@ -234,12 +236,18 @@ class RampApp(EngineActions):
         self.set_view(self.view.cycle_curve_x())
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        """Save an SVG of the screen into ``path``, by default the record's folder (else the cwd)."""
+        """Save the screen into ``path``, by default the record's folder (else the cwd): the SVG with its
+        spaces fixed, a text capture and a PNG beside it (``tui.screenshot``), written off the UI thread."""
         if path is None:
             record = self.shown_snapshot.record_path if self.shown_snapshot is not None else None
             path = str(Path(record).parent if record else Path.cwd())
-        saved = self.save_screenshot(filename=filename, path=path)
-        self.notify(f"screenshot saved: {saved}")
+        svg, svg_path = self.export_screenshot(), Path(path) / (filename or screenshot_name(self.title))
+        self.run_worker(
+            lambda: self.call_from_thread(self.notify, save_note(svg, svg_path), markup=False),
+            thread=True,
+            group=SCREENSHOT_GROUP,
+            exit_on_error=False,
+        )
 
     def action_step_detail(self) -> None:
         if isinstance(self.screen, DetailScreen):

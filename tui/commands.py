@@ -82,7 +82,7 @@ def view_entries(app: RampApp) -> list[Entry]:
             app.action_cycle_curve,
         ),
         (
-            "Save screenshot (SVG)",
+            "Save screenshot (SVG, text, PNG)",
             "into the record's folder, or the current directory",
             app.action_screenshot,
         ),
