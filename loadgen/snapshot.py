@@ -290,3 +290,4 @@ class Snapshot:
     notices: tuple[tuple[int, str], ...] = ()  # (id, text): what the engine chose for the operator (toasts)
     latest_errors: Mapping[str, str] = EMPTY  # ErrorKind value -> the latest full (scrubbed) message of it
     backing_off: int = 0  # virtual users pausing after a refusal or a refused connection (a gauge)
+    selected: int | None = None  # ramp replay: the step looked at (a position in ``steps``); None live

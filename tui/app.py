@@ -264,7 +264,9 @@ class RampApp(EngineActions):
             self.screen.dismiss(None)
             return
         keys: list[tuple[str, str]] = []
-        for binding in ConsoleScreen.BINDINGS:
+        console = self.screen_stack[0] if self.screen_stack else None
+        # the console's own keys (a replay's screen has other ones)
+        for binding in (type(console) if isinstance(console, ConsoleScreen) else ConsoleScreen).BINDINGS:
             if (
                 isinstance(binding, Binding)
                 and binding.description

@@ -51,6 +51,7 @@ class CurvePoint:
     kind: str  # a key of MARKERS, or "ghost"
     label: str  # the step's number, as everywhere on screen
     cut: bool  # a manual change cut the step: drawn dim, never best
+    selected: bool = False  # ramp replay: the step looked at, drawn in the selection's style
 
 
 def point_kind(step: StepSummary, best: bool) -> str:
@@ -61,8 +62,10 @@ def point_kind(step: StepSummary, best: bool) -> str:
     return "met" if step.verdict.met else "miss"
 
 
-def curve_points(steps: Sequence[StepSummary], best_step: int | None, x_axis: CurveX) -> list[CurvePoint]:
-    """Every step that has both numbers, in step order."""
+def curve_points(
+    steps: Sequence[StepSummary], best_step: int | None, x_axis: CurveX, selected: int | None = None
+) -> list[CurvePoint]:
+    """Every step that has both numbers, in step order (``selected``: the position looked at in replay)."""
     star = starred(steps, best_step)
     points = []
     for position, step in enumerate(steps):
@@ -75,7 +78,14 @@ def curve_points(steps: Sequence[StepSummary], best_step: int | None, x_axis: Cu
         if x is None or y is None:
             continue
         points.append(
-            CurvePoint(x, y, point_kind(step, position == star), str(step.index + 1), not step.clean)
+            CurvePoint(
+                x,
+                y,
+                point_kind(step, position == star),
+                str(step.index + 1),
+                not step.clean,
+                selected=position == selected,
+            )
         )
     return points
 
@@ -204,7 +214,7 @@ def draw_points(
         at[i] = place_marker(grid, points[i], x_hi, y_hi, styles)
     for i in order:
         p = points[i]
-        label_style = _s(styles, "label")
+        label_style = _s(styles, "selected" if p.selected else "label")
         if p.y > y_hi:
             if not grid.place_label(*at[i], CLIPPED + p.label, label_style):
                 grid.place_label(*at[i], CLIPPED, label_style)
@@ -223,7 +233,7 @@ def place_marker(
     height = grid.height - 1 if p.y > y_hi else round(p.y / y_hi * (grid.height - 1)) if y_hi > 0 else 0
     row = grid.height - 1 - min(grid.height - 1, max(0, height))  # counted from the top
     cell = grid.nearest_free(min(grid.width - 1, max(0, col)), row)
-    style = _s(styles, "cut") if p.cut else _s(styles, p.kind)
+    style = _s(styles, "selected") if p.selected else _s(styles, "cut") if p.cut else _s(styles, p.kind)
     grid.put(*cell, glyph(p.kind), style)
     return cell
 
@@ -252,12 +262,13 @@ def render_curve(
     slo_ttft_p95_ms: float | None = None,
     styles: Mapping[str, Style] | None = None,
     ghosts: Sequence[tuple[float, float]] = (),
+    selected: int | None = None,
 ) -> Text:
     """TTFT p95 (y) against out tok/s or level (x); the TTFT p95 SLO, when set, as a dashed line; the
-    baseline's levels (``ghosts``: x, TTFT p95) as ghosts."""
+    baseline's levels (``ghosts``: x, TTFT p95) as ghosts; ``selected``: the step replay looks at."""
     styles = styles or {}
     dim = _s(styles, "dim")
-    points = curve_points(steps, best_step, x_axis) + ghost_points(ghosts)
+    points = curve_points(steps, best_step, x_axis, selected) + ghost_points(ghosts)
     x_name = "out tok/s" if x_axis == "out_tok_s" else "level"
     y_hi, slo_drawn = y_scale(points, slo_ttft_p95_ms)
     title = curve_title(x_name, slo_ttft_p95_ms, slo_drawn, width, styles)
@@ -305,9 +316,11 @@ class CurvePanel(SnapshotPanel):
         "curve--label",
         "curve--slo",
         "curve--ghost",
+        "curve--selected",
     }
     DEFAULT_CSS = """
     CurvePanel > .curve--ghost { color: $text-muted; }
+    CurvePanel > .curve--selected { background: $accent-muted; text-style: bold; }
     """
 
     def __init__(
@@ -323,7 +336,14 @@ class CurvePanel(SnapshotPanel):
         return self.baseline is None or not self.baseline.warnings(snapshot)
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (snapshot.steps, snapshot.best_step, view.curve_x, snapshot.slo, self.matched(snapshot))
+        return (
+            snapshot.steps,
+            snapshot.best_step,
+            view.curve_x,
+            snapshot.slo,
+            self.matched(snapshot),
+            snapshot.selected,
+        )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         self.border_title = "Throughput–latency"
@@ -342,4 +362,5 @@ class CurvePanel(SnapshotPanel):
             slo_ttft_p95_ms=snapshot.slo.ttft_p95_ms,
             styles=styles,
             ghosts=self.ghosts(view),
+            selected=snapshot.selected,
         )

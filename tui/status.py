@@ -115,6 +115,8 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
     dim = _s(styles, "dim")
     badge = state_badge(snapshot)
     pieces = [piece((f" {badge} ", styles.get(badge.lower(), dim)))]
+    if snapshot.selected is not None:  # ramp replay: a finished record, looked at step by step
+        pieces.append(piece((" ", ""), (" REPLAY ", _s(styles, "replay"))))
     phase = phase_badge(snapshot)
     if phase is not None:
         pieces.append(piece((" ", ""), (f" {phase[0]} ", _s(styles, phase[1]))))
@@ -130,7 +132,11 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
         pieces.append(piece((" · ", dim), (f"{fmt_duration(snapshot.step_remaining_s)} left", ""), keep=4))
     pieces += [
         piece((f"{DOT}elapsed ", dim), (fmt_duration(snapshot.elapsed_s), ""), keep=1),
-        piece((f"{DOT}auto ", dim), ("on" if snapshot.auto_ramp else "off", ""), keep=2),
+        *(
+            [piece((f"{DOT}auto ", dim), ("on" if snapshot.auto_ramp else "off", ""), keep=2)]
+            if snapshot.selected is None
+            else []
+        ),
         client_piece(snapshot, styles),
     ]
     if snapshot.message:
@@ -157,7 +163,11 @@ class StatusBar(SnapshotPanel):
         "status--finished",
         "status--stopped",
         "status--failed",
+        "status--replay",
     }
+    DEFAULT_CSS = """
+    StatusBar > .status--replay { background: $accent; color: $text; text-style: bold; }
+    """
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         # The clock ticks every snapshot, so the status line changes with each one; key on the seq.

@@ -67,6 +67,7 @@ class Column:
 
 
 BASE = "vs base"
+SELECTED = "▸"  # ramp replay: the step looked at
 COST, GOOD = "$/1M", "good/s"
 Verdicts = Mapping[int, StepVerdict]  # StepSummary.index -> its verdict against the baseline
 
@@ -168,6 +169,7 @@ def render_steps_table(
     styles: Mapping[str, Style] | None = None,
     verdicts: Verdicts | None = None,
     pricer: Pricer | None = None,
+    selected: int | None = None,
 ) -> Table | Text:
     """The last rows that fit in ``height`` (header included), the columns that fit in ``width``; with
     ``verdicts``, each step against the baseline; with ``pricer``, what each step cost."""
@@ -186,10 +188,17 @@ def render_steps_table(
     star = starred(steps, best_step)
     visible = max(1, height - 2)
     first = max(0, len(steps) - visible)
-    for position in range(first, len(steps)):
+    if selected is not None and 0 <= selected < len(steps):
+        first = min(first, selected)  # the step looked at (ramp replay) stays in view
+    for position in range(first, min(len(steps), first + visible)):
         step = steps[position]
         cells = [cell_text(column, step, position == star, styles) for column in columns]
-        table.add_row(*cells, style=_s(styles, "best") if position == star else None)
+        row_style = _s(styles, "best") if position == star else None
+        if position == selected:
+            row_style = _s(styles, "selected")
+            if position != star:
+                cells[0] = Text(SELECTED + cells[0].plain[1:])
+        table.add_row(*cells, style=row_style)
     return table
 
 
@@ -240,7 +249,17 @@ def repeats_text(steps: Sequence[StepSummary], position: int) -> str:
 
 
 class StepsPanel(SnapshotPanel):
-    COMPONENT_CLASSES = {"steps--dim", "steps--best", "steps--good", "steps--bad", "steps--warn"}
+    COMPONENT_CLASSES = {
+        "steps--dim",
+        "steps--best",
+        "steps--good",
+        "steps--bad",
+        "steps--warn",
+        "steps--selected",
+    }
+    DEFAULT_CSS = """
+    StepsPanel > .steps--selected { background: $accent-muted; text-style: bold; }
+    """
 
     def __init__(
         self,
@@ -258,7 +277,12 @@ class StepsPanel(SnapshotPanel):
         return None if self.baseline is None else self.baseline.verdicts(snapshot.steps, snapshot.slo)
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
-        return (len(snapshot.steps), snapshot.best_step, snapshot.slo if self.baseline else None)
+        return (
+            len(snapshot.steps),
+            snapshot.best_step,
+            snapshot.slo if self.baseline else None,
+            snapshot.selected,
+        )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         best = starred(snapshot.steps, snapshot.best_step)
@@ -287,4 +311,5 @@ class StepsPanel(SnapshotPanel):
             styles=styles,
             verdicts=self.verdicts(snapshot),
             pricer=self.pricer,
+            selected=snapshot.selected,
         )

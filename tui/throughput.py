@@ -18,6 +18,7 @@ from tui.view import ViewState
 
 BOUNDARY = "┊"
 FLAG = "⚑"
+NOT_RECORDED = "timeline not recorded (this record predates the 1 Hz series)"
 NOTE_CELLS = 24  # a mark's note is cut to this many cells on the timeline (the record keeps all of it)
 
 
@@ -141,13 +142,14 @@ def render_throughput(
     marks: Sequence[tuple[float, str]] = (),
     styles: Mapping[str, Style] | None = None,
     basic: bool = False,
+    empty: str = "no throughput yet",
 ) -> Text:
     styles = styles or {}
     dim = _s(styles, "dim")
     if width < 10 or height < 1:
         return Text("")
     if not series:
-        return Text("no throughput yet", style=dim)
+        return Text(empty, style=dim)
     times = [p.t_s for p in series]
     t0, t1 = times[0], times[-1]
     out = [p.out_tok_s for p in series]
@@ -201,4 +203,6 @@ class ThroughputPanel(SnapshotPanel):
             marks=snapshot.marks,
             styles=styles,
             basic=self.basic_glyphs,
+            # ramp replay of a record written before ramp kept the 1 Hz series
+            empty=NOT_RECORDED if snapshot.selected is not None else "no throughput yet",
         )

@@ -236,11 +236,11 @@ class Controller:
         summary = self.steps.summarize(seg, self.slo)
         if summary is None:
             return
-        self.record.step(summary, seg.acc.encoded(), timeline(summary, self.status.t0_ns, self.snapshots))
+        extra = timeline(summary, self.status.t0_ns, self.snapshots)  # what `ramp replay` draws over time
+        self.record.step(summary, seg.acc.encoded(), extra, seg.seg_id)  # and the per-request rows, if asked
         fleet_step = self.fleet.step_report(summary.index, seg.judges)  # Ray: per-host health, flush delays
         if fleet_step is not None:
             self.record.event("fleet_step", fleet_step)
-        self.record.detail.write_step(summary.index, seg.seg_id)
         self._early_stop(summary)
         self.wheel.reported(summary, seg.end is not None and seg.end.held)
         if self.wheel.finished_search is not None:

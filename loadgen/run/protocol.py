@@ -15,7 +15,7 @@ type (``match``), never on a string tag.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from loadgen.config import Arrival, Mode
 
@@ -88,6 +88,33 @@ class WorkerFatal:
     message: str
 
 
+class RequestRow(NamedTuple):
+    """One finished request as ``--save-requests-detail`` writes it (``loadgen.run.detail``): built in the
+    worker only when that flag is on, shipped in the delta of the window it was sent in. A named tuple:
+    pickled as a plain tuple, a fraction of a dataclass's cost."""
+
+    request_id: str
+    worker: int
+    outcome: str  # "ok" | "error" | "cancelled"
+    error_kind: str  # an ErrorKind value, "" unless an error
+    http_status: int | None
+    intended_ns: int  # host monotonic clock, like a step line's window_t0_ns
+    sent_ns: int
+    first_token_ns: int | None
+    last_token_ns: int | None
+    end_ns: int
+    input_tokens: int | None
+    output_tokens: int
+    cached_tokens: int | None
+    tokens_exact: bool
+    max_tokens: int
+    finish_reason: str
+    bucket: str
+    cache_class: str  # "hit" | "miss" | "" (the prefix-cache class the workload gave it)
+    session_id: int
+    turn: int
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerDelta:
     """A worker's figures for the requests it sent in ``window``. ``closed``: none of them is left in
@@ -101,6 +128,7 @@ class WorkerDelta:
     current: bool
     delta: IntervalDelta
     in_flight: int = 0
+    rows: tuple[RequestRow, ...] = ()  # --save-requests-detail: its requests finished since the last delta
 
 
 WorkerMessage: TypeAlias = WorkerReady | WorkerFatal | WorkerDelta

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
-from loadgen.run.detail import detail_path
+from loadgen.run.detail import RequestDetail, detail_path
 from loadgen.run.replicas import replica_header
 from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
@@ -108,40 +108,58 @@ def timeline(summary: StepSummary, run_t0_ns: int, snapshots: SnapshotBuilder) -
 
 
 class RunRecord:
-    """A ``RecordWriter`` once ``open`` made one, else nothing."""
+    """A ``RecordWriter`` once ``open`` made one, else nothing; with ``--save-requests-detail`` its companion
+    file of per-request rows (``detail``, written step by step with it)."""
 
-    def __init__(self, writer: RecordWriter | None = None, path: str | None = None) -> None:
+    def __init__(
+        self, writer: RecordWriter | None = None, path: str | None = None, detail: RequestDetail | None = None
+    ) -> None:
         self.writer = writer
         self.path = path if writer is not None else None  # where the record is, None when there is none
+        self.detail = detail if detail is not None else RequestDetail()
 
     @classmethod
     def open(
-        cls, path: str, header: Mapping[str, object], events: tuple[tuple[str, dict[str, object]], ...]
+        cls,
+        path: str,
+        header: Mapping[str, object],
+        events: tuple[tuple[str, dict[str, object]], ...],
+        detail_t0_ns: int | None = None,
     ) -> RunRecord:
-        """Create the record at ``path`` (and its folder), write the header and the events asked for first."""
+        """Create the record at ``path`` (and its folder), write the header and the events asked for first;
+        ``detail_t0_ns`` (the run's start): the per-request file beside it too."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         writer = RecordWriter(path)
         writer.write_header(header)
         for kind, data in events:
             writer.write_event(kind, data)
-        return cls(writer, path)
+        detail = RequestDetail.open(path, detail_t0_ns) if detail_t0_ns is not None else None
+        return cls(writer, path, detail)
 
     def event(self, kind: str, data: Mapping[str, object]) -> None:
         if self.writer is not None:
             self.writer.write_event(kind, data)
 
     def step(
-        self, summary: StepSummary, hists: Mapping[str, str], extra: Mapping[str, object] | None = None
+        self,
+        summary: StepSummary,
+        hists: Mapping[str, str],
+        extra: Mapping[str, object] | None = None,
+        window: int | None = None,
     ) -> None:
-        """The step line; ``extra`` keys after its own (the 1 Hz ``series``, ``started_s``)."""
+        """The step line, ``extra`` keys after its own (the 1 Hz ``series``, ``started_s``); then the rows
+        of its measurement ``window``'s requests (``--save-requests-detail``)."""
         if self.writer is not None:
             self.writer.write_step(summary, hists, **(extra or {}))
+        if window is not None:
+            self.detail.write_step(summary.index, window)
 
     def close(self, end: Mapping[str, object]) -> None:
         """The end line, then the file is closed."""
         if self.writer is not None:
             self.writer.write_event("end", end)
             self.writer.close()
+        self.detail.close()
 
 
 def planned_header(config: RunConfig) -> dict[str, object]:

@@ -101,7 +101,8 @@ async def prepare(
     header = record_header(config, status, load, slo, info.max_model_len, link.conditions())
     header["kv_headroom"] = headroom_record(link.kv_headroom())  # the KV cache in sequences of this profile
     header["tokenizer"] = sized_by.as_dict()  # which tokenizer sized the prompts (file: path and sha256)
-    record = RunRecord.open(config.out, header, config.record_events)
+    detail_t0_ns = status.t0_ns if config.save_requests_detail else None  # --save-requests-detail
+    record = RunRecord.open(config.out, header, config.record_events, detail_t0_ns)
     for text in status.warnings:
         record.event("warning", {"note": text})
     return sizer, record

@@ -17,7 +17,7 @@ from typing import IO
 from loadgen.client import LiveCounter
 from loadgen.config import SLO
 from loadgen.metrics import Recorder
-from loadgen.run.protocol import WorkerDelta, WorkerMessage
+from loadgen.run.protocol import RequestRow, WorkerDelta, WorkerMessage
 from loadgen.types import Outcome, RequestResult
 
 NO_WINDOW = -2  # after a stop: no current window, so every earlier one closes
@@ -26,8 +26,16 @@ NO_WINDOW = -2  # after a stop: no current window, so every earlier one closes
 class WindowBook:
     """The worker's open windows and its live counters; ``put`` sends a message to the controller."""
 
-    def __init__(self, worker_id: int, put: Callable[[WorkerMessage], None], slo: SLO | None = None) -> None:
+    def __init__(
+        self,
+        worker_id: int,
+        put: Callable[[WorkerMessage], None],
+        slo: SLO | None = None,
+        detail: bool = False,
+    ) -> None:
         self.worker_id = worker_id
+        # --save-requests-detail: each window's finished requests as rows; None (off) builds none at all
+        self.rows: dict[int, list[RequestRow]] | None = {} if detail else None
         self.slo = slo  # the run's SLO: each request is judged against its per-request limits (goodput)
         self.put = put
         self.window = -1  # the window requests are sent in now
@@ -77,6 +85,8 @@ class WindowBook:
         if recorder is None:  # only if the window was closed under us (cannot happen while counted in flight)
             recorder = self.recorders.setdefault(window, Recorder(worker_id=self.worker_id, slo=self.slo))
         recorder.record(result)
+        if self.rows is not None:
+            self.rows.setdefault(window, []).append(request_row(self.worker_id, result))
         if window != self.window and self.window_inflight[window] == 0:
             self.ship_closed()
         self._account(result)
@@ -137,11 +147,13 @@ class WindowBook:
                     health=health(),
                     backing_off=backing_off,
                 )
-                self.put(WorkerDelta(wid, window, False, True, delta, self.window_inflight.get(window, 0)))
+                inflight = self.window_inflight.get(window, 0)
+                self.put(WorkerDelta(wid, window, False, True, delta, inflight, self.take_rows(window)))
             else:
                 left = self.window_inflight.get(window, 0)
                 closed = left == 0
-                self.put(WorkerDelta(wid, window, closed, False, recorder.take(self.t_last_ns, now), left))
+                delta = recorder.take(self.t_last_ns, now)
+                self.put(WorkerDelta(wid, window, closed, False, delta, left, self.take_rows(window)))
                 if closed:
                     del self.recorders[window]
                     self.window_inflight.pop(window, None)
@@ -153,13 +165,46 @@ class WindowBook:
         now = time.monotonic_ns()
         wid = self.worker_id
         for window in [w for w in self.recorders if w != self.window and not self.window_inflight.get(w)]:
-            self.put(WorkerDelta(wid, window, True, False, self.recorders.pop(window).take(now, now)))
+            delta = self.recorders.pop(window).take(now, now)
+            self.put(WorkerDelta(wid, window, True, False, delta, 0, self.take_rows(window)))
             self.window_inflight.pop(window, None)
+
+    def take_rows(self, window: int) -> tuple[RequestRow, ...]:
+        """The window's rows gathered since its last delta (none unless --save-requests-detail)."""
+        if self.rows is None:
+            return ()
+        return tuple(self.rows.pop(window, ()))
 
     def close_all(self) -> None:
         """After a stop (nothing in flight): every window closes now."""
         self.window = NO_WINDOW
         self.ship_closed()
+
+
+def request_row(worker_id: int, r: RequestResult) -> RequestRow:
+    """What ``--save-requests-detail`` keeps of one finished request."""
+    return RequestRow(
+        request_id=r.request_id,
+        worker=worker_id,
+        outcome=r.outcome.value,
+        error_kind=r.error_kind.value if r.error_kind is not None else "",
+        http_status=r.http_status,
+        intended_ns=r.intended_ns,
+        sent_ns=r.sent_ns,
+        first_token_ns=r.first_token_ns,
+        last_token_ns=r.last_token_ns,
+        end_ns=r.end_ns,
+        input_tokens=r.input_tokens,
+        output_tokens=r.output_tokens,
+        cached_tokens=r.cached_tokens,
+        tokens_exact=r.tokens_exact,
+        max_tokens=r.max_tokens,
+        finish_reason=r.finish_reason or "",
+        bucket=r.bucket,
+        cache_class=r.cache_class or "",
+        session_id=r.session_id,
+        turn=r.turn,
+    )
 
 
 class RequestTrace:

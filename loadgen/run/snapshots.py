@@ -28,6 +28,7 @@ class SnapshotBuilder:
         self.seq = 0
         self.series: collections.deque[SeriesPoint] = collections.deque(maxlen=SERIES_POINTS)
         self.last_series_ns = 0
+        self.unrecorded: list[SeriesPoint] = []  # points not yet in the record (``take_series``)
 
     def windows(self, now: int, status: RunStatus, steps: Steps, live: LiveFigures) -> dict[str, WindowStats]:
         """The step's, the rolling and the run's figures at ``now``."""
@@ -117,8 +118,16 @@ class SnapshotBuilder:
         if now - self.last_series_ns >= SERIES_EVERY_NS and status.state in ("running", "paused"):
             self.last_series_ns = now
             out_s, in_s, ok_s, _ = live.rates(now)
-            self.series.append(SeriesPoint(elapsed, out_s, in_s, ok_s, live.in_flight, load.level))
+            point = SeriesPoint(elapsed, out_s, in_s, ok_s, live.in_flight, load.level)
+            self.series.append(point)
+            self.unrecorded.append(point)
         return tuple(self.series)
+
+    def take_series(self) -> dict[str, list[float]]:
+        """The points since the last call, column by column (the record's ``series``: what ``ramp replay``
+        draws the throughput timeline from); the next call starts after them."""
+        points, self.unrecorded = self.unrecorded, []
+        return series_columns(points)
 
     def server_log(self) -> tuple[str, ...]:
         """The last lines of the server ramp launched (none otherwise; a failing reader shows none)."""
@@ -128,3 +137,15 @@ class SnapshotBuilder:
             return tuple(self.config.server_log())
         except Exception:
             return ()
+
+
+def series_columns(points: list[SeriesPoint]) -> dict[str, list[float]]:
+    """Once-a-second points as compact columns (``loadgen.analysis.replay.series_points`` reads them)."""
+    return {
+        "t_s": [round(p.t_s, 3) for p in points],
+        "out_tok_s": [round(p.out_tok_s, 1) for p in points],
+        "prefill_tok_s": [round(p.prefill_tok_s, 1) for p in points],
+        "req_s": [round(p.req_s, 2) for p in points],
+        "in_flight": [p.in_flight for p in points],
+        "level": [p.level for p in points],
+    }

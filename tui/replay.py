@@ -1,0 +1,240 @@
+"""``ramp replay RECORD``: the console opened on a finished record, read-only.
+
+The same app, screen layout and panels as live (``RampApp``, ``ConsoleScreen``'s dashboard), fed by a
+``RecordSource`` instead of an engine: it answers ``EngineControl`` with the ``Snapshot`` of the run looked
+at on one step (``loadgen.analysis.replay.snapshot_at``) — that step's histograms (decoded from the stored
+HDR), its row marked in the steps table and its point on the curve, the whole run's timeline, marks and
+errors. ← → (or [ ]) move between steps, home / end go to the first and last, b to the best; w switches
+between the step's window and the whole run's. The steering keys only say "replay: read-only".
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+from textual.binding import Binding
+
+from loadgen.analysis.replay import ReplayRun, load_replay, snapshot_at
+from loadgen.analysis.runs import AnalysisError
+from loadgen.config import Mode, RunOutcome
+from loadgen.runflags import EXIT_OK, EXIT_USAGE
+from loadgen.snapshot import Snapshot
+from tui.app import RampApp
+from tui.console import TABS, ConsoleScreen
+from tui.detail import DetailScreen, StepDetail
+from tui.steps import starred
+
+READ_ONLY = "replay: read-only (a finished record: nothing to steer)"
+STEPS = Binding.Group("Step", compact=True)
+
+
+class RecordSource:
+    """``EngineControl`` over a finished record: ``latest()`` is the snapshot of the step looked at; the
+    run is over (``done``), so there is nothing to start, stop or steer."""
+
+    def __init__(self, run: ReplayRun, position: int = 0) -> None:
+        self.run = run
+        self.position = 0
+        self.snapshot = snapshot_at(run, 0)
+        self.select(position)
+
+    def select(self, position: int) -> int:
+        """Look at step ``position`` (clamped to the record's steps); returns where it went."""
+        self.position = max(0, min(len(self.run.steps) - 1, position))
+        self.snapshot = snapshot_at(self.run, self.position)
+        return self.position
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, cancel: bool = True) -> None:
+        pass
+
+    def interrupt(self, signum: int) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> RunOutcome | None:
+        run = self.run
+        return RunOutcome(run.state, run.steps, run.best_step, run.path, run.message)
+
+    def latest(self) -> Snapshot | None:
+        return self.snapshot
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    # The steering commands: a record cannot be steered (the app says so before it gets here).
+    def set_level(self, level: int) -> None:
+        pass
+
+    def change_level(self, delta: int) -> None:
+        pass
+
+    def set_rate(self, rate_rps: float) -> None:
+        pass
+
+    def set_mode(self, mode: Mode) -> None:
+        pass
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def next_step(self) -> None:
+        pass
+
+    def set_auto(self, on: bool) -> None:
+        pass
+
+    def mark(self, note: str) -> None:
+        pass
+
+
+class ReplayScreen(ConsoleScreen):
+    """The console's screen with the step keys in the footer instead of the steering ones (which stay
+    bound, hidden, to say the replay is read-only)."""
+
+    inherit_bindings = False
+    BINDINGS = [
+        Binding("q", "app.quit", "Quit", id="quit_console"),
+        Binding("question_mark,f1", "app.help", "Help", key_display="?", id="help_console"),
+        # priority: the tabs (small terminals) would take ← → for themselves
+        Binding(
+            "left,left_square_bracket",
+            "app.step(-1)",
+            "Step -1",
+            key_display="←",
+            group=STEPS,
+            priority=True,
+            id="replay_previous",
+        ),
+        Binding(
+            "right,right_square_bracket",
+            "app.step(1)",
+            "Step +1",
+            key_display="→",
+            group=STEPS,
+            priority=True,
+            id="replay_next",
+        ),
+        Binding("home", "app.step_to('first')", "First step", show=False, id="replay_first"),
+        Binding("end", "app.step_to('last')", "Last step", show=False, id="replay_last"),
+        Binding("b", "app.step_to('best')", "Best step", id="replay_best"),
+        Binding("m", "app.cycle_metric('left')", "Metric", id="cycle_metric_left"),
+        Binding("M", "app.cycle_metric('right')", "Right metric", show=False, id="cycle_metric_right"),
+        Binding("w", "app.cycle_window", "Window", id="cycle_window"),
+        Binding("d", "app.step_detail", "Step details", show=False, id="step_detail"),
+        Binding("e", "app.error_detail", "Error details", show=False, id="error_detail"),
+        Binding("s", "app.screenshot", "Screenshot", show=False, id="screenshot"),
+        Binding(
+            "up,down,plus,minus,shift+up,shift+down,pageup,pagedown,l,equals_sign,space,p,n,a,o,k",
+            "app.read_only",
+            "Steering (read-only)",
+            show=False,
+            id="replay_read_only",
+        ),
+        *(
+            Binding(str(number), f"show_tab('{tab}')", f"{tab.title()} tab", show=False, id=f"tab_{tab}")
+            for number, tab in enumerate(TABS, start=1)
+        ),
+    ]
+
+
+class ReplayApp(RampApp):
+    """The console on a ``RecordSource``: moves between its steps, never steers."""
+
+    def __init__(self, run: ReplayRun, *, basic_glyphs: bool | None = None) -> None:
+        source = RecordSource(run)
+        super().__init__(source, refresh_hz=4.0, title="ramp replay", basic_glyphs=basic_glyphs)
+        self.source = source
+        self.sub_title = run.path
+
+    def get_default_screen(self) -> ReplayScreen:
+        return ReplayScreen()
+
+    def on_ready(self) -> None:
+        super().on_ready()
+        self.notify(f"{READ_ONLY.split(' (')[0]} · ← → other steps · b best · w whole run", markup=False)
+
+    def announce_end(self, snapshot: Snapshot) -> None:
+        """A record is over from the start: no "run finished" toast (``on_ready`` says what this is)."""
+
+    def run_is_live(self) -> bool:
+        return False  # quit at once: nothing to stop
+
+    # ---- moving between steps ----------------------------------------------------------------------
+    def look_at(self, position: int) -> None:
+        self.source.select(position)
+        self.redraw()
+        if isinstance(self.screen, StepDetail):
+            self.screen.position = self.source.position
+            self.screen.refresh_from(self.source.snapshot)
+
+    def action_step(self, by: int) -> None:
+        self.look_at(self.source.position + by)
+
+    def action_step_to(self, where: str) -> None:
+        run = self.source.run
+        if where == "best":
+            best = starred(run.steps, run.best_step)
+            if best is None:
+                self.notify("no step met the SLO in this record", timeout=2)
+                return
+            self.look_at(best)
+        else:
+            self.look_at(0 if where == "first" else len(run.steps) - 1)
+
+    def action_step_detail(self) -> None:
+        if isinstance(self.screen, DetailScreen):
+            self.screen.dismiss(None)
+        self.push_screen(StepDetail(position=self.source.position))
+
+    def action_cycle_window(self) -> None:
+        """The step looked at, or the whole run: a record keeps no "last N s"."""
+        self.set_view(replace(self.view, window="run" if self.view.window == "step" else "step"))
+        self.notify(
+            "window: " + ("whole run (every step)" if self.view.window == "run" else "this step"), timeout=1.5
+        )
+
+    # ---- steering: read-only -----------------------------------------------------------------------
+    def action_read_only(self) -> None:
+        self.notify(READ_ONLY, severity="warning", timeout=2, markup=False)
+
+    def action_level(self, step: str) -> None:
+        self.action_read_only()
+
+    def action_type_level(self) -> None:
+        self.action_read_only()
+
+    def action_type_cap(self) -> None:
+        self.action_read_only()
+
+    def action_toggle_pause(self) -> None:
+        self.action_read_only()
+
+    def action_next_step(self) -> None:
+        self.action_read_only()
+
+    def action_toggle_auto(self) -> None:
+        self.action_read_only()
+
+    def action_toggle_mode(self) -> None:
+        self.action_read_only()
+
+    def action_mark(self) -> None:
+        self.action_read_only()
+
+
+def replay_main(path: str) -> int:
+    """``ramp replay RECORD``: a bad record is one line naming the file and line, exit 2."""
+    try:
+        run = load_replay(path)
+    except AnalysisError as exc:
+        print(f"ramp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    ReplayApp(run).run()
+    return EXIT_OK
