@@ -33,13 +33,14 @@ from loadgen.analysis.baseline_words import verdict_cell
 from loadgen.analysis.runs import AnalysisError
 from loadgen.config import SLO, RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
-from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
-from loadgen.run.recording import planned_header
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
-from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.target.http import scrub
 from loadgen.target.refusals import refusal_text
+
+from loadgen.record import RecordError, read_record
+from loadgen.run.recording import planned_header
+from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 
 if TYPE_CHECKING:
     from loadgen.snapshot import Snapshot, StepSummary
@@ -288,6 +289,7 @@ def step_tables(outcome: RunOutcome, config: RunConfig | None, width: int) -> st
     """The step table (priced when the run is: ``ramp report``'s cost columns) and, when a level ran more than
     once, its repeats as "median (min–max)"."""
     from loadgen.analysis.cost import step_cost, task_turns
+    from loadgen.analysis.replicas import replica_table
     from loadgen.report import format_repeats, format_step_table
 
     steps = list(outcome.steps)
@@ -297,7 +299,8 @@ def step_tables(outcome: RunOutcome, config: RunConfig | None, width: int) -> st
     task = "req" if turns is None else "session"
     out = format_step_table(steps, outcome.best_step, width=width, costs=costs, task=task) + "\n"
     repeats = format_repeats(steps, width=width)
-    return out + (f"\n{repeats}\n" if repeats else "")
+    replicas = replica_table(steps)  # several replicas as one target: each one's share of each step
+    return out + (f"\n{repeats}\n" if repeats else "") + (f"\n{replicas}\n" if replicas else "")
 
 
 def finish(outcome: RunOutcome | None, config: RunConfig | None = None) -> int:

@@ -28,7 +28,15 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from loadgen.metrics import decode_histogram, view_from_hdr
-from loadgen.snapshot import METRICS, HistogramView, Percentiles, SLOVerdict, StepSummary, WindowStats
+from loadgen.snapshot import (
+    METRICS,
+    HistogramView,
+    Percentiles,
+    ReplicaStats,
+    SLOVerdict,
+    StepSummary,
+    WindowStats,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -182,6 +190,11 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _replicas(data: Any) -> tuple[ReplicaStats, ...]:
+    names = {f.name for f in dataclasses.fields(ReplicaStats)}
+    return tuple(ReplicaStats(**{k: v for k, v in r.items() if k in names}) for r in data)
+
+
 STEP_LINE: tuple[StepKey, ...] = (
     # key in the line, written from, read by, into, default when absent
     StepKey("index", _step(lambda s: s.index), int, "index", 0),
@@ -250,6 +263,23 @@ STEP_LINE: tuple[StepKey, ...] = (
         {},
     ),
     StepKey("hists", lambda _step, hists: dict(hists)),
+    # Several replicas as one target: each one's share of the step, and each one that served nothing.
+    StepKey(
+        "replicas",
+        _step(lambda s: [dataclasses.asdict(r) for r in s.replicas]),
+        _replicas,
+        "replicas",
+        (),
+        only_if=lambda s: bool(s.replicas),
+    ),
+    StepKey(
+        "idle_replicas",
+        _step(lambda s: list(s.idle_replicas)),
+        tuple,
+        "idle_replicas",
+        (),
+        only_if=lambda s: bool(s.replicas),
+    ),
 )
 
 

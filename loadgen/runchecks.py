@@ -14,17 +14,30 @@ profile's own plan is an open-loop one (then ``--rate`` steers that mode by hand
 from __future__ import annotations
 
 import os
+import re
 import ssl
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from loadgen.target.http import scrub
 
+from loadgen.types import server_root
+
 if TYPE_CHECKING:
     from loadgen.config import Mode, RampPlan
+
     from loadgen.runflags import RunFlags
 
-__all__ = ["ca_problem", "check_url", "flag_problem", "out_problem", "plan_problem", "proxy_problem"]
+__all__ = [
+    "ca_problem",
+    "check_url",
+    "check_urls",
+    "flag_problem",
+    "out_problem",
+    "plan_problem",
+    "proxy_problem",
+]
 
 
 def check_url(url: str) -> tuple[str, str | None]:
@@ -44,6 +57,29 @@ def check_url(url: str) -> tuple[str, str | None]:
         given = parts.netloc.rsplit(":", 1)[-1]
         return text, f"URL {shown!r}: port {given} is not a TCP port (1-65535)"
     return urlunsplit(parts._replace(scheme=parts.scheme.lower())), None
+
+
+# A comma starts another replica only before a URL's scheme: a comma inside a query string stays.
+_NEXT_URL = re.compile(r",\s*(?=[a-z][a-z0-9+.-]*://)", re.IGNORECASE)
+
+
+def check_urls(url: str, more: Sequence[str] = ()) -> tuple[tuple[str, ...], str | None]:
+    """Several replicas as one target: the URL given (``A,B`` for several) and each ``--url``, checked
+    (``check_url``) and in order; (the URLs, what is wrong or None). One URL: exactly ``check_url``'s."""
+    given = [u for text in (url, *more) for u in _NEXT_URL.split(text.strip()) if u.strip()]
+    if not given:
+        return (), "no target URL: ramp run URL (several replicas: ramp run --url A --url B, or A,B)"
+    urls = []
+    for text in given:
+        checked, problem = check_url(text)
+        if problem is not None:
+            return (), problem
+        urls.append(checked)
+    seen = {server_root(u) for u in urls}
+    if len(seen) < len(urls):
+        twice = next(u for at, u in enumerate(urls) if server_root(u) in map(server_root, urls[:at]))
+        return (), f"replica {scrub(twice)!r} is given twice: give each replica once"
+    return tuple(urls), None
 
 
 def _positive(flags: RunFlags) -> str | None:

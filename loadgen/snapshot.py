@@ -133,6 +133,24 @@ class SLOVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaStats:
+    """One replica's share of a window when several replicas make one target (``loadgen.metrics.replicas``).
+    ``out_tok_s`` counts the output tokens of its successful requests (usage), over the window."""
+
+    name: str  # "A", "B", ... in the order the URLs were given
+    url: str = ""  # scrubbed: no credentials
+    requests: int = 0  # answered: ok + errors
+    ok: int = 0
+    errors: int = 0
+    cancelled: int = 0
+    output_tokens: int = 0
+    out_tok_s: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p95: float | None = None
+    kv_usage: float | None = None  # 0..1 from its /metrics (the step's mean in a step line), None: n/a
+
+
+@dataclass(frozen=True, slots=True)
 class StepSummary:
     """One finished step: exactly what goes into a record line (plus the serialized histograms there)."""
 
@@ -165,6 +183,8 @@ class StepSummary:
     # how), "kept" (whatever earlier steps and runs left in it), "" (not known: an old record).
     cache: str = ""
     cache_how: str = ""
+    replicas: tuple[ReplicaStats, ...] = ()  # several replicas as one target: each one's share of the step
+    idle_replicas: tuple[str, ...] = ()  # "replica B served 0 requests": each replica that served none
 
     @property
     def clean(self) -> bool:
@@ -290,4 +310,5 @@ class Snapshot:
     notices: tuple[tuple[int, str], ...] = ()  # (id, text): what the engine chose for the operator (toasts)
     latest_errors: Mapping[str, str] = EMPTY  # ErrorKind value -> the latest full (scrubbed) message of it
     backing_off: int = 0  # virtual users pausing after a refusal or a refused connection (a gauge)
+    replicas: tuple[ReplicaStats, ...] = ()  # several replicas as one target: each one's last N s (rolling)
     selected: int | None = None  # ramp replay: the step looked at (a position in ``steps``); None live

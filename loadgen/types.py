@@ -9,7 +9,7 @@ the controller's clocks agree), never wall-clock time.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from loadgen.config import Api
 
@@ -131,6 +131,8 @@ class Target:
     ca_cert: str | None = None  # --ca-cert: the CA bundle to verify an https server with (else the system's)
     insecure: bool = False  # --insecure: no TLS verification at all (warned of on screen and in the record)
     proxy: str | None = None  # None: the environment's (loopback never); "": none (--no-proxy); URL: --proxy
+    # Several replicas as one target (``--url A --url B``): every replica's URL, ``url`` the first; () for one.
+    replicas: tuple[str, ...] = ()
 
     @property
     def base_url(self) -> str:
@@ -141,6 +143,20 @@ class Target:
         after the path, where a server reads it."""
         query = self.url.partition("?")[2].partition("#")[0]
         return self.base_url + path + ("?" + query if query else "")
+
+    def replica_targets(self) -> tuple[Target, ...]:
+        """One target per replica (``url`` set to each, in order); just this one when there is one server."""
+        if len(self.replicas) < 2:
+            return (self,)
+        return tuple(replace(self, url=url, replicas=()) for url in self.replicas)
+
+
+REPLICA_POLICY = "round robin by session"  # how the streams are spread over replicas (see loadgen.run.worker)
+
+
+def replica_name(index: int) -> str:
+    """The replica's short name on screen and in the record: A, B, ... Z, then R27, R28, ..."""
+    return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
 
 
 def server_root(url: str) -> str:

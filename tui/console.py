@@ -18,19 +18,20 @@ from textual.containers import Container, Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
-
-from loadgen.snapshot import Snapshot
 from tui.baseline import LiveBaseline
 from tui.control import ControlPanel
 from tui.curve import CurvePanel
 from tui.errors import ErrorsPanel
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
+from tui.replicas import ReplicasPanel
 from tui.server import ServerPanel
 from tui.status import StatusBar
 from tui.steps import Pricer, StepsPanel
 from tui.throughput import ThroughputPanel
 from tui.view import ViewState
+
+from loadgen.snapshot import Snapshot
 
 # Below either size the panels become tabs.
 WIDE_MIN_WIDTH = 120
@@ -80,6 +81,7 @@ class Dashboard(Container):
                     yield ThroughputPanel(id="throughput-panel")
                 with TabPane("3 Server", id="server"):
                     yield ServerPanel(id="server-panel")
+                    yield ReplicasPanel(id="replicas-panel")  # several replicas only (else hidden)
                 with TabPane("4 Steps", id="steps"):
                     yield StepsPanel(id="steps-panel", baseline=base, pricer=self.pricer)
                 with TabPane("5 Curve", id="curve"):
@@ -94,6 +96,7 @@ class Dashboard(Container):
                 with Horizontal(id="row-middle"):
                     yield ThroughputPanel(id="throughput-panel")
                     yield ServerPanel(id="server-panel")
+                    yield ReplicasPanel(id="replicas-panel")  # several replicas only (else hidden)
                 with Horizontal(id="row-steps"):
                     yield StepsPanel(id="steps-panel", baseline=base, pricer=self.pricer)
                     yield CurvePanel(id="curve-panel", baseline=base)

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
 from loadgen.config import SLO
 from loadgen.metrics.hdr import IntArray, Layout, spec_for
+from loadgen.metrics.replicas import ReplicaKeys
+
 from loadgen.snapshot import EMPTY
 from loadgen.types import Outcome, RequestResult
 
@@ -257,6 +258,21 @@ class Recorder:
         self._buffered += 8 + len(result.chunk_times_ns)
         if self._buffered > SPILL_AT:
             self._spill()
+
+    def record_replica(self, keys: ReplicaKeys, result: RequestResult) -> None:
+        """Count ``result`` (already ``record``ed) under the replica that served it as well: its outcome,
+        its output tokens and its TTFT (``loadgen.metrics.replicas``)."""
+        counters = self._counters
+        outcome = result.outcome
+        if outcome is Outcome.OK:
+            counters[keys.ok] = counters.get(keys.ok, 0) + 1
+            counters[keys.output_tokens] = counters.get(keys.output_tokens, 0) + result.output_tokens
+            if result.first_token_ns is not None:
+                self._push(keys.ttft, result.first_token_ns - result.intended_ns)
+        elif outcome is Outcome.ERROR:
+            counters[keys.errors] = counters.get(keys.errors, 0) + 1
+        else:
+            counters[keys.cancelled] = counters.get(keys.cancelled, 0) + 1
 
     @staticmethod
     def live_correction(result: RequestResult) -> int:

@@ -16,8 +16,10 @@ from typing import IO
 
 from loadgen.client import LiveCounter
 from loadgen.config import SLO
-from loadgen.metrics import Recorder
+from loadgen.metrics.replicas import ReplicaKeys
 from loadgen.run.protocol import RequestRow, WorkerDelta, WorkerMessage
+
+from loadgen.metrics import Recorder
 from loadgen.types import Outcome, RequestResult
 
 NO_WINDOW = -2  # after a stop: no current window, so every earlier one closes
@@ -80,11 +82,14 @@ class WindowBook:
         self.in_flight -= 1
         self.window_inflight[window] -= 1
 
-    def record(self, window: int, result: RequestResult) -> None:
+    def record(self, window: int, result: RequestResult, replica: ReplicaKeys | None = None) -> None:
+        """Fold ``result`` into its window; ``replica``: the keys of the replica that served it (several)."""
         recorder = self.recorders.get(window)
         if recorder is None:  # only if the window was closed under us (cannot happen while counted in flight)
             recorder = self.recorders.setdefault(window, Recorder(worker_id=self.worker_id, slo=self.slo))
         recorder.record(result)
+        if replica is not None:
+            recorder.record_replica(replica, result)
         if self.rows is not None:
             self.rows.setdefault(window, []).append(request_row(self.worker_id, result))
         if window != self.window and self.window_inflight[window] == 0:

@@ -8,12 +8,14 @@ import collections
 
 from loadgen.config import SLO, RunConfig
 from loadgen.run.live import LiveFigures
+from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load, RunStatus
+from loadgen.run.wheel import Wheel
+from loadgen.target.http import scrub
+
 from loadgen.run.steps import Steps
 from loadgen.run.telemetry_link import TelemetryLink
-from loadgen.run.wheel import Wheel
-from loadgen.snapshot import SeriesPoint, Snapshot, WindowStats
-from loadgen.target.http import scrub
+from loadgen.snapshot import ReplicaStats, SeriesPoint, Snapshot, WindowStats
 
 SERIES_POINTS = 900  # one a second: the last 15 minutes
 SERIES_EVERY_NS = 1_000_000_000
@@ -64,9 +66,8 @@ class SnapshotBuilder:
         elapsed = status.elapsed_s(now)
         end_ns = steps.end_ns if status.state == "running" and steps.current is not None else None
         phase = wheel.phase()
-        self.seq += 1
         return Snapshot(
-            seq=self.seq,
+            seq=self.next_seq(),
             elapsed_s=elapsed,
             state=status.state,
             url=scrub(self.config.target.base_url),  # drawn in the console's header (and its screenshots)
@@ -109,7 +110,23 @@ class SnapshotBuilder:
             notices=tuple(wheel.notices),
             latest_errors=dict(live.latest_errors),
             series=self.series_point(now, elapsed, status, load, live),
+            replicas=self.replicas(now, status, live, link),
         )
+
+    def replicas(
+        self, now: int, status: RunStatus, live: LiveFigures, link: TelemetryLink
+    ) -> tuple[ReplicaStats, ...]:
+        """Each replica's last N s (the rolling window, already expired to ``now`` by ``windows``)."""
+        target = self.config.target
+        if len(target.replicas) < 2 or status.state == "starting":
+            return ()
+        roll_s = min(self.config.rolling_s, max(1e-3, status.elapsed_s(now)))
+        return replica_figures(target, live.rolling.acc, roll_s, link.replica_kv_now())
+
+    def next_seq(self) -> int:
+        """The next snapshot's number (1, 2, ...)."""
+        self.seq += 1
+        return self.seq
 
     def series_point(
         self, now: int, elapsed: float, status: RunStatus, load: Load, live: LiveFigures

@@ -13,14 +13,17 @@ import time
 from dataclasses import dataclass, field
 
 from loadgen.config import SLO, EndedBy, Mode, Phase
-from loadgen.metrics import Accumulator, IntervalDelta
+from loadgen.metrics.replicas import idle_replicas
 from loadgen.run.fleet import Fleet
 from loadgen.run.health import BoundJudge, first_reason
 from loadgen.run.live import latest_by_kind
 from loadgen.run.protocol import Flush
+from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load
-from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.slo import best_step, evaluate
+
+from loadgen.metrics import Accumulator, IntervalDelta
+from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.snapshot import SLOVerdict, StepSummary
 
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
@@ -316,6 +319,8 @@ class Steps:
         closed_ns = seg.closed_ns if seg.closed_ns is not None else time.monotonic_ns()
         verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
         bound = seg.bound_reason()
+        target = self.fleet.config.target
+        replicas = replica_figures(target, seg.acc, window_s, self.link.replica_kv(seg.t0_ns, t1_ns))
         summary = StepSummary(
             index=seg.step,
             mode=end.mode,
@@ -340,6 +345,8 @@ class Steps:
             cache=end.cache[0],
             cache_how=end.cache[1],
             closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
+            replicas=replicas,
+            idle_replicas=idle_replicas(replicas),
         )
         self.summaries.append(summary)
         self.best = best_step(self.summaries)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from loadgen.config import RunConfig
 from loadgen.profile import Profile, context_spread
+
 from loadgen.snapshot import KVHeadroom, ServerTelemetry
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ class TelemetryLink:
 
     def __init__(self, hub: TelemetryHub | None = None) -> None:
         self.hub = hub
+        # Several replicas as one target: a hub per replica after the first (``hub`` polls the first, and
+        # the GPU sources), each polling that replica's /metrics for the per-replica KV-cache usage.
+        self.replica_hubs: list[TelemetryHub] = []
 
     @property
     def active(self) -> bool:
@@ -70,19 +74,53 @@ class TelemetryLink:
         await self.hub.ready(FIRST_SCRAPE_S)
         if config.tags:
             self.hub.update_conditions(dict(config.tags))
+        if config.telemetry:
+            await self.start_replicas(config)
+
+    async def start_replicas(self, config: RunConfig) -> None:
+        """A hub for each replica after the first, polling only its /metrics (best effort, like the rest)."""
+        from loadgen.telemetry import TelemetryHub, build_sources
+
+        for target in config.target.replica_targets()[1:]:
+            sources = build_sources(
+                target.base_url, metrics=True, api_key_env=target.api_key_env, target=target
+            )
+            hub = TelemetryHub(sources, hist_window_s=config.rolling_s)
+            await hub.start()
+            self.replica_hubs.append(hub)
+        for hub in self.replica_hubs:
+            await hub.ready(FIRST_SCRAPE_S)
+
+    def replica_kv(self, t0_ns: int, t1_ns: int) -> list[float | None]:
+        """Each replica's mean KV-cache usage over a window (None where n/a); [] with one server."""
+        if self.hub is None or not self.replica_hubs:
+            return []
+        out: list[float | None] = []
+        for hub in (self.hub, *self.replica_hubs):
+            try:
+                out.append(hub.window_summary(t0_ns, t1_ns).get("kv_usage_mean"))
+            except Exception:
+                out.append(None)
+        return out
+
+    def replica_kv_now(self) -> list[float | None]:
+        """Each replica's latest KV-cache usage (None where n/a); [] with one server."""
+        if self.hub is None or not self.replica_hubs:
+            return []
+        return [hub.latest().kv_cache_usage for hub in (self.hub, *self.replica_hubs)]
 
     def poke(self) -> None:
         """Sample the server at a window's edge, so its counters cover the same seconds as the window."""
-        if self.hub is not None:
+        for hub in (self.hub, *self.replica_hubs) if self.hub is not None else ():
             with contextlib.suppress(Exception):
-                self.hub.poke()
+                hub.poke()
 
     def settled(self, t_ns: int) -> bool:
         """The server has been sampled after ``t_ns`` (or there is nothing to wait for)."""
         if self.hub is None:
             return True
         try:
-            return bool(self.hub.settled(t_ns))
+            return all(hub.settled(t_ns) for hub in (self.hub, *self.replica_hubs))
         except Exception:
             return True
 
@@ -137,6 +175,6 @@ class TelemetryLink:
         return self.hub is not None and await self.hub.wait_changed(timeout_s)
 
     async def stop(self) -> None:
-        if self.hub is not None:
+        for hub in (self.hub, *self.replica_hubs) if self.hub is not None else ():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.hub.stop(), HUB_STOP_S)
+                await asyncio.wait_for(hub.stop(), HUB_STOP_S)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from loadgen.target.connect import httpx_client, tls_hint
@@ -25,12 +25,13 @@ from loadgen.target.http import (
     target_url,
     url_secrets,
 )
-from loadgen.types import Target
+
+from loadgen.types import Target, replica_name
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ServerInfo", "probe"]
+__all__ = ["ServerInfo", "probe", "probe_one"]
 
 Entry = Mapping[str, object]
 
@@ -56,7 +57,27 @@ class ServerInfo:
 
 
 async def probe(target: Target, timeout_s: float = 5.0) -> ServerInfo:
-    """Check the target answers like an OpenAI-compatible server and find its models and runtime."""
+    """Check the target answers like an OpenAI-compatible server and find its models and runtime. Several
+    replicas as one target: every one is asked (at once); the first that fails, or that does not serve the
+    model the first one serves, is the error, named ("replica B (URL): ..."); else the first's answer."""
+    replicas = target.replica_targets()
+    if len(replicas) == 1:
+        return await probe_one(target, timeout_s)
+    infos = await asyncio.gather(*(probe_one(t, timeout_s) for t in replicas))
+    first = infos[0]
+    for at, info in enumerate(infos):
+        name = replica_name(at)
+        if not info.ok:
+            return replace(info, error=f"replica {name} ({info.url}): {info.error}")
+        if at and first.model is not None and info.models and first.model not in info.models:
+            served = ", ".join(info.models)
+            error = f"replica {name} ({info.url}) does not serve {first.model!r} (it serves: {served})"
+            return replace(info, error=error + ": every replica must serve the model; fix --url or --model")
+    return first
+
+
+async def probe_one(target: Target, timeout_s: float = 5.0) -> ServerInfo:
+    """``probe`` of one server."""
     import httpx
 
     base = target_root(target)
