@@ -9,15 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from loadgen.config import (
-    APIS,
-    ARRIVALS,
-    TRANSPORTS,
-    Api,
-    Arrival,
-    CacheResets,
-    Transport,
-)
+from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, CacheResets, Transport
 
 EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
