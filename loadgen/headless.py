@@ -33,14 +33,13 @@ from loadgen.analysis.baseline_words import verdict_cell
 from loadgen.analysis.runs import AnalysisError
 from loadgen.config import SLO, RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
+from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
+from loadgen.run.recording import planned_header
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
+from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.target.http import scrub
 from loadgen.target.refusals import refusal_text
-
-from loadgen.record import RecordError, read_record
-from loadgen.run.recording import planned_header
-from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 
 if TYPE_CHECKING:
     from loadgen.snapshot import Snapshot, StepSummary

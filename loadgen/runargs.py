@@ -27,11 +27,10 @@ from loadgen.analysis.baseline import baseline_problem
 from loadgen.config import Mode, RampPlan, RunConfig
 from loadgen.profile import Pricing, Profile, ProfileError, load_profile
 from loadgen.run.detail import detail_path
-from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem, start_requests_file
-from loadgen.target.tokenizer_file import tokenizer_problem
-
 from loadgen.runchecks import check_urls, flag_problem, out_problem, plan_problem
 from loadgen.runflags import RunFlags, UsageError
+from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem, start_requests_file
+from loadgen.target.tokenizer_file import tokenizer_problem
 from loadgen.types import Target
 
 __all__ = [

@@ -21,12 +21,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from loadgen.target.http import scrub
-
 from loadgen.types import server_root
 
 if TYPE_CHECKING:
     from loadgen.config import Mode, RampPlan
-
     from loadgen.runflags import RunFlags
 
 __all__ = [

@@ -18,6 +18,8 @@ from textual.containers import Container, Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
+
+from loadgen.snapshot import Snapshot
 from tui.baseline import LiveBaseline
 from tui.control import ControlPanel
 from tui.curve import CurvePanel
@@ -30,8 +32,6 @@ from tui.status import StatusBar
 from tui.steps import Pricer, StepsPanel
 from tui.throughput import ThroughputPanel
 from tui.view import ViewState
-
-from loadgen.snapshot import Snapshot
 
 # Below either size the panels become tabs.
 WIDE_MIN_WIDTH = 120

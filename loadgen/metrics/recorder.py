@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from loadgen.config import SLO
 from loadgen.metrics.hdr import IntArray, Layout, spec_for
 from loadgen.metrics.replicas import ReplicaKeys
-
 from loadgen.snapshot import EMPTY
 from loadgen.types import Outcome, RequestResult
 

@@ -11,15 +11,14 @@ import re
 from collections.abc import Mapping
 
 from loadgen.config import SLO, RunConfig
+from loadgen.record import RecordWriter
 from loadgen.run.detail import RequestDetail, detail_path
 from loadgen.run.replicas import replica_header
+from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
+from loadgen.snapshot import StepSummary
 from loadgen.target.connect import proxy_for
 from loadgen.target.http import scrub
-
-from loadgen.record import RecordWriter
-from loadgen.run.snapshots import SnapshotBuilder
-from loadgen.snapshot import StepSummary
 
 # A Hugging Face cache path names the commit it holds: .../models--org--name/snapshots/<40 hex digits>
 _SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{40})(?:/|$)")

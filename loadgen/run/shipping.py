@@ -16,10 +16,9 @@ from typing import IO
 
 from loadgen.client import LiveCounter
 from loadgen.config import SLO
+from loadgen.metrics import Recorder
 from loadgen.metrics.replicas import ReplicaKeys
 from loadgen.run.protocol import RequestRow, WorkerDelta, WorkerMessage
-
-from loadgen.metrics import Recorder
 from loadgen.types import Outcome, RequestResult
 
 NO_WINDOW = -2  # after a stop: no current window, so every earlier one closes

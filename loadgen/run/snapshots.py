@@ -10,12 +10,11 @@ from loadgen.config import SLO, RunConfig
 from loadgen.run.live import LiveFigures
 from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load, RunStatus
-from loadgen.run.wheel import Wheel
-from loadgen.target.http import scrub
-
 from loadgen.run.steps import Steps
 from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.run.wheel import Wheel
 from loadgen.snapshot import ReplicaStats, SeriesPoint, Snapshot, WindowStats
+from loadgen.target.http import scrub
 
 SERIES_POINTS = 900  # one a second: the last 15 minutes
 SERIES_EVERY_NS = 1_000_000_000

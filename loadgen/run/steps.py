@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from loadgen.config import SLO, EndedBy, Mode, Phase
+from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.metrics.replicas import idle_replicas
 from loadgen.run.fleet import Fleet
 from loadgen.run.health import BoundJudge, first_reason
@@ -20,10 +21,8 @@ from loadgen.run.live import latest_by_kind
 from loadgen.run.protocol import Flush
 from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load
-from loadgen.slo import best_step, evaluate
-
-from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.slo import best_step, evaluate
 from loadgen.snapshot import SLOVerdict, StepSummary
 
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent

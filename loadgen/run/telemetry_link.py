@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from loadgen.config import RunConfig
 from loadgen.profile import Profile, context_spread
-
 from loadgen.snapshot import KVHeadroom, ServerTelemetry
 
 if TYPE_CHECKING:

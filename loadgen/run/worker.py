@@ -47,11 +47,10 @@ from loadgen.run.protocol import (
     WorkerMessage,
     WorkerReady,
 )
-from loadgen.sources import RequestLog
-from loadgen.workload import Workload
-
 from loadgen.run.shipping import RequestTrace, WindowBook
+from loadgen.sources import RequestLog
 from loadgen.types import RequestResult, RequestSpec, Target, replica_name
+from loadgen.workload import Workload
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue

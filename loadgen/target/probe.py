@@ -25,7 +25,6 @@ from loadgen.target.http import (
     target_url,
     url_secrets,
 )
-
 from loadgen.types import Target, replica_name
 
 if TYPE_CHECKING:
