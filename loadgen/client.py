@@ -229,4 +229,5 @@ class Client:
             output_text="".join(st.text) if st.text is not None else None,
             request_id=st.request_id,
             retry_after_s=retry_after_s(st.retry_after) if st.retry_after is not None else None,
+            ratelimit=tuple(st.ratelimit) if st.ratelimit else (),
         )

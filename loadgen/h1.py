@@ -53,7 +53,9 @@ class HTTPParseError(Exception):
 class Sink(Protocol):
     """What a response's body goes to. ``piece`` runs inside the protocol callback: keep it short."""
 
-    def headers(self, status: int, retry_after: str | None = None) -> None: ...
+    def headers(
+        self, status: int, retry_after: str | None = None, ratelimit: list[tuple[str, str]] | None = None
+    ) -> None: ...
 
     def piece(self, data: bytes, t_ns: int) -> None: ...
 
@@ -77,6 +79,7 @@ class Connection(asyncio.BufferedProtocol):
         "reused",
         "keep_alive",
         "retry_after",
+        "ratelimit",
     )
 
     def __init__(self, pool: Pool) -> None:
@@ -95,6 +98,7 @@ class Connection(asyncio.BufferedProtocol):
         self.reused = False
         self.keep_alive = False
         self.retry_after: str | None = None
+        self.ratelimit: list[tuple[str, str]] | None = None  # x-ratelimit-* headers (managed endpoints)
 
     # asyncio.BufferedProtocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -149,11 +153,16 @@ class Connection(asyncio.BufferedProtocol):
         # A refusal's Retry-After (429, 503) says when to come back; a few headers per response, not per chunk.
         if len(name) == 11 and name.lower() == b"retry-after":
             self.retry_after = value.decode("latin-1")
+        elif name[:1] in b"xX" and len(name) > 12 and name[:12].lower() == b"x-ratelimit-":
+            # A managed endpoint's rate limits (loadgen.target.ratelimit): the step line keeps the latest.
+            if self.ratelimit is None:
+                self.ratelimit = []
+            self.ratelimit.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
         if self.sink is not None:
-            self.sink.headers(self.status, self.retry_after)
+            self.sink.headers(self.status, self.retry_after, self.ratelimit)
 
     def on_body(self, body: bytes) -> None:
         if self.sink is not None:
@@ -187,6 +196,7 @@ class Connection(asyncio.BufferedProtocol):
         self.complete = False
         self.keep_alive = False
         self.retry_after = None
+        self.ratelimit = None
         self.error = None
         self.waiter = asyncio.get_running_loop().create_future()
         assert self.transport is not None

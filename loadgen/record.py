@@ -227,6 +227,8 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("out_of_range", _stats(lambda w: dict(w.out_of_range)), dict, "stats.out_of_range", {}),
     # the whole text of each kind's latest error, so "HTTP 400" comes with what the server said
     StepKey("latest_errors", _step(lambda s: dict(s.latest_errors)), dict, "latest_errors", {}),
+    # a managed endpoint's latest x-ratelimit-* values in the step (loadgen.target.ratelimit), {} when none
+    StepKey("ratelimit", _step(lambda s: dict(s.ratelimit)), dict, "ratelimit", {}),
     StepKey("input_tokens_per_req", _per_request("input_tokens")),
     StepKey("output_tokens_per_req", _per_request("output_tokens")),
     StepKey("out_tok_s", _stats(lambda w: w.out_tok_s), _as_is, "stats.out_tok_s"),

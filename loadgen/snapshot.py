@@ -185,6 +185,9 @@ class StepSummary:
     cache_how: str = ""
     replicas: tuple[ReplicaStats, ...] = ()  # several replicas as one target: each one's share of the step
     idle_replicas: tuple[str, ...] = ()  # "replica B served 0 requests": each replica that served none
+    # A managed endpoint's latest x-ratelimit-* values in the step ("remaining-tokens" -> "9990"); empty
+    # when the server sent none
+    ratelimit: Mapping[str, str] = EMPTY
 
     @property
     def clean(self) -> bool:

@@ -80,6 +80,7 @@ class Stream:
         "headers",
         "request_id",
         "retry_after",
+        "ratelimit",
     )
 
     def __init__(
@@ -106,6 +107,7 @@ class Stream:
         self.headers = headers
         self.request_id = request_id
         self.retry_after: str | None = None  # the Retry-After header of a non-2xx answer
+        self.ratelimit: list[tuple[str, str]] | None = None  # the answer's x-ratelimit-* headers, if any
         self.handle: asyncio.TimerHandle | None = None
         # Never sleep longer than one idle period: the first token may arrive meanwhile, and from then on
         # the idle deadline (possibly far earlier than the TTFT one) applies.
@@ -217,8 +219,11 @@ class StreamSink:
         self.t = st.sent_ns
         self.error_body: bytearray | None = None
 
-    def headers(self, status: int, retry_after: str | None = None) -> None:
+    def headers(
+        self, status: int, retry_after: str | None = None, ratelimit: list[tuple[str, str]] | None = None
+    ) -> None:
         self.st.status = status
+        self.st.ratelimit = ratelimit
         if not 200 <= status < 300:
             self.error_body = bytearray()
             self.st.retry_after = retry_after

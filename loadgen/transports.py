@@ -28,6 +28,7 @@ from loadgen.config import Api, Transport
 from loadgen.stream import ERROR_BODY_BYTES, LiveCounter, Stream, StreamSink, TransportError, error_text
 from loadgen.target.connect import is_https, proxy_for, tls_context
 from loadgen.target.http import reason, target_url
+from loadgen.target.ratelimit import ratelimit_pairs
 from loadgen.types import ErrorKind, Target
 
 if TYPE_CHECKING:
@@ -157,6 +158,7 @@ class AiohttpTransport:
         resp = await self.session.post(url, data=body, headers=st.headers, proxy=self.proxy)
         try:
             st.status = resp.status
+            st.ratelimit = ratelimit_pairs(resp.headers.items())
             chunks = resp.content.iter_any()
             if not 200 <= resp.status < 300:
                 st.retry_after = resp.headers.get("Retry-After")
@@ -198,6 +200,7 @@ class HttpxTransport:
         chunks = resp.aiter_raw()
         try:
             st.status = resp.status_code
+            st.ratelimit = ratelimit_pairs(resp.headers.items())
             if not 200 <= resp.status_code < 300:
                 st.retry_after = resp.headers.get("Retry-After")
                 raise await read_error(st, chunks)

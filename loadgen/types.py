@@ -91,6 +91,8 @@ class RequestResult:
     output_text: str | None = None  # only when the spec asked for it (keep_text)
     request_id: str = ""  # sent as X-Request-Id, so a server's logs and our traces can be joined
     retry_after_s: float | None = None  # a refusal's Retry-After, in seconds (loadgen.target.refusals)
+    # A managed endpoint's x-ratelimit-* headers on this answer, as (name, value) pairs (loadgen.target.ratelimit)
+    ratelimit: tuple[tuple[str, str], ...] = ()
 
     @property
     def ttft_ns(self) -> int | None:

@@ -73,6 +73,7 @@ class IntervalDelta:
     health: Mapping[str, float] = EMPTY
     backing_off: int = 0  # a gauge: virtual users pausing after a refusal (loadgen.run.loops.Backoff)
     recent_errors: tuple[str, ...] = ()  # "kind: message", the last few of the interval
+    ratelimit: tuple[tuple[str, str], ...] = ()  # the interval's latest x-ratelimit-* headers, if any came
 
     @property
     def ok(self) -> int:
@@ -190,6 +191,7 @@ class Recorder:
         self._spilled: RawParts = {}
         self._buffered = 0
         self._errors: deque[str] = deque(maxlen=MAX_ERRORS_PER_INTERVAL)
+        self._ratelimit: tuple[tuple[str, str], ...] = ()
 
     def _push(self, key: str, value: float) -> None:
         bucket = self._values.get(key)
@@ -221,6 +223,8 @@ class Recorder:
     def record(self, result: RequestResult) -> None:
         counters = self._counters
         push = self._push
+        if result.ratelimit:
+            self._ratelimit = result.ratelimit  # the latest answer's limits stand for the interval
         if result.sent_ns > 0:
             push("lag_ms", result.sent_ns - result.intended_ns)
         if result.input_tokens is not None:
@@ -359,6 +363,7 @@ class Recorder:
             health=dict(health) if health else {},
             backing_off=backing_off,
             recent_errors=tuple(self._errors),
+            ratelimit=self._ratelimit,
         )
         self._reset()
         return delta

@@ -24,6 +24,7 @@ from loadgen.run.state import Load
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.slo import best_step, evaluate
 from loadgen.snapshot import SLOVerdict, StepSummary
+from loadgen.target.ratelimit import read_ratelimit
 
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
 TELEMETRY_WAIT_S = 6.0  # how long a step's record waits for the server sample taken at its end
@@ -69,11 +70,14 @@ class Segment:
     carried: dict[int, int] = field(default_factory=dict)  # per worker: its requests in flight at the cut
     closed_ns: int | None = None  # when its last request was done
     latest_errors: dict[str, str] = field(default_factory=dict)  # error kind -> its latest message
+    ratelimit: dict[str, str] = field(default_factory=dict)  # the latest x-ratelimit-* values seen
 
     def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0) -> None:
         self.acc.add(delta)
         if delta.recent_errors:
             self.latest_errors.update(latest_by_kind(delta.recent_errors))
+        if delta.ratelimit:
+            self.ratelimit.update(read_ratelimit(delta.ratelimit))
         if current and delta.health:
             self.judges.setdefault(wid, BoundJudge()).add(delta.health)
         self.in_flight[wid] = 0 if closed else in_flight
@@ -340,6 +344,7 @@ class Steps:
             marks=end.marks,
             carried_share=seg.carried_share(done),
             latest_errors=dict(seg.latest_errors),
+            ratelimit=dict(seg.ratelimit),
             repeat=end.repeat,
             cache=end.cache[0],
             cache_how=end.cache[1],

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 
 from loadgen.format import fmt_count
 
-__all__ = ["RATELIMIT_HEADERS", "RATELIMIT_PREFIX", "RateLimits", "ratelimit_line", "read_ratelimit"]
+__all__ = [
+    "RATELIMIT_HEADERS",
+    "RATELIMIT_PREFIX",
+    "RateLimits",
+    "ratelimit_line",
+    "ratelimit_pairs",
+    "read_ratelimit",
+]
 
 RATELIMIT_PREFIX = "x-ratelimit-"
 RATELIMIT_HEADERS: tuple[str, ...] = tuple(
@@ -34,6 +41,13 @@ def read_ratelimit(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
         if lower.startswith(RATELIMIT_PREFIX):
             found[lower[len(RATELIMIT_PREFIX) :]] = value.strip()
     return found
+
+
+def ratelimit_pairs(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]] | None:
+    """The ``x-ratelimit-*`` (name, value) pairs among a response's parsed headers, None when it has none:
+    what the load's transports keep of each answer (a few headers per response, never per chunk)."""
+    found = [(name, value) for name, value in headers if name[:12].lower() == RATELIMIT_PREFIX]
+    return found or None
 
 
 def _amount(limits: RateLimits, unit: str) -> str | None:
