@@ -88,7 +88,6 @@ def record_header(
         # the profile's [pricing] with the price flags over it: what `ramp report` and `compare` cost with
         "pricing": None if config.pricing is None else config.pricing.to_dict(),
         "host": platform.node(),
-        **replica_header(config.target),  # several replicas as one target: each one, and the spread policy
         # where the workers run: local processes or Ray actors, each host's workers and share of the load
         "fleet": status.fleet or None,
         **replica_header(config.target),  # several replicas as one target: each one, and the spread policy
