@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -163,6 +165,18 @@ def test_headless_ramp_1_4_16_against_real_vllm(server: str, tmp_path: Path) -> 
     assert h["runtime"] == "vllm" and h["runtime_version"] == "0.32.0"
     assert h["model"] == served_model(server) and h["max_model_len"] == 2048
     assert [s["level"] for s in rec.steps] == [1, 4, 16]
+    # KV headroom: the capacity read is vLLM's num_gpu_blocks x block_size as its /metrics states them; the
+    # 64 + 48 tokens of context of each request take whole blocks.
+    cache = next(
+        line for line in httpx.get(server + "/metrics", timeout=10).text.splitlines()
+        if line.startswith("vllm:cache_config_info{")
+    )  # fmt: skip
+    blocks, block_size = (
+        int(dict(re.findall(r'(\w+)="([^"]*)"', cache))[k]) for k in ("num_gpu_blocks", "block_size")
+    )
+    room = h["kv_headroom"]
+    assert room["capacity_tokens"] == blocks * block_size and room["num_gpu_blocks"] == blocks
+    assert room["seqs_at_mean"] == room["seqs_at_p95"] == blocks // math.ceil((64 + out_tokens) / block_size)
     for s in rec.steps:
         # ignore_eos: every request produced exactly max_tokens, as counted by the server's usage
         # (vLLM packs several tokens into one SSE chunk under load, so chunk counts would be short).
