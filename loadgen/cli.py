@@ -107,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--workers", default="1", help="worker counts, e.g. 1,2")
     st.add_argument("--seconds", type=float, default=8.0)
     st.add_argument("--transport", choices=["h1", "aiohttp", "httpx"], default="h1")
+    st.add_argument(
+        "--per-worker", action="store_true", help="the stream counts are per worker (the scaling benchmark)"
+    )
+    st.add_argument(
+        "--sims", type=int, default=None, help="simulator processes (default: one per core left over)"
+    )
+    st.add_argument(
+        "--ray", nargs="?", const="", default=None, metavar="ADDRESS", help="the workers as Ray actors"
+    )
 
     add_launch_flags(sub.add_parser("launch", help=LAUNCH_HELP, description=LAUNCH_DESCRIPTION))
     check = sub.add_parser("check", help="spot-check a deployment through the OpenAI SDK", description=CHECK_HELP)

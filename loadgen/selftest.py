@@ -1,4 +1,5 @@
-"""``ramp selftest``: the load generator's own ceiling, measured against the simulator's fast mode.
+"""``ramp selftest``: the load generator's own ceiling, measured against the simulator's fast mode, and how
+it scales with more load workers (``--workers 1,2,4,8 --per-worker``, local processes or ``--ray``).
 
 The simulator's "fast" preset answers every request with a true TTFT of 50 ms and then one token every
 10 ms, with no batching slow-down, so the ideal is known exactly: S streams of 256-token replies give
@@ -8,6 +9,11 @@ runs in its own process on its own core; the load workers are pinned to the othe
 
 Printed per (workers, streams): achieved/ideal tokens, CPU seconds per 1M streamed tokens (the workers'
 user+system time from /proc), TTFT error p50/p99 (measured - 50 ms), and whether the client-bound flag rose.
+
+Scaling (``layout`` gives each part its cores): with ``--per-worker`` the stream counts are per
+worker, several simulator processes (one per core left over, ``--sims``) serve as one multi-URL target, and
+each row's scaling is its tokens/s over N times one worker's at the same streams per worker. The goal: at
+least 0.95 while the simulators keep up (their own TTFT p99 within 20 % of 50 ms).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +37,8 @@ if TYPE_CHECKING:
 TTFT_MS = 50.0
 TPOT_MS = 10.0
 OUTPUT_TOKENS = 256
+SCALING_GOAL = 0.95  # N workers reach at least this share of N times one worker's tokens/s
+SIM_LATE = 1.2  # the simulators keep up while their own TTFT p99 stays within 20 % of the true TTFT
 
 SELFTEST_PROFILE = f"""
 name = "selftest"
@@ -92,18 +101,31 @@ class _Window:
     loop_lag_ms_max: float
 
 
-def _config(
-    url: str, streams: int, workers: int, seconds: float, warmup: float, transport: Transport
-) -> RunConfig:
+@dataclass(frozen=True, slots=True)
+class Bench:
+    """What every row runs against and with: the simulators (one URL each, one multi-URL target), the
+    transport, the seconds measured and warmed up per row, and ``--ray`` (None: local processes)."""
+
+    urls: tuple[str, ...]
+    handles: tuple[SimHandle, ...] = ()
+    transport: Transport = "h1"
+    seconds: float = 8.0
+    warmup: float = 3.0
+    ray: str | None = None
+
+
+def _config(bench: Bench, streams: int, workers: int) -> RunConfig:
     profile = parse_profile(SELFTEST_PROFILE, source="<selftest>")
+    urls = bench.urls
     return RunConfig(
-        target=Target(url=url, api="chat"),
+        target=Target(url=urls[0], api="chat", replicas=urls if len(urls) > 1 else ()),
         profile=profile,
-        plan=RampPlan(levels=(float(streams),), step_s=warmup + seconds, warmup_s=warmup),
+        plan=RampPlan(levels=(float(streams),), step_s=bench.warmup + bench.seconds, warmup_s=bench.warmup),
         workers=workers,
         telemetry=False,
-        transport=transport,
+        transport=bench.transport,
         max_connections=streams + 16,
+        ray=bench.ray,
     )
 
 
@@ -178,21 +200,14 @@ def _read_delays(
     return _p50_p99(delays)
 
 
-def run_one(
-    url: str,
-    streams: int,
-    workers: int,
-    seconds: float,
-    warmup: float,
-    transport: Transport,
-    handle: SimHandle | None = None,
-) -> SelftestRow:
+def run_one(bench: Bench, streams: int, workers: int) -> SelftestRow:
     from loadgen.run.engine import Engine
 
-    engine = Engine(_config(url, streams, workers, seconds, warmup, transport))
+    seconds, warmup = bench.seconds, bench.warmup
+    engine = Engine(_config(bench, streams, workers))
     engine.start()
     window = _measure(engine, seconds)
-    outcome = engine.wait(timeout=seconds + warmup + 60)
+    outcome = engine.wait(timeout=seconds + warmup + 90)
     if outcome is None or not outcome.steps:
         raise RuntimeError(f"selftest run produced no step ({outcome.message if outcome else 'timeout'})")
     step = outcome.steps[-1]
@@ -204,8 +219,8 @@ def run_one(
         cpu_per_1m = window.cpu_s * (step.window_s / seconds) / out_tokens_window * 1e6
     server_p50 = server_p99 = read_p50 = read_p99 = None
     trace_dir = os.environ.get("RAMP_TRACE_DIR")
-    if handle is not None:
-        truth = handle.ground_truth()
+    if bench.handles:
+        truth = [g for handle in bench.handles for g in handle.ground_truth()]
         server_p50, server_p99 = _server_ttft(truth, window.start_ns)
         if trace_dir:
             read_p50, read_p99 = _read_delays(truth, window.start_ns, trace_dir)
@@ -228,64 +243,181 @@ def run_one(
     )
 
 
-def format_rows(rows: list[SelftestRow]) -> str:
-    def f(v: float | None, fmt: str) -> str:
-        return "n/a" if v is None else format(v, fmt)
+def _f(v: float | None, fmt: str) -> str:
+    return "n/a" if v is None else format(v, fmt)
 
+
+def format_rows(rows: list[SelftestRow], scales: Sequence[float | None] = ()) -> str:
+    """The table; ``scales``: each row's scaling (``scaling``), a column of its own when given."""
+    f = _f
     lines = [
         f"{'workers':>7} {'streams':>7} {'out tok/s':>10} {'ideal':>10} {'achieved/ideal':>14} "
-        f"{'CPU-s/1M tok':>12} {'TTFT err p50':>12} {'TTFT err p99':>12} {'sim TTFT p50/p99':>16} {'loop lag max':>12} "
-        f"{'client-bound':>12} {'ok':>6} {'err':>4}"
+        + (f"{'scaling':>7} " if scales else "")
+        + f"{'CPU-s/1M tok':>12} {'TTFT err p50':>12} {'TTFT err p99':>12} {'sim TTFT p50/p99':>16} "
+        f"{'read delay p50/p99':>18} {'loop lag max':>12} {'client-bound':>12} {'ok':>6} {'err':>4}"
     ]
-    for r in rows:
+    for at, r in enumerate(rows):
+        scale = f"{f(scales[at], '.3f'):>7} " if scales else ""
         lines.append(
             f"{r.workers:>7} {r.streams:>7} {r.out_tok_s:>10,.0f} {r.ideal_tok_s:>10,.0f} {r.ratio:>14.3f} "
-            f"{f(r.cpu_s_per_1m, '.1f'):>12} {f(r.ttft_err_p50_ms, '.1f'):>9} ms {f(r.ttft_err_p99_ms, '.1f'):>9} ms "
+            f"{scale}{f(r.cpu_s_per_1m, '.1f'):>12} {f(r.ttft_err_p50_ms, '.1f'):>9} ms "
+            f"{f(r.ttft_err_p99_ms, '.1f'):>9} ms "
             f"{f(r.server_ttft_p50_ms, '.1f'):>7}/{f(r.server_ttft_p99_ms, '.1f'):<5} ms "
-            f"{f(r.read_delay_p50_ms, '.2f'):>8}/{f(r.read_delay_p99_ms, '.2f'):<6} ms {f(r.loop_lag_ms_max, '.1f'):>9} ms "
+            f"{f(r.read_delay_p50_ms, '.2f'):>8}/{f(r.read_delay_p99_ms, '.2f'):<6} ms "
+            f"{f(r.loop_lag_ms_max, '.1f'):>9} ms "
             f"{'YES' if r.client_bound else 'no':>12} {r.requests:>6} {r.errors:>4}"
         )
     return "\n".join(lines)
 
 
-def selftest_main(args: argparse.Namespace) -> int:
-    from loadgen.sim import build_config, spawn_sim_process
+def scaling(rows: Sequence[SelftestRow]) -> list[float | None]:
+    """Each row's tokens/s over N times one worker's at the same streams per worker (None: no 1-worker row)."""
+    one = {r.streams: r.out_tok_s for r in rows if r.workers == 1}
+    out: list[float | None] = []
+    for r in rows:
+        base = one.get(r.streams // max(1, r.workers)) if r.streams % max(1, r.workers) == 0 else None
+        out.append(r.out_tok_s / (r.workers * base) if base else None)
+    return out
 
+
+def sims_kept_up(row: SelftestRow) -> bool:
+    """The simulators answered on time: their own TTFT p99 within ``SIM_LATE`` of the true 50 ms."""
+    return row.server_ttft_p99_ms is not None and row.server_ttft_p99_ms <= TTFT_MS * SIM_LATE
+
+
+def verdicts(rows: Sequence[SelftestRow]) -> list[str]:
+    """One line per multi-worker row: its scaling against the goal, and whether the simulators kept up."""
+    lines = []
+    for row, scale in zip(rows, scaling(rows), strict=True):
+        if row.workers < 2 or scale is None:
+            continue
+        met = "met" if scale >= SCALING_GOAL else "NOT met"
+        sims = (
+            "the simulators kept up"
+            if sims_kept_up(row)
+            else "the simulators fell behind (their TTFT p99 "
+            f"{_f(row.server_ttft_p99_ms, '.0f')} ms): add --sims or cores, the figure is theirs"
+        )
+        lines.append(
+            f"{row.workers} workers x {row.streams // row.workers} streams: scaling {scale:.3f} "
+            f"(goal >= {SCALING_GOAL}: {met}); {sims}"
+        )
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Which cores the load workers get (each one its own) and the simulators (one process each)."""
+
+    controller_cpu: int | None  # None: shared (a machine too small for a core of its own)
+    worker_cpus: tuple[int, ...]
+    sim_cpus: tuple[int, ...]
+
+
+def layout(cpus: Sequence[int], max_workers: int, sims: int | None = None) -> Layout:
+    """The controller on the first core, one core per worker, one simulator per core left over; a machine
+    too small for that shares: the workers (and the controller) on all but the last core, the simulators
+    on the last."""
+    cpus = sorted(cpus)
+    if len(cpus) >= max_workers + 2:
+        controller: int | None = cpus[0]
+        workers, rest = cpus[1 : 1 + max_workers], cpus[1 + max_workers :]
+    else:
+        controller, workers, rest = None, cpus[:-1] or cpus, cpus[-1:]
+    count = len(rest) if sims is None else max(1, sims)
+    return Layout(controller, tuple(workers), tuple(rest[i % len(rest)] for i in range(count)))
+
+
+def _parse(args: argparse.Namespace) -> tuple[list[int], list[int]] | None:
     try:
         streams = [int(s) for s in str(args.streams).split(",") if s]
         workers = [int(w) for w in str(args.workers).split(",") if w]
     except ValueError:
-        print("ramp selftest: --streams and --workers take numbers separated by commas", file=sys.stderr)
-        return 2
-    ncpu = os.cpu_count() or 1
-    handle = spawn_sim_process(build_config("fast"))
-    sim_cpu = ncpu - 1
-    client_cpus = ",".join(str(c) for c in range(max(1, ncpu - 1))) if ncpu > 1 else "0"
-    if ncpu > 1 and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(handle.pid, {sim_cpu})
-    os.environ["RAMP_WORKER_CPUS"] = client_cpus
+        return None
+    return (streams, workers) if streams and workers and min(streams + workers) > 0 else None
+
+
+def _start_ray(address: str | None) -> bool:
+    """``--ray``: one Ray for every row (a row's fleet finds it started and leaves it up)."""
+    if address is None:
+        return True
+    try:
+        import ray
+    except ImportError:
+        print("ramp selftest: --ray needs Ray: pip install 'llm-ramp[ray]'", file=sys.stderr)
+        return False
+    import logging
+
+    ray.init(
+        address=address or None, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+    )
+    return True
+
+
+def selftest_main(args: argparse.Namespace) -> int:
     import tempfile
 
-    os.environ["RAMP_TRACE_DIR"] = tempfile.mkdtemp(prefix="ramp-selftest-")
-    print(
-        f"ramp selftest: simulator 'fast' (TTFT {TTFT_MS:.0f} ms, {TPOT_MS:.0f} ms/token, {OUTPUT_TOKENS} tokens) "
-        f"on CPU {sim_cpu}, load workers on CPU {client_cpus}, transport {args.transport}, "
-        f"{args.seconds:.0f} s measured per row",
-        flush=True,
+    from loadgen.sim import build_config, spawn_sim_process
+
+    parsed = _parse(args)
+    if parsed is None:
+        print(
+            "ramp selftest: --streams and --workers take positive numbers separated by commas",
+            file=sys.stderr,
+        )
+        return 2
+    streams, workers = parsed
+    cpus = (
+        sorted(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else list(range(os.cpu_count() or 1))
     )
-    rows: list[SelftestRow] = []
+    plan = layout(cpus, max(workers), args.sims)
+    pin = len(cpus) > 1 and hasattr(os, "sched_setaffinity")
+    handles = [spawn_sim_process(build_config("fast")) for _ in plan.sim_cpus]
     try:
-        for w in workers:
-            for s in streams:
-                rows.append(
-                    run_one(
-                        handle.url, s, w, args.seconds, warmup=3.0, transport=args.transport, handle=handle
-                    )
-                )
-                print(
-                    format_rows(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_rows(rows),
-                    flush=True,
-                )
+        if pin:
+            for handle, cpu in zip(handles, plan.sim_cpus, strict=True):
+                os.sched_setaffinity(handle.pid, {cpu})
+            if plan.controller_cpu is not None:
+                os.sched_setaffinity(0, {plan.controller_cpu})
+        os.environ["RAMP_WORKER_CPUS"] = ",".join(str(c) for c in plan.worker_cpus)
+        os.environ["RAMP_TRACE_DIR"] = tempfile.mkdtemp(prefix="ramp-selftest-")
+        ray = args.ray
+        if not _start_ray(ray):
+            return 2
+        bench = Bench(tuple(h.url for h in handles), tuple(handles), args.transport, args.seconds, 3.0, ray)
+        per_worker = bool(args.per_worker)
+        print(_banner(plan, bench, per_worker), flush=True)
+        rows = _rows(bench, streams, workers, per_worker)
+        if per_worker:
+            print(format_rows(rows, scaling(rows)))
+            for line in verdicts(rows):
+                print(line)
     finally:
-        handle.stop()
+        for handle in handles:
+            handle.stop()
     return 0
+
+
+def _banner(plan: Layout, bench: Bench, per_worker: bool) -> str:
+    sims = ",".join(str(c) for c in plan.sim_cpus)
+    fleet = "Ray actors" + (f" at {bench.ray}" if bench.ray else "") if bench.ray is not None else "processes"
+    return (
+        f"ramp selftest: {len(bench.urls)} simulator(s) 'fast' (TTFT {TTFT_MS:.0f} ms, {TPOT_MS:.0f} ms/token, "
+        f"{OUTPUT_TOKENS} tokens) on CPU {sims}, load workers ({fleet}) on CPU "
+        f"{','.join(str(c) for c in plan.worker_cpus)}"
+        + (f", controller on CPU {plan.controller_cpu}" if plan.controller_cpu is not None else "")
+        + f", transport {bench.transport}, {bench.seconds:.0f} s measured per row"
+        + (", streams per worker" if per_worker else "")
+    )
+
+
+def _rows(bench: Bench, streams: list[int], workers: list[int], per_worker: bool) -> list[SelftestRow]:
+    rows: list[SelftestRow] = []
+    for w in workers:
+        for s in streams:
+            rows.append(run_one(bench, s * w if per_worker else s, w))
+            table = format_rows(rows[-1:])
+            print(table.splitlines()[-1] if len(rows) > 1 else table, flush=True)
+    return rows

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,7 +89,7 @@ def events(path: Path, kind: str) -> list[dict[str, Any]]:
 
 @needs_ray
 def test_ray_actors_measure_what_local_workers_do(cluster: Any, sim: Any, tmp_path: Path) -> None:
-    plan = RampPlan(levels=(8.0,), step_s=3.5, warmup_s=0.5)
+    plan = RampPlan(levels=(8.0,), step_s=2.5, warmup_s=0.5)
     local = run(config(sim.url, tmp_path / "local.jsonl", None, plan))
     on_ray = run(config(sim.url, tmp_path / "ray.jsonl", "", plan))
     assert local.state == on_ray.state == "finished", (local.message, on_ray.message)
@@ -135,6 +137,27 @@ def test_a_killed_actor_is_reported_and_the_run_goes_on(cluster: Any, sim: Any, 
     assert "Ray actor died" in lost["why"]
     assert any("worker 1 lost" in m for m in outcome.steps[-1].marks)
     assert not [a for a in cluster.util.list_named_actors() if a.startswith("ramp-worker-")]
+
+
+def test_a_killed_worker_process_is_reported_and_the_run_goes_on(sim: Any, tmp_path: Path) -> None:
+    """The local fleet too: a worker process killed under load is a stated loss, never a silent drop."""
+    out = tmp_path / "kill-local.jsonl"
+    watch = Watch()
+    engine = Engine(config(sim.url, out, None, level=4), on_snapshot=watch)
+    engine.start()
+    watch.until(lambda s: s.state == "running" and s.windows["step"].ok >= 10, 30.0, "requests answered")
+    os.kill(engine.worker_pids()[1], signal.SIGKILL)
+    snap = watch.until(lambda s: any("lost" in e for e in s.recent_errors), 15.0, "the loss reported")
+    ok_at_loss = snap.windows["step"].ok
+    watch.until(lambda s: s.windows["step"].ok >= ok_at_loss + 10, 15.0, "the other worker goes on")
+    engine.stop(cancel=True)
+    outcome = engine.wait(20.0)
+    assert outcome is not None and outcome.state == "stopped", outcome
+    (lost,) = events(out, "worker_lost")
+    assert (
+        lost["worker"] == 1 and lost["carried"] == "2 of 4 streams" and "exited with code -9" in lost["why"]
+    )
+    assert any("worker 1 lost" in m for m in outcome.steps[-1].marks)
 
 
 def test_ray_missing_is_one_line_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:

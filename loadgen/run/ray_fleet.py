@@ -83,10 +83,14 @@ class WorkerActor:
     def ping(self) -> None:
         return None
 
-    def start(self, spec: WorkerSpec) -> None:
-        threading.Thread(target=self.serve, args=(spec,), name="ramp-worker", daemon=True).start()
+    def start(self, spec: WorkerSpec, cpus: str = "") -> None:
+        """Start the worker; ``cpus`` ("0,1"): pin its loop's thread to one of them (the selftest does)."""
+        threading.Thread(target=self.serve, args=(spec, cpus), name="ramp-worker", daemon=True).start()
 
-    def serve(self, spec: WorkerSpec) -> None:
+    def serve(self, spec: WorkerSpec, cpus: str) -> None:
+        allowed = [int(c) for c in cpus.split(",") if c.strip()]
+        if allowed and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {allowed[spec.worker_id % len(allowed)]})  # this thread only (Linux)
         try:
             serve(spec, self.commands, self.outbox)
         finally:
@@ -206,8 +210,11 @@ class RayFleet(Fleet):
     def spawn(self, model: str, sizer: PromptSizer) -> None:
         if self.ray is None:
             raise SetupError("--ray: the workers were not placed")
+        # RAMP_WORKER_CPUS pins the workers on this host (the selftest's layout), never another host's.
+        cpus = os.environ.get("RAMP_WORKER_CPUS", "")
+        here = platform.node()
         for spec, actor in zip(worker_specs(self.config, model, sizer), self.actors, strict=True):
-            actor.start.remote(spec)
+            actor.start.remote(spec, cpus if self.hosts.get(spec.worker_id) == here else "")
         self.spawned = True
         self.poller = threading.Thread(target=self.poll, name="ramp-ray-poller", daemon=True)
         self.poller.start()
