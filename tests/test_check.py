@@ -133,6 +133,23 @@ def test_the_key_is_sent_but_never_shown(
     assert secret not in out.out + out.err
 
 
+def test_credentials_in_the_url_are_sent_as_a_header_and_never_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = openai_like(Flaws(echo_auth=True))
+    url = server.url.replace("http://", "http://alice:pa55word@")
+    try:
+        code = main(["check", url, "--ramp-seconds", "0", "--api-key-env", "RAMP_CHECK_NO_KEY"])
+    finally:
+        server.stop()
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert code == 0, shown
+    assert "(from Basic ***)" in shown  # the server got the URL's credentials as a Basic header
+    assert "pa55word" not in shown and "alice:" not in shown and "YWxpY2U6cGE1NXdvcmQ" not in shown
+    assert shown.startswith(f"ramp check {server.url} ")  # the URL shown without its credentials
+
+
 def test_unreachable_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
     import socket
 

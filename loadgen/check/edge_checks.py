@@ -23,6 +23,12 @@ BAD_MESSAGES = "this is not a list of messages"
 OVERFLOW_MARGIN = 100  # words past max_model_len; each word is at least one token in any tokenizer
 
 
+def _short(text: str, most: int = 80) -> str:
+    """``text`` on one line, cut at a word boundary past ``most`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[:most].rsplit(" ", 1)[0] + " …"
+
+
 def _error_shape(status: int, text: str) -> tuple[bool, str]:
     """(OpenAI's shape, what the body is) for an error answer's body."""
     try:
@@ -31,9 +37,12 @@ def _error_shape(status: int, text: str) -> tuple[bool, str]:
         return False, f"HTTP {status} with a body that is not JSON ({' '.join(text.split())[:60]!r})"
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return True, f"HTTP {status}, OpenAI error JSON: {error['message'][:100]!r}"
+        return True, f"HTTP {status}, OpenAI error JSON: {_short(error['message'])!r}"
     if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return True, f"HTTP {status}, legacy error JSON (message at the top level): {body['message'][:100]!r}"
+        return (
+            True,
+            f"HTTP {status}, legacy error JSON (message at the top level): {_short(body['message'])!r}",
+        )
     return False, f"HTTP {status}, JSON without an error message: {' '.join(text.split())[:80]!r}"
 
 

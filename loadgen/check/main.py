@@ -20,6 +20,7 @@ from loadgen.check.results import CheckReport, CheckResult
 from loadgen.check.session import Session, open_session
 from loadgen.runchecks import ca_problem, check_url, proxy_problem
 from loadgen.runflags import EXIT_OK, EXIT_SLO, UsageError
+from loadgen.target.http import target_root
 from loadgen.target.probe import ServerInfo, probe
 from loadgen.types import Target
 
@@ -146,7 +147,7 @@ def run_checks(
 ) -> CheckReport:
     """Every check against ``target``, in order; never raises for what the server does."""
     started = time.perf_counter()
-    report = CheckReport(url=target.base_url)
+    report = CheckReport(url=target_root(target))  # shown: without user:password@ or the query
     session = asyncio.run(_probe_and_check(target, report, timeout_s))
     if session is not None:
         if ramp_seconds > 0:

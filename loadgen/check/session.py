@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl
 
 from loadgen.target.connect import proxy_for, tls_context
-from loadgen.target.http import api_key, scrub, target_headers, url_secrets
+from loadgen.target.http import api_key, scrub, target_headers, target_root, url_secrets
 from loadgen.target.ratelimit import read_ratelimit
 from loadgen.target.tokenize import tokenize_client
 from loadgen.types import Target
@@ -83,7 +83,8 @@ class Session:
 
     def scrub(self, text: str) -> str:
         """``text`` (an error, a reply) made safe to print: no key, no URL credentials, one line."""
-        secrets = (api_key(self.target.api_key_env), *url_secrets(self.target.url))
+        sent = target_headers(self.target).get("Authorization", "")  # a URL's user:password, as Basic
+        secrets = (api_key(self.target.api_key_env), *url_secrets(self.target.url), sent.partition(" ")[2])
         return " ".join(scrub(text, secrets).split())
 
     async def aclose(self) -> None:
@@ -225,7 +226,7 @@ def open_session(target: Target, model: str, timeout_s: float) -> Session:
     )
     query = dict(parse_qsl(target.url.partition("?")[2].partition("#")[0]))
     sdk = AsyncOpenAI(
-        base_url=target.base_url + "/v1",
+        base_url=target_root(target) + "/v1",  # credentials in the URL go as a header, never in the URL
         api_key=api_key(target.api_key_env) or "EMPTY",  # the SDK wants one; a server without auth ignores it
         default_headers=target_headers(target),  # a URL's user:password becomes the Authorization here
         default_query=query or None,
