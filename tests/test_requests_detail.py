@@ -44,11 +44,11 @@ def sim() -> Iterator[Any]:
     handle.stop()
 
 
-def run(sim: Any, out: Path, detail: bool) -> None:
+def run(sim: Any, out: Path, detail: bool, plan: RampPlan) -> None:
     config = RunConfig(
         target=Target(url=sim.url),
         profile=parse_profile(PROFILE, source="<detail-small>"),
-        plan=RampPlan((2, 4), step_s=1.5, warmup_s=0.3),
+        plan=plan,
         out=str(out),
         save_requests_detail=detail,
     )
@@ -60,7 +60,7 @@ def run(sim: Any, out: Path, detail: bool) -> None:
 
 def test_one_row_per_counted_request_in_time_order(sim: Any, tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
-    run(sim, out, detail=True)
+    run(sim, out, detail=True, plan=RampPlan((2, 4), step_s=1.5, warmup_s=0.3))
     record = read_record(out)
     path = Path(detail_path(str(out)))
     assert path.name == "run.requests.csv" and record.header["requests_detail"] == str(path)
@@ -101,7 +101,7 @@ def test_one_row_per_counted_request_in_time_order(sim: Any, tmp_path: Path) -> 
 
 def test_no_file_and_no_rows_without_the_flag(sim: Any, tmp_path: Path) -> None:
     out = tmp_path / "plain.jsonl"
-    run(sim, out, detail=False)
+    run(sim, out, detail=False, plan=RampPlan((2,), step_s=1.0, warmup_s=0.0))
     assert not Path(detail_path(str(out))).exists()
     assert read_record(out).header["requests_detail"] is None
     shipped: list[Any] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from textual.binding import Binding
 
@@ -146,6 +147,8 @@ class ReplayScreen(ConsoleScreen):
 
 class ReplayApp(RampApp):
     """The console on a ``RecordSource``: moves between its steps, never steers."""
+
+    CSS_PATH = str(Path(__file__).with_name("ramp.tcss"))  # absolute: a subclass elsewhere finds it too
 
     def __init__(self, run: ReplayRun, *, basic_glyphs: bool | None = None) -> None:
         source = RecordSource(run)
