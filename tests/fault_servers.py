@@ -269,6 +269,7 @@ class Flaws:
     accept_bad_request: bool = False  # 200 to messages that are not a list
     ratelimit: bool = False  # x-ratelimit-* headers on every answer
     echo_auth: bool = False  # the error message quotes the request's Authorization header
+    reasoning: bool = False  # not a flaw: a reasoning model's reasoning_content before the answer
 
 
 def _reply_words(body: dict[str, object], flaws: Flaws) -> tuple[list[str], str]:
@@ -290,6 +291,7 @@ async def _stream_reply(
     finish: str,
     usage: dict[str, int] | None,
     headers: dict[str, str],
+    reasoning: bool = False,
 ) -> web.StreamResponse:
     """The reply as SSE: chat's role-only chunk first, a word per chunk, the usage chunk when given."""
     kind = "chat.completion.chunk" if chat else "text_completion"
@@ -302,6 +304,8 @@ async def _stream_reply(
 
     if chat:
         await event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        if reasoning:
+            await event([{"index": 0, "delta": {"reasoning_content": "let me think"}, "finish_reason": None}])
     for at, word in enumerate(words):
         done = finish if at == len(words) - 1 else None
         part = {"delta": {"content": " " + word}} if chat else {"text": " " + word}
@@ -332,11 +336,10 @@ def openai_like(flaws: Flaws = Flaws()) -> FaultServer:
         kind = "chat.completion" if chat else "text_completion"
         if not body.get("stream"):
             text = "".join(" " + w for w in words)
-            choice = (
-                {"index": 0, "message": {"role": "assistant", "content": text}}
-                if chat
-                else {"index": 0, "text": text}
-            )
+            message = {"role": "assistant", "content": text}
+            if flaws.reasoning:
+                message["reasoning_content"] = "let me think"
+            choice = {"index": 0, "message": message} if chat else {"index": 0, "text": text}
             doc = {
                 "id": "x",
                 "object": kind,
@@ -349,7 +352,9 @@ def openai_like(flaws: Flaws = Flaws()) -> FaultServer:
         with_usage = (
             isinstance(options, dict) and bool(options.get("include_usage")) and not flaws.no_usage_chunk
         )
-        return await _stream_reply(req, chat, words, finish, usage if with_usage else None, headers)
+        return await _stream_reply(
+            req, chat, words, finish, usage if with_usage else None, headers, flaws.reasoning
+        )
 
     async def models(req: web.Request) -> web.StreamResponse:
         return web.json_response(MODELS, headers=headers)

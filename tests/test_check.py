@@ -87,7 +87,7 @@ def test_the_flawed_check_fails_with_its_reason(
 
 
 def test_a_sound_server_passes_and_its_rate_limits_are_shown() -> None:
-    server = openai_like(Flaws(ratelimit=True))
+    server = openai_like(Flaws(ratelimit=True, reasoning=True))
     try:
         report = run_checks(Target(server.url), ramp_seconds=0)
     finally:
@@ -99,6 +99,7 @@ def test_a_sound_server_passes_and_its_rate_limits_are_shown() -> None:
         "remaining 99/100 requests (resets in 600ms), 9,990/10,000 tokens (resets in 6ms)",
     )
     assert report.ratelimit["remaining-tokens"] == "9990"
+    assert checks["reasoning"][0] == "pass" and "'reasoning_content' present" in checks["reasoning"][1]
     assert checks["max_model_len"][0] == "n/a" and checks["context overflow"][0] == "n/a"
     assert checks["/tokenize"][0] == "n/a" and "--tokenizer" in checks["/tokenize"][1]
 
