@@ -20,6 +20,7 @@ from loadgen.check.results import CheckReport, CheckResult
 from loadgen.check.session import Session, open_session
 from loadgen.runchecks import ca_problem, check_url, proxy_problem
 from loadgen.runflags import EXIT_OK, EXIT_SLO, UsageError
+from loadgen.target.connect import connection_warnings
 from loadgen.target.http import target_root
 from loadgen.target.probe import ServerInfo, probe
 from loadgen.types import Target
@@ -80,7 +81,10 @@ def _target(args: argparse.Namespace) -> Target:
 
 
 async def _models(session: Session, info: ServerInfo) -> CheckResult:
-    """What the SDK's ``models.list()`` reads, against what the probe found."""
+    """What the SDK's ``models.list()`` reads, against what the probe found (a server without a model list
+    but a ``--model`` given: n/a, the model is asked for as given, as ``ramp run`` does)."""
+    if info.note:
+        return CheckResult("models", "n/a", info.note, True)
     try:
         page = await session.sdk.models.list()
     except Exception as exc:
@@ -163,6 +167,8 @@ def run_checks(
 def check_main(args: argparse.Namespace) -> int:
     """``ramp check``: the report on stdout; 0 when every required check passed, 1 otherwise."""
     target = _target(args)
+    for warning in connection_warnings(target):  # --insecure, a proxy: said before anything is sent
+        print(f"ramp: warning: {warning}", file=sys.stderr)
     report = run_checks(target, ramp_seconds=args.ramp_seconds, streams=args.streams, timeout_s=args.timeout)
     sys.stdout.write((report.json() if args.format == "json" else report.text()) + "\n")
     return EXIT_OK if report.ok else EXIT_SLO

@@ -72,7 +72,7 @@ def _load(full: str, shown: str) -> LocalTokenizer:
         raise TokenizerFileError(f"--tokenizer needs the tokenizers package: {INSTALL_HINT}") from None
     try:
         tokenizer = Tokenizer.from_str(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, Exception) as exc:  # the Rust side raises plain Exception
+    except Exception as exc:  # not UTF-8 (UnicodeDecodeError), or the Rust side's plain Exception
         why = " ".join(str(exc).split())[:120] or type(exc).__name__
         raise TokenizerFileError(
             f"--tokenizer {shown}: not a Hugging Face tokenizer.json ({why}); give the model's tokenizer.json"
