@@ -9,6 +9,7 @@ Skipped only when no Chromium is installed (``.ci/run`` installs Debian's ``chro
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -40,6 +41,10 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [Fig(level=1), Fig(level=8, errors=5, met=False)],
         header_with(tags={"note": "<script>alert(1)</script>"}),
     )
+    lines = errors.read_text(encoding="utf-8").splitlines()
+    step = json.loads(lines[2])
+    step["latest_errors"] = {"http_status": "HTTP 500: <b>engine dead</b>"}
+    errors.write_text("\n".join([*lines[:2], json.dumps(step), *lines[3:]]) + "\n", encoding="utf-8")
     out = tmp_path / "report.html"
     assert cli_main(["report", str(DEMO), str(errors), "--format", "html", "-o", str(out)]) == 0
     return out
@@ -63,6 +68,7 @@ def test_page_is_self_contained_and_has_every_part(page: Path) -> None:
     assert "A: demo-h200-10-steps.jsonl" in curve and "B: errors.jsonl" in curve  # both curves, one figure
     assert "knee: 128 streams" in curve and "SLO 1s" in curve
     assert "errors by kind, per step" in text and "http_status 5" in text  # the second record's errors
+    assert "http_status: HTTP 500: &lt;b&gt;engine dead&lt;/b&gt;" in text  # what the server said, escaped
     assert '<tr class="best"><td>8*</td><td>128</td>' in text
 
 

@@ -20,6 +20,7 @@ from loadgen.format import fmt_count, fmt_num_wide
 from loadgen.record import ramp_version
 from loadgen.report import plots
 from loadgen.report.text import error_kinds, header_lines, repeat_rows, table_cells, verdict_lines
+from loadgen.snapshot import StepSummary
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -35,7 +36,7 @@ table { border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 6
 table.steps { font-size: 12.5px; }
 th, td { padding: 3px 7px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 th { background: #f5f5f7; font-weight: 600; vertical-align: bottom; } th small { font-weight: 400; color: #666; }
-td:first-child, th:first-child { text-align: left; } tr.best td { background: #fff6d5; font-weight: 600; }
+td:first-child, th:first-child, .text { text-align: left; } tr.best td { background: #fff6d5; font-weight: 600; }
 table.kv td { text-align: left; } table.kv td:first-child { color: #666; }
 .scroll { overflow-x: auto; } .figure svg { width: 100%; height: auto; display: block; }
 ul.verdict { margin: 4px 0 10px; padding-left: 20px; } .note { color: #666; }
@@ -53,17 +54,31 @@ def _svg(fig: Figure | None) -> str:
 
 
 def _table(
-    head: Sequence[tuple[str, str]], rows: Sequence[Sequence[str]], best: int | None = None, css: str = ""
+    head: Sequence[tuple[str, str]],
+    rows: Sequence[Sequence[str]],
+    best: int | None = None,
+    css: str = "",
+    text: frozenset[int] = frozenset(),
 ) -> str:
+    """A table; ``text`` names the columns of words (left-aligned; numbers are right-aligned)."""
+
+    def align(at: int) -> str:
+        return ' class="text"' if at in text else ""
+
     cells = "".join(
-        f"<th>{_e(name)}" + (f"<br><small>{_e(unit)}</small>" if unit else "") + "</th>"
-        for name, unit in head
+        f"<th{align(at)}>{_e(name)}" + (f"<br><small>{_e(unit)}</small>" if unit else "") + "</th>"
+        for at, (name, unit) in enumerate(head)
     )
     body = []
     for at, row in enumerate(rows):
         mark = ' class="best"' if at == best else ""
-        body.append(f"<tr{mark}>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>")
-    return f'<div class="scroll"><table class="{css}"><thead><tr>{cells}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+        body.append(
+            f"<tr{mark}>" + "".join(f"<td{align(n)}>{_e(cell)}</td>" for n, cell in enumerate(row)) + "</tr>"
+        )
+    return (
+        f'<div class="scroll"><table class="{css}"><thead><tr>{cells}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def _conditions(report: ReportRun) -> str:
@@ -104,19 +119,20 @@ def _errors(report: ReportRun) -> str:
             str(s.index + 1),
             fmt_count(s.stats.error_count),
             error_kinds(s.stats.errors, 9),
-            _latest(s.latest_errors),
+            _latest(s),
         ]
         for s in with_errors
     ]
-    table = _table([("step", ""), ("errors", ""), ("by kind", ""), ("latest message", "")], rows)
+    head = [("step", ""), ("errors", ""), ("by kind", ""), ("latest message", "")]
+    table = _table(head, rows, text=frozenset({2, 3}))
     return _svg(plots.errors_figure(report)) + table
 
 
-def _latest(latest: object) -> str:
-    if not isinstance(latest, dict) or not latest:
-        return ""
-    kind, text = next(iter(latest.items()))
-    return f"{kind}: {str(text)[:160]}"
+def _latest(step: StepSummary) -> str:
+    """What the server last said for the step's most frequent error kind (scrubbed in the record)."""
+    most = max(step.stats.errors, key=lambda kind: step.stats.errors[kind])
+    text = step.latest_errors.get(most, "")
+    return f"{most}: {text[:160]}" if text else ""
 
 
 def _server(report: ReportRun) -> str:
@@ -129,7 +145,7 @@ def _server(report: ReportRun) -> str:
     head = [("step", ""), ("level", ""), *((title, "") for _key, title, _scale in panels)]
     rows = []
     for step in steps:
-        cells = [str(step.index + 1), str(step.level)]
+        cells = [str(step.index + 1), plots.step_load(step)]
         for key, _title, scale in panels:
             value = step.server.get(key) if step.server else None
             cells.append(fmt_num_wide(None if value is None else float(value) * scale))

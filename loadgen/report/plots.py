@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from loadgen.analysis.curves import LATENCIES, CurvePoint, curve_of, knee_of, percentile_series, slo_limit_ms
 from loadgen.analysis.reports import ReportRun
+from loadgen.analysis.runs import level_key
 from loadgen.format import fmt_ms_short, fmt_num_trimmed, fmt_value_short
+from loadgen.snapshot import StepSummary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -31,6 +33,7 @@ __all__ = [
     "level_figure",
     "percentile_figure",
     "point_label",
+    "step_load",
     "server_figure",
     "to_png",
     "to_svg",
@@ -140,11 +143,12 @@ def _slo_band(ax: Axes, limit: float | None, top: float) -> None:
 def _curve_panel(ax: Axes, reports: Sequence[ReportRun], latency_at: int) -> None:
     latency = LATENCIES[latency_at]
     top = 0.0
+    knees: list[tuple[float, float, str]] = []
     for n, report in enumerate(reports):
         color = COLORS[n % len(COLORS)]
-        points = [
-            p for p in curve_of(report) if p.out_tok_s is not None and p.latency_ms[latency.key] is not None
-        ]
+        curve = curve_of(report)
+        knee = knee_of(curve)
+        points = [p for p in curve if p.out_tok_s is not None and p.latency_ms[latency.key] is not None]
         xs = [p.out_tok_s or 0.0 for p in points]
         ys = [p.latency_ms[latency.key] or 0.0 for p in points]
         top = max([top, *ys])
@@ -153,7 +157,11 @@ def _curve_panel(ax: Axes, reports: Sequence[ReportRun], latency_at: int) -> Non
             ax.plot([x], [y], "o", ms=5, color=color, mfc=color if p.slo_met is not False else "white")
             if len(reports) == 1:
                 ax.annotate(point_label(p), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        _mark_special(ax, points, xs, ys, color)
+            if knee is not None and p.level == curve[knee].level:
+                ax.plot([x], [y], "o", ms=13, mfc="none", mec="black", mew=1.2)
+                knees.append((x, y, f"knee: {p.level.label}"))
+            if p.best:
+                ax.plot([x], [y], "*", ms=12, color=color, mec="black", mew=0.6)
     _slo_band(ax, slo_limit_ms(reports[0].run.header, latency), top)
     ax.set_title(f"{latency.label} vs output throughput")
     ax.set_xlabel("output tok/s (all streams)")
@@ -162,26 +170,29 @@ def _curve_panel(ax: Axes, reports: Sequence[ReportRun], latency_at: int) -> Non
     ax.set_ylim(bottom=0)
     _axis_numbers(ax, "x")
     _axis_numbers(ax, "y")
+    _knee_labels(ax, knees)
+
+
+def _knee_labels(ax: Axes, knees: Sequence[tuple[float, float, str]]) -> None:
+    """Each knee's label above its ring, on the side with room (the axes are final by now)."""
+    right = ax.get_xlim()[1]
+    for x, y, text in knees:
+        left_half = x < right / 2
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(10 if left_half else -10, 14),
+                    ha="left" if left_half else "right", fontsize=8, fontweight="bold")  # fmt: skip
+
+
+def step_load(step: StepSummary) -> str:
+    """A step's load as a short label: '64' streams, '2.5/s' in open loop."""
+    if step.mode == "open" and step.rate_rps is not None:
+        return f"{fmt_num_trimmed(step.rate_rps)}/s"
+    return fmt_num_trimmed(step.level)
 
 
 def point_label(point: CurvePoint) -> str:
     """A point's level as a short label: '64' streams, '2.5/s' in open loop."""
     load = fmt_num_trimmed(point.level.load)
     return f"{load}/s" if point.level.mode == "open" else load
-
-
-def _mark_special(
-    ax: Axes, points: Sequence[CurvePoint], xs: Sequence[float], ys: Sequence[float], color: str
-) -> None:
-    """Ring the knee (on the TTFT p95 curve's point) and star the best step under the SLO."""
-    knee = knee_of(points)
-    for at, point in enumerate(points):
-        if at == knee:
-            ax.plot([xs[at]], [ys[at]], "o", ms=13, mfc="none", mec="black", mew=1.2)
-            ax.annotate(f"knee: {point.level.label}", (xs[at], ys[at]), textcoords="offset points",
-                        xytext=(-10, 14), ha="right", fontsize=8, fontweight="bold")  # fmt: skip
-        if point.best:
-            ax.plot([xs[at]], [ys[at]], "*", ms=12, color=color, mec="black", mew=0.6)
 
 
 def curve_figure(reports: Sequence[ReportRun]) -> Figure:
@@ -217,8 +228,9 @@ def _level_x(ax: Axes, points: Sequence[CurvePoint], most: int = 12) -> None:
     labels = [fmt_num_trimmed(v) if (len(loads) - 1 - at) % every == 0 else "" for at, v in enumerate(loads)]
     ax.set_xticks(loads, labels)
     ax.minorticks_off()
-    open_loop = any(p.level.mode == "open" for p in points)
-    ax.set_xlabel("arrival rate, req/s" if open_loop else "concurrency (streams)")
+    modes = {p.level.mode == "open" for p in points}
+    names = {frozenset({True}): "arrival rate, req/s", frozenset({False}): "concurrency (streams)"}
+    ax.set_xlabel(names.get(frozenset(modes), "concurrency (streams) or arrival rate (req/s)"))
 
 
 def level_figure(reports: Sequence[ReportRun]) -> Figure:
@@ -271,7 +283,7 @@ def _percentile_panel(ax: Axes, report: ReportRun, metric: str, title: str, unit
         count = steps[at].stats.pct(metric).count
         xs = [_nines(p, count) for p, _ in series]
         right = max(right, xs[-1])
-        label = f"{steps[at].index + 1}: {fmt_num_trimmed(steps[at].level)}"
+        label = f"{steps[at].index + 1}: {step_load(steps[at])}"
         color = cmap(at / max(1, len(steps) - 1) * 0.9)
         ax.plot(xs, [v for _, v in series], "-", color=color, lw=1.4, label=label)
     ticks = [
@@ -337,7 +349,7 @@ def errors_figure(report: ReportRun) -> Figure | None:
             counts = [float(s.stats.errors.get(kind, 0)) for s in steps]
             ax.bar(xs, counts, bottom=bottom, color=COLORS[n % len(COLORS)], label=kind, width=0.7)
             bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
-        ax.set_xticks(xs, [f"{s.index + 1}\n{fmt_num_trimmed(s.level)}" for s in steps])
+        ax.set_xticks(xs, [f"{s.index + 1}\n{step_load(s)}" for s in steps])
         ax.set_xlabel("step / level")
         ax.set_title("errors by kind, per step")
         _axis_numbers(ax)
@@ -359,7 +371,7 @@ def server_figure(report: ReportRun) -> Figure | None:
         axes = fig.subplots(rows, cols, squeeze=False).flatten()
         for ax, (key, title, scale) in zip(axes, shown, strict=False):
             found = [
-                (float(s.level), float(v) * scale)
+                (level_key(s).load, float(v) * scale)
                 for s in steps
                 if s.server and (v := s.server.get(key)) is not None
             ]

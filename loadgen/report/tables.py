@@ -91,6 +91,10 @@ def _end(report: ReportRun) -> dict[str, object] | None:
     return {"state": str(end.get("state", "")), "message": str(end.get("message") or "")}
 
 
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _record_summary(report: ReportRun) -> dict[str, object]:
     rows = step_rows(report)
     best = rows[report.best] if report.best is not None else None
@@ -98,9 +102,7 @@ def _record_summary(report: ReportRun) -> dict[str, object]:
     conditions = condition_values(report)
     conditions.pop("record")
     marks = [
-        {"elapsed_s": m.get("elapsed_s"), "note": str(m.get("note", ""))}
-        for m in report.marks
-        if isinstance(m.get("elapsed_s"), int | float | None)
+        {"elapsed_s": _seconds(m.get("elapsed_s")), "note": str(m.get("note", ""))} for m in report.marks
     ]
     return {
         "record": report.run.path,
