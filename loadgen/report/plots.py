@@ -178,7 +178,7 @@ def _knee_labels(ax: Axes, knees: Sequence[tuple[float, float, str]]) -> None:
     right = ax.get_xlim()[1]
     for x, y, text in knees:
         left_half = x < right / 2
-        ax.annotate(text, (x, y), textcoords="offset points", xytext=(10 if left_half else -10, 14),
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(12 if left_half else -12, 20),
                     ha="left" if left_half else "right", fontsize=8, fontweight="bold")  # fmt: skip
 
 
