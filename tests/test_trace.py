@@ -24,8 +24,10 @@ from loadgen.workload import PromptSizer, Workload
 
 URL = "http://127.0.0.1:8000"
 EXACT = PromptSizer(words_per_token=1.0, exact=True)
-TIMING_MARGIN_S = 0.06
-WARM = 3  # arrivals that open the worker's connections (see the timing test)  # a loaded two-core machine: the sends are within a few ms, the margin is generous
+# Sends land within a few ms of their times (1-7 ms here when the machine is not starved); at a load average
+# of 13 on two cores a process stalls for a few hundred ms at times, hence the generous median bound.
+PRECISE_S = 0.015  # a quarter of the arrivals at least
+TIMING_MARGIN_S = 0.1  # the median
 
 
 def write(path: Path, rows: list[dict[str, object]]) -> str:
@@ -213,7 +215,8 @@ def test_arrivals_follow_the_timestamps_over_the_time_scale_and_hash_ids_hit_the
     late = sorted((g["arrival_ns"] - t) / 1e9 for g, t in zip(got, intended, strict=True))
     print(f"\ntrace arrivals, ms after their intended time: {[round(x * 1000) for x in late]}")
     # (a time scale not honoured would put the median off by half a second)
-    assert late[0] > 0 and late[len(late) // 2] < TIMING_MARGIN_S and late[-1] < 1.0
+    assert late[0] > 0 and late[len(late) // 4] < PRECISE_S
+    assert late[len(late) // 2] < TIMING_MARGIN_S and late[-1] < 1.0
     # in order of arrival: the even ones after the first find their 1,024 shared tokens cached
     shared = [g["cached_tokens"] for g in got[2::2]]
     unique = [g["cached_tokens"] for g in got[1::2]]
