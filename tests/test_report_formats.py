@@ -196,6 +196,7 @@ def test_markdown_is_a_github_table_one_row_per_step(
     assert len(table) == 2 + DEMO_STEPS
     assert table[2 + 7].startswith("| 8\\* | 128 |")  # the best step starred (escaped for Markdown)
     assert "- best under SLO: step 8, 128 streams, 8,241 out tok/s" in out
+    assert "\n  - step 10: load worker waited for a CPU" in out  # a client-bound step's reason, nested
     cells = {len(row.replace("\\|", "").split("|")) for row in table}
     assert len(cells) == 1  # every row has the header's columns
 
@@ -288,6 +289,9 @@ def test_text_is_still_the_default_and_report_main_takes_one_path(capsys: pytest
     out = capsys.readouterr().out
     assert out.startswith("run      ") and "best under SLO: step 8, 128 streams, 8,241 out tok/s" in out
     assert "end      finished" in out
+    assert cli_main(["report", str(DEMO), str(DEMO)]) == 0
+    both = capsys.readouterr().out
+    assert both.startswith(f"== A: {DEMO}\nrun      ") and f"\n== B: {DEMO}\nrun      " in both
 
 
 # ---- the numbers behind the plots ---------------------------------------------------------------------------

@@ -70,6 +70,7 @@ def test_page_is_self_contained_and_has_every_part(page: Path) -> None:
     assert "errors by kind, per step" in text and "http_status 5" in text  # the second record's errors
     assert "http_status: HTTP 500: &lt;b&gt;engine dead&lt;/b&gt;" in text  # what the server said, escaped
     assert '<tr class="best"><td>8*</td><td>128</td>' in text
+    assert "<ul><li>step 1: worker event loop lag over 5 ms" in text  # a client-bound reason, nested
 
 
 def _chromium() -> str:

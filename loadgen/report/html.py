@@ -100,13 +100,28 @@ def _steps(report: ReportRun) -> str:
     if not steps:
         return '<p class="note">no finished step</p>'
     head, rows = table_cells(steps, report.best, report.costs, report.task)
-    verdict = "".join(f"<li>{_e(line.strip())}</li>" for line in verdict_lines(steps, report.best))
+    verdict = _verdict(verdict_lines(steps, report.best))
     out = _table(head, rows, report.best, "steps") + f'<ul class="verdict">{verdict}</ul>'
     names, repeat = repeat_rows(steps)
     if repeat:
         out += "<h3>Repeats: median (min–max) over each level's clean steps</h3>"
         out += _table([(name, "") for name in names], repeat)
     return out
+
+
+def _verdict(lines: Sequence[str]) -> str:
+    """The verdict lines as a list; a line indented under another (a client-bound step's reason) nested."""
+    items: list[tuple[str, list[str]]] = []
+    for line in lines:
+        if line.startswith("    ") and items:
+            items[-1][1].append(line.strip())
+        else:
+            items.append((line.strip(), []))
+    html_items = []
+    for text, nested in items:
+        inner = "".join(f"<li>{_e(n)}</li>" for n in nested)
+        html_items.append(f"<li>{_e(text)}" + (f"<ul>{inner}</ul>" if inner else "") + "</li>")
+    return "".join(html_items)
 
 
 def _errors(report: ReportRun) -> str:

@@ -149,6 +149,11 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 
     return lines
 
 
+def _md_item(line: str) -> str:
+    """A verdict line as a list item; one indented under another (a client-bound step's reason) nested."""
+    return ("  - " if line.startswith("    ") else "- ") + _md_escape(line.strip())
+
+
 def _md_record(report: ReportRun, heading: bool) -> list[str]:
     steps = report.run.steps
     out = [f"### `{report.run.path}`", ""] if heading else []
@@ -160,7 +165,7 @@ def _md_record(report: ReportRun, heading: bool) -> list[str]:
     columns, rows = table_cells(steps, report.best, report.costs, report.task)
     names = [f"{name} ({unit})" if unit else name for name, unit in columns]
     out += _md_table(names, rows)
-    out += ["", *(f"- {_md_escape(line.strip())}" for line in verdict_lines(steps, report.best))]
+    out += ["", *(_md_item(line) for line in verdict_lines(steps, report.best))]
     names_r, rows_r = repeat_rows(steps)
     if rows_r:
         out += [
