@@ -64,7 +64,7 @@ def config(urls: tuple[str, ...], out: Path, levels: tuple[float, ...], workers:
     return RunConfig(
         target=Target(url=urls[0], replicas=urls),
         profile=profile(),
-        plan=RampPlan(levels, step_s=1.5, warmup_s=0.3),
+        plan=RampPlan(levels, step_s=1.2, warmup_s=0.2),
         out=str(out),
         workers=workers,
         seed=7,
