@@ -127,6 +127,10 @@ KEY_NAMES = {
     "space": "space",
     "pageup": "pgup",
     "pagedown": "pgdn",
+    "left": "←",
+    "right": "→",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
 }
 
 

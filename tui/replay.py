@@ -131,12 +131,14 @@ class ReplayScreen(ConsoleScreen):
         Binding("d", "app.step_detail", "Step details", show=False, id="step_detail"),
         Binding("e", "app.error_detail", "Error details", show=False, id="error_detail"),
         Binding("s", "app.screenshot", "Screenshot", show=False, id="screenshot"),
+        Binding("up,down,l,space", "app.read_only", "Steering: read-only", show=False, id="replay_read_only"),
+        # the console's other steering keys: no description, so the help lists them once, above
         Binding(
-            "up,down,plus,minus,shift+up,shift+down,pageup,pagedown,l,equals_sign,space,p,n,a,o,k",
+            "plus,minus,shift+up,shift+down,pageup,pagedown,equals_sign,p,n,a,o,k",
             "app.read_only",
-            "Steering (read-only)",
+            "",
             show=False,
-            id="replay_read_only",
+            id="replay_read_only_more",
         ),
         *(
             Binding(str(number), f"show_tab('{tab}')", f"{tab.title()} tab", show=False, id=f"tab_{tab}")
