@@ -5,8 +5,8 @@ way ``ramp demo`` does, runs the real engine behind ``RampApp`` under Textual's 
 the way the console's ``s`` key does (``tui.screenshot``): the SVG with its spaces fixed, a text capture
 (``.txt``) and a PNG (``rsvg-convert``, ``apt-get install librsvg2-bin``) into ``screenshots/``: the main
 screen at 160x48, 120x36 and 80x24, every tab at 80x24, and the step and errors detail views. A mark is
-placed (``k``) during the run, so that the timeline shows one; the screens are taken while the last step
-measures, with time left in its window.
+placed (``k``) during the run, so that the timeline shows one; the last step is held (auto-ramp off) once
+it has measured a while, so that every screen shows it measuring.
 
     python scripts/screenshots.py [--preset h200-llama8b] [--out screenshots]
 """
@@ -35,38 +35,56 @@ from loadgen.snapshot import Snapshot  # noqa: E402
 from tui.app import RampApp  # noqa: E402
 from tui.screenshot import Saved, save_all  # noqa: E402
 
-# The screens take about this long to save: the last step's window must have it left when they start.
-SHOTS_S = 12.0
+# The last step is held (auto-ramp off, as the operator would) once it has measured MEASURED_S (histograms
+# filled, the server's history a few samples long) with at least HOLD_S of its window left: every screen is
+# taken while it measures, however long the screens take on a busy machine.
+HOLD_S = 3.0
+MEASURED_S = 10.0
+WARMUP_S = 2.0
 
 
-async def wait_until(pilot: Pilot[None], done: Callable[[Snapshot], bool], deadline: float) -> None:
-    """Poll the app's shown snapshot (a script against a real run, so real time) until ``done`` or the
-    deadline, or until the run has ended."""
+class NotCaptured(Exception):
+    """The run never reached a step measuring with time left: the screens would show an idle console."""
+
+
+async def wait_until(
+    pilot: Pilot[None], done: Callable[[Snapshot], bool], deadline: float, what: str
+) -> None:
+    """Poll the app's shown snapshot (a script against a real run, so real time) until ``done``; the run
+    ending first, or the deadline, raises ``NotCaptured`` naming ``what``."""
     app = pilot.app
     assert isinstance(app, RampApp)
     while time.monotonic() < deadline:
         snap = app.shown_snapshot
-        if snap is not None and (done(snap) or snap.state in ("stopped", "failed")):
+        if snap is not None and done(snap):
             return
+        if snap is not None and snap.state in ("stopped", "failed", "finished"):
+            raise NotCaptured(f"the run was {snap.state} before {what}")
         await pilot.pause(0.25)
+    raise NotCaptured(f"no {what} within the timeout")
 
 
-def well_measured(min_steps: int) -> Callable[[Snapshot], bool]:
-    """Enough finished steps, and the current one well into its window (full histograms) with time left for
-    every screen, or the plan done."""
+def well_measured(min_steps: int, warmup_s: float) -> Callable[[Snapshot], bool]:
+    """Enough finished steps, and the current one MEASURED_S into its window with HOLD_S left."""
 
     def check(snap: Snapshot) -> bool:
         step = snap.windows.get("step")
         left = snap.step_remaining_s
-        measuring = snap.phase == "measure" and not snap.warming_up and step is not None and step.ok >= 64
-        return len(snap.steps) >= min_steps and (
-            (measuring and (left is None or left >= SHOTS_S)) or snap.state == "finished"
+        measuring = snap.phase == "measure" and not snap.warming_up and step is not None and step.ok > 0
+        into = snap.step_elapsed_s - warmup_s
+        return (
+            len(snap.steps) >= min_steps
+            and measuring
+            and into >= MEASURED_S
+            and (left is None or left >= HOLD_S)
         )
 
     return check
 
 
-async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> list[tuple[str, Path]]:
+async def drive(
+    app: RampApp, engine: Engine, out: Path, min_steps: int, warmup_s: float, timeout_s: float
+) -> list[tuple[str, Path]]:
     taken: list[tuple[str, Path]] = []  # the SVG as exported, and where its files go (after the run)
 
     def shot(name: str) -> None:
@@ -74,9 +92,12 @@ async def drive(app: RampApp, out: Path, min_steps: int, timeout_s: float) -> li
 
     async with app.run_test(size=(160, 48)) as pilot:
         deadline = time.monotonic() + timeout_s
-        await wait_until(pilot, lambda snap: len(snap.steps) >= 1, deadline)
+        await wait_until(pilot, lambda snap: len(snap.steps) >= 1, deadline, "a first finished step")
         await pilot.press("k", *"raised the level by hand", "enter")
-        await wait_until(pilot, well_measured(min_steps), deadline)
+        await wait_until(
+            pilot, well_measured(min_steps, warmup_s), deadline, "a last step measuring with time left"
+        )
+        engine.set_auto(False)  # the step holds: no timer ends it while the screens are taken
         await pilot.pause(0.5)
         for size in ((160, 48), (120, 36)):
             await pilot.resize_terminal(*size)
@@ -116,9 +137,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="h200-llama8b")
     parser.add_argument("--out", default=str(ROOT / "screenshots"))
-    parser.add_argument("--steps", default="4,16,64,128")
+    parser.add_argument("--steps", default="4,16,32,64")
     parser.add_argument("--step-seconds", default="20")
-    parser.add_argument("--timeout", type=float, default=150.0)
+    parser.add_argument("--timeout", type=float, default=240.0)
     opts = parser.parse_args()
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -133,7 +154,7 @@ def main() -> int:
                     "--step-seconds",
                     opts.step_seconds,
                     "--warmup",
-                    "2",
+                    str(WARMUP_S),
                     "--out",
                     f"{tmp}/run.jsonl",
                 ]
@@ -143,9 +164,14 @@ def main() -> int:
             engine = Engine(config, on_snapshot=app.snapshot_callback)
             app.attach(engine)
             levels = len(opts.steps.split(","))
-            taken = asyncio.run(drive(app, out, min_steps=levels - 1, timeout_s=opts.timeout))
-            engine.stop()
-            engine.wait(timeout=10)
+            try:
+                taken = asyncio.run(drive(app, engine, out, levels - 1, WARMUP_S, opts.timeout))
+            except NotCaptured as exc:
+                print(f"screenshots not taken: {exc}; try a longer --step-seconds", file=sys.stderr)
+                return 1
+            finally:
+                engine.stop()
+                engine.wait(timeout=10)
     finally:
         handle.stop()
     for svg, path in taken:  # written after the run: rendering PNGs must not take the run's CPU

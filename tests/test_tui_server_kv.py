@@ -65,8 +65,9 @@ def test_history_rows_show_sparklines_and_their_span() -> None:
     # running fills up then stays at its cap; waiting is empty for the first half, then grows to its top
     spark = running.split("384 ", 1)[1].split("  last")[0]
     assert spark[0] == "▁" and spark[-1] == "█" and len(spark) > 40
+    # one scale for both: 88 waiting beside 384 running draws a quarter high
     wait = waiting.split("88 ", 1)[1]
-    assert wait.startswith("▁") and wait.rstrip().endswith("█")
+    assert wait.startswith("▁") and wait.rstrip().endswith("▃")
     assert "4.50/s" in preempt and "(total 45)" in preempt and "█" in preempt
 
 
@@ -75,12 +76,33 @@ def test_a_short_panel_folds_the_history_then_drops_the_least_needed_rows() -> N
     assert any(line.startswith("running") for line in full) and any(
         line.startswith("sources") for line in full
     )
-    short = render_server(loaded(), 60, client=make_snapshot(level=512), height=7).plain.splitlines()
-    assert len(short) == 7
-    assert not any(line.startswith(("running", "waiting", "sources", "server tok/s")) for line in short)
-    assert any(line.startswith("requests      running 384  waiting 88") for line in short)
-    for kept in ("GPU0", "KV cache", "KV headroom", "preemptions"):
-        assert any(line.startswith(kept) for line in short), (kept, short)
+    # 7 rows stay with the history (GPU, KV, headroom, running, waiting, preemptions, server TTFT): at 6
+    # the history folds into one requests row, and the sources, token rates and prefix cache go.
+    short = render_server(loaded(), 60, client=make_snapshot(level=512), height=6).plain.splitlines()
+    assert [line[:14].strip() for line in short] == [
+        "GPU0 H200",
+        "KV cache",
+        "KV headroom",
+        "requests",
+        "preemptions",
+        "server TTFT",
+    ]
+    assert short[3].startswith("requests      running 384  waiting 88")
+
+
+def test_a_panel_a_little_short_keeps_the_history_and_drops_rates_and_sources() -> None:
+    lines = render_server(loaded(), 60, client=make_snapshot(level=512), height=8).plain.splitlines()
+    labels = [line[:14].strip() for line in lines]
+    assert labels == [
+        "GPU0 H200",
+        "KV cache",
+        "KV headroom",
+        "running",
+        "waiting",
+        "preemptions",
+        "prefix cache",
+        "server TTFT",
+    ]
 
 
 def make_app(level: int) -> RampApp:

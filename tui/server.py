@@ -1,8 +1,8 @@
 """Server and GPU state beside the client's numbers: GPU memory and utilisation per GPU, KV-cache usage
 and headroom (the cache in sequences of this profile, against the level), running / waiting requests and
 preemptions with their last minutes as sparklines, prefix-cache hit rate, the server's own TTFT and token
-rates. On a short panel the least needed rows give way (the sources when all are ok, the token rates...),
-and the sparklines fold into one requests row before the TTFT pairs go.
+rates. On a short panel the least needed rows give way (the sources when all are ok, the token rates, the
+prefix cache), then the sparklines fold into one requests row, and only then the TTFT pairs go.
 
 A value the sources did not provide is "n/a" with the failing source's reason, never a zero; each
 failing source has a row with its reason; a run with no telemetry at all says so. The server's TTFT sits
@@ -22,7 +22,7 @@ from loadgen.snapshot import KVHeadroom, ServerPoint, ServerTelemetry, Snapshot,
 from tui.format import source_reasons
 from tui.line import Piece, fit_line, piece
 from tui.panel import SnapshotPanel
-from tui.plot import resample, sparkline
+from tui.plot import blocks, resample, sparkline
 from tui.view import ViewState
 
 LABEL_W = 14
@@ -94,6 +94,10 @@ class ServerRows:
     def add(self, line: Text) -> None:
         self.lines.append(line)
         self.keeps.append(self.keep)
+
+    def needed(self, keep: int) -> int:
+        """How many rows stay once every row kept less than ``keep`` has given way."""
+        return sum(1 for k in self.keeps if k >= keep)
 
     def within(self, height: int) -> list[Text]:
         """The rows that fit ``height``: the lowest KEEP_* dropped first, the last of equals first."""
@@ -182,23 +186,40 @@ def headroom_row(rows: ServerRows, room: KVHeadroom | None, level: int | None) -
 
 
 def history_cells(
-    points: Sequence[ServerPoint], values: Sequence[float | None], width: int, basic: bool
+    points: Sequence[ServerPoint],
+    values: Sequence[float | None],
+    width: int,
+    basic: bool,
+    top: float | None = None,
 ) -> str:
-    """A sparkline of ``values`` (one per point) over the points' time span, ``width`` cells."""
+    """A sparkline of ``values`` (one per point) over the points' time span, ``width`` cells; ``top`` (the
+    full cell) shares one scale between rows, so one waiting request beside 64 running draws low."""
     known = [(p.t_s, v) for p, v in zip(points, values, strict=True) if v is not None]
     if width <= 0 or not known:
         return ""
     t0 = min(t for t, _ in known)
     cols = resample([t for t, _ in known], [v for _, v in known], t0, 0.0, width)
-    return sparkline(cols, basic=basic)
+    if top is None:
+        return sparkline(cols, basic=basic)
+    glyphs = blocks(basic)[1:]
+    cells = []
+    for value in cols:
+        if value is None:
+            cells.append(" ")
+        else:
+            level = int(value / top * (len(glyphs) - 1) + 0.5) if top > 0 else 0
+            cells.append(glyphs[min(len(glyphs) - 1, level)])
+    return "".join(cells)
 
 
 def history_rows(rows: ServerRows, server: ServerTelemetry, reason: str, basic: bool) -> None:
-    """Running and waiting, each with its last minutes as a sparkline; the span is named on the first row."""
+    """Running and waiting, each with its last minutes as a sparkline on one shared scale; the span is named
+    on the first row."""
     dim, strong = rows.dim, rows.strong
     points = server.history
     span = f"  last {fmt_duration(-points[0].t_s)}" if len(points) > 1 else ""
     spark_w = max(0, rows.width - LABEL_W - VALUE_W - 1 - len(span))
+    top = max((v for p in points for v in (p.running, p.waiting) if v is not None), default=0.0)
     for label, now, values, tail in (
         ("running", server.running, [p.running for p in points], span),
         ("waiting", server.waiting, [p.waiting for p in points], ""),
@@ -206,7 +227,7 @@ def history_rows(rows: ServerRows, server: ServerTelemetry, reason: str, basic: 
         if now is None:
             rows.row(label, (na(reason), dim))
             continue
-        cells = history_cells(points, values, spark_w, basic)
+        cells = history_cells(points, values, spark_w, basic, top)
         rows.row(label, (f"{fmt_gauge(now):>{VALUE_W}} ", strong), (cells, rows.style("spark")), (tail, dim))
 
 
@@ -370,11 +391,12 @@ def render_server(
     """The server/GPU rows; with ``client``, its last finished step's TTFT beside the server's over that
     step's window, so the gap between the two (network, HTTP, templating, the client itself) reads at a
     glance over one set of requests, and its level against the KV headroom. With ``height``, the rows that
-    fit it: the history sparklines fold into one requests row first, then the least needed rows go."""
+    fit it: the sources (when all are ok), token rates and prefix cache go first, then the history
+    sparklines fold into one requests row, then the TTFT pairs go."""
     if server is None:
         return Text("no telemetry source", style=(styles or {}).get("dim", Style.null()))
     rows = server_rows(server, width, styles or {}, client, history=True, basic=basic)
-    if height is not None and len(rows.lines) > height:
+    if height is not None and rows.needed(KEEP_HISTORY) > height:
         rows = server_rows(server, width, styles or {}, client, history=False, basic=basic)
     return Text("\n").join(rows.within(height) if height is not None else rows.lines)
 
