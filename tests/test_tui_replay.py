@@ -113,13 +113,17 @@ async def test_moving_between_steps_shows_each_steps_figures() -> None:
         await pilot.press("w")  # the whole run: every step's requests, from the merged histograms
         await settle(pilot)
         assert "whole run" in text_of(ttft) and f"n={sum(line['ok'] for line in lines)}" in text_of(ttft)
+        await pilot.press("w")  # back to the step's own window
 
         assert "mid-ramp note" in text_of(app.query_one(ThroughputPanel))
         assert "✕2" in text_of(app.query_one(CurvePanel))  # step 2 missed the SLO (its error rate)
         await pilot.press("left", "d")  # the step detail opens on the step looked at
         await pilot.pause()
         assert isinstance(app.screen, StepDetail) and app.screen.position == 0
-        await pilot.press("escape", "q")
+        await pilot.press("right", "escape")  # moved in the details: the console follows
+        await settle(pilot)
+        shows(1)
+        await pilot.press("q")
         await pilot.pause()
     assert app.return_code in (0, None)
 

@@ -196,7 +196,13 @@ class ReplayApp(RampApp):
     def action_step_detail(self) -> None:
         if isinstance(self.screen, DetailScreen):
             self.screen.dismiss(None)
-        self.push_screen(StepDetail(position=self.source.position))
+        detail = StepDetail(position=self.source.position)
+
+        def follow(_: None) -> None:  # the console stays on the step the details were moved to (← →)
+            if detail.position is not None:
+                self.look_at(detail.position)
+
+        self.push_screen(detail, follow)
 
     def action_cycle_window(self) -> None:
         """The step looked at, or the whole run: a record keeps no "last N s"."""
