@@ -29,7 +29,7 @@ from loadgen.profile import Pricing, Profile, ProfileError, load_profile
 from loadgen.run.detail import detail_path
 from loadgen.runchecks import check_urls, flag_problem, out_problem, plan_problem
 from loadgen.runflags import RunFlags, UsageError
-from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem, start_requests_file
+from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem
 from loadgen.target.tokenizer_file import tokenizer_problem
 from loadgen.types import Target
 
@@ -239,7 +239,6 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         raise UsageError(problem)
     if flags.find_max is not None and profile.slo.is_empty():
         raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
-    start_requests_file(flags.save_requests)
     return RunConfig(
         target=replace(_target(flags, url, profile), replicas=urls if len(urls) > 1 else ()),
         profile=profile,

@@ -136,20 +136,15 @@ def replay_plan(flags: RunFlags, source: Source | None) -> RampPlan | None:
 
 
 def save_requests_problem(flags: RunFlags) -> str | None:
-    """A ``--save-requests`` path that cannot be written (or would overwrite the file replayed)."""
+    """A ``--save-requests`` path that cannot be written, or exists (the workers create it as they send)."""
     path = flags.save_requests
     if path is None:
         return None
     if flags.requests and os.path.abspath(path) == os.path.abspath(flags.requests):
         return f"--save-requests {path} is the file --requests replays: save to another file"
+    if os.path.exists(path):
+        return f"--save-requests {path}: already exists; choose another path (saved requests are never overwritten)"
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"--save-requests {path}: no folder {folder}; create it or choose another path"
     return None
-
-
-def start_requests_file(path: str | None) -> None:
-    """Create (or empty) the ``--save-requests`` file once, before the workers append to it."""
-    if path is not None:
-        with open(path, "w", encoding="utf-8"):
-            pass

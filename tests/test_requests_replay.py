@@ -82,6 +82,8 @@ def test_the_file_decides_the_api_and_is_never_overwritten(tmp_path: Path) -> No
         resolve(RunFlags(requests=str(path), api="chat"), URL)
     with pytest.raises(UsageError, match="is the file --requests replays"):
         resolve(RunFlags(requests=str(path), save_requests=str(path)), URL)
+    with pytest.raises(UsageError, match="already exists; choose another path"):
+        resolve(RunFlags(save_requests=str(path)), URL)  # saved requests are never overwritten
     with pytest.raises(UsageError, match="no folder"):
         resolve(RunFlags(save_requests=str(tmp_path / "none" / "x.jsonl")), URL)
 

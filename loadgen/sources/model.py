@@ -11,6 +11,7 @@ reconstructible.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -163,7 +164,7 @@ class Source:
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
             "kind": self.kind,
-            "path": self.path,
+            "path": os.path.abspath(self.path),
             "content_hash": self.content_hash,
             "format": self.format,
             "count": self.count,
