@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from fault_servers import Flaws, openai_like
+from fault_servers import CountingProxy, Flaws, openai_like
 
 from loadgen.check import CheckReport, run_checks
 from loadgen.cli import main
@@ -149,6 +149,23 @@ def test_credentials_in_the_url_are_sent_as_a_header_and_never_shown(
     assert "(from Basic ***)" in shown  # the server got the URL's credentials as a Basic header
     assert "pa55word" not in shown and "alice:" not in shown and "YWxpY2U6cGE1NXdvcmQ" not in shown
     assert shown.startswith(f"ramp check {server.url} ")  # the URL shown without its credentials
+
+
+def test_the_sdk_goes_through_the_proxy_asked_for(capsys: pytest.CaptureFixture[str]) -> None:
+    server, proxy = openai_like(), CountingProxy().start()
+    try:
+        code = main(["check", server.url, "--proxy", proxy.url, "--ramp-seconds", "0"])
+    finally:
+        server.stop()
+        proxy.stop()
+    out = capsys.readouterr()
+    assert code == 0, out.out
+    assert f"through the proxy {proxy.url}" in out.err  # warned of before anything is sent
+    # The proxy notes each connection's first request: the probe's and the SDK's (models.list(), then kept
+    # alive for every later call) /v1/models, the edge client's /metrics, ramp's own client's chat (baseline).
+    seen = " ".join(proxy.lines)
+    assert seen.count("GET " + server.url + "/v1/models") == 2 and "GET " + server.url + "/metrics" in seen
+    assert seen.count("POST " + server.url + "/v1/chat/completions") == 1, proxy.lines
 
 
 def test_unreachable_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
