@@ -255,7 +255,7 @@ class ServerTelemetry:
     gpus: tuple[GPUSample, ...] = ()
     sources: Mapping[str, str] = EMPTY  # source name -> "ok" or the reason it is n/a
     kv_headroom: KVHeadroom | None = None  # the KV cache in sequences of this profile; None: not known
-    history: tuple[ServerPoint, ...] = ()  # running / waiting / preemptions over the last minutes, oldest first
+    history: tuple[ServerPoint, ...] = ()  # running / waiting / preemptions, last minutes, oldest first
 
 
 @dataclass(frozen=True, slots=True)
