@@ -39,14 +39,27 @@ LAST = (
 )
 
 
-def serve(tick_ms: float) -> None:
+# What a managed endpoint adds to every answer (--ratelimit-headers): the client keeps them per response.
+RATELIMIT_HEADERS = {
+    "x-ratelimit-limit-requests": "10000",
+    "x-ratelimit-remaining-requests": "9999",
+    "x-ratelimit-reset-requests": "6ms",
+    "x-ratelimit-limit-tokens": "30000000",
+    "x-ratelimit-remaining-tokens": "29999000",
+    "x-ratelimit-reset-tokens": "2ms",
+}
+
+
+def serve(tick_ms: float, ratelimit: bool = False) -> None:
     from aiohttp import web
+
+    extra = RATELIMIT_HEADERS if ratelimit else {}
 
     async def handle(req: web.Request) -> web.StreamResponse:
         body = await req.json()
         tokens = int(body["max_tokens"])
         burst = bool(body.get("burst"))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", **extra})
         await resp.prepare(req)
         if burst:
             await resp.write(ROLE + CHUNK * (tokens - 1) + LAST % tokens)
@@ -215,10 +228,15 @@ def main() -> None:
     parser.add_argument("--tick-ms", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    parser.add_argument(
+        "--ratelimit-headers",
+        action="store_true",
+        help="the server sends six x-ratelimit-* headers per answer",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.tick_ms)
+        serve(args.tick_ms, args.ratelimit_headers)
         return
     run: Callable[[Coroutine[object, object, dict[str, float]]], dict[str, float]] = asyncio.run
     if args.loop == "uvloop":
@@ -228,7 +246,8 @@ def main() -> None:
     bench_sse()
     asyncio.run(bench_timeouts())
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--tick-ms", str(args.tick_ms)],
+        [sys.executable, __file__, "--serve", "--tick-ms", str(args.tick_ms)]
+        + (["--ratelimit-headers"] if args.ratelimit_headers else []),
         stdout=subprocess.PIPE,
         text=True,
     )
