@@ -95,7 +95,10 @@ def test_plain_text_lines(tmp_path: Path) -> None:
     path = write(tmp_path / "prompts.txt", "first prompt\n\n  \nsecond prompt\n")
     source = load_dataset(DatasetOptions(path))
     assert source.format == "text"
-    assert [(c.turns[0].user, c.line) for c in source.conversations] == [("first prompt", 1), ("second prompt", 4)]
+    assert [(c.turns[0].user, c.line) for c in source.conversations] == [
+        ("first prompt", 1),
+        ("second prompt", 4),
+    ]
     # no extension, not JSON: text too
     assert load_dataset(DatasetOptions(write(tmp_path / "plain", "just words\n"))).format == "text"
 
@@ -104,13 +107,25 @@ def test_plain_text_lines(tmp_path: Path) -> None:
     ("name", "content", "expected"),
     [
         ("bad.jsonl", '{"conversations": []}\n{"conversations": [\n', "bad.jsonl:2: json: not valid JSON"),
-        ("who.jsonl", [{"conversations": [{"from": "robot", "value": "x"}]}], "who.jsonl:1: conversations[0].from"),
-        ("val.jsonl", [{"conversations": [{"from": "human", "value": 3}]}], "val.jsonl:1: conversations[0].value"),
+        (
+            "who.jsonl",
+            [{"conversations": [{"from": "robot", "value": "x"}]}],
+            "who.jsonl:1: conversations[0].from",
+        ),
+        (
+            "val.jsonl",
+            [{"conversations": [{"from": "human", "value": 3}]}],
+            "val.jsonl:1: conversations[0].value",
+        ),
         ("role.jsonl", [{"messages": [{"role": "boss", "content": "x"}]}], "role.jsonl:1: messages[0].role"),
         ("mt.jsonl", [{"prompt": "x"}, {"prompt": "y", "max_tokens": 0}], "mt.jsonl:2: max_tokens"),
         ("what.jsonl", [{"text": "x"}], "what.jsonl:1: neither 'conversations' (ShareGPT) nor"),
         ("none.jsonl", [{"conversations": []}], "none.jsonl: no usable sharegpt record"),
-        ("arr.json", '[{"conversations": [{"from": "human"}]}]', "arr.json: record #1: conversations[0].value"),
+        (
+            "arr.json",
+            '[{"conversations": [{"from": "human"}]}]',
+            "arr.json: record #1: conversations[0].value",
+        ),
         ("empty.txt", "\n\n", "empty.txt: no usable text record"),
     ],
 )
@@ -124,7 +139,9 @@ def test_bad_files_are_one_line_errors_with_file_line_and_field(
 
 def test_not_utf8_and_missing_files(tmp_path: Path) -> None:
     (tmp_path / "latin.txt").write_bytes(b"ok\ncaf\xe9\n")
-    assert refused(str(tmp_path / "latin.txt")).endswith("latin.txt:2: not UTF-8 text (byte 6); save it as UTF-8")
+    assert refused(str(tmp_path / "latin.txt")).endswith(
+        "latin.txt:2: not UTF-8 text (byte 6); save it as UTF-8"
+    )
     assert "cannot read" in refused(str(tmp_path / "nope.jsonl"))
     assert "--dataset-format names the format" in str(
         pytest.raises(UsageError, resolve, RunFlags(dataset_format="text"), URL).value
@@ -150,9 +167,17 @@ def test_a_profile_dataset_table_reads_a_file_beside_it(tmp_path: Path) -> None:
     assert profile.replay is not None and profile.replay.dataset is not None
     assert profile.replay.dataset.max_tokens == 5 and profile.replay.dataset.sampling == "random"
     described = profile.to_dict()["replay"]
-    assert isinstance(described, dict) and described["kind"] == "dataset" and len(str(described["content_hash"])) == 64
-    with pytest.raises(ProfileError, match=r"p.toml:3: \[dataset\] key 'histroy': unknown key; did you mean 'history'"):
-        parse_profile('[dataset]\npath = "x"\nhistroy = "server"\n[[bucket]]\ninput = 1\noutput = 1\n', display="p.toml")
+    assert (
+        isinstance(described, dict)
+        and described["kind"] == "dataset"
+        and len(str(described["content_hash"])) == 64
+    )
+    with pytest.raises(
+        ProfileError, match=r"p.toml:3: \[dataset\] key 'histroy': unknown key; did you mean 'history'"
+    ):
+        parse_profile(
+            '[dataset]\npath = "x"\nhistroy = "server"\n[[bucket]]\ninput = 1\noutput = 1\n', display="p.toml"
+        )
     # a --dataset flag beats the table's file and keeps its options
     other = write(tmp_path / "other.txt", "x\ny\n")
     config = resolve(RunFlags(profile=str(profile_path), dataset=other), URL)
@@ -223,7 +248,9 @@ def test_sequential_sampling_gives_each_worker_its_share_and_wraps(tmp_path: Pat
 
     def sent(worker: int, n: int) -> list[str]:
         w = Workload(config.profile, EXACT, "m", seed=1, worker=worker)
-        return [s.messages[-1][1] for s in (w.new_session(random.Random(0)).next_request() for _ in range(n)) if s]
+        return [
+            s.messages[-1][1] for s in (w.new_session(random.Random(0)).next_request() for _ in range(n)) if s
+        ]
 
     assert sent(0, 4) == ["prompt 0", "prompt 2", "prompt 4", "prompt 0"]
     assert sent(1, 3) == ["prompt 1", "prompt 3", "prompt 1"]
