@@ -22,7 +22,7 @@ from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
 # (heading, width): the columns after the replica's name, when the panel is wide enough for them all
-COLUMNS = (("req", 7), ("tok/s", 7), ("TTFT p50/p95", 13), ("err", 6), ("KV", 5))
+COLUMNS = (("req", 7), ("tok/s", 7), ("TTFT p50/p95", 13), ("err", 6), ("KV", 7))
 NAME_W = 2
 TABLE_W = NAME_W + sum(w for _, w in COLUMNS)
 
@@ -100,9 +100,9 @@ class ReplicasPanel(SnapshotPanel):
 
     DEFAULT_CSS = """
     ReplicasPanel { display: none; }
-    ReplicasPanel .replicas--dim { color: $text-muted; }
-    ReplicasPanel .replicas--strong { text-style: bold; }
-    ReplicasPanel .replicas--bad { color: $error; text-style: bold; }
+    .replicas--dim { color: $text-muted; }
+    .replicas--strong { text-style: bold; }
+    .replicas--bad { color: $error; text-style: bold; }
     """
     COMPONENT_CLASSES = {"replicas--dim", "replicas--strong", "replicas--bad"}
 
