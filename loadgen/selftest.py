@@ -349,7 +349,7 @@ def _start_ray(address: str | None) -> bool:
     import logging
 
     ray.init(
-        address=address or None, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+        address=address or None, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
     )
     return True
 

@@ -60,13 +60,15 @@ def sim() -> Iterator[Any]:
     handle.stop()
 
 
-def config(url: str, out: Path, ray: str | None, plan: RampPlan | None = None, level: int = 8) -> RunConfig:
+def config(
+    url: str, out: Path, ray: str | None, plan: RampPlan | None = None, level: int = 8, workers: int = 2
+) -> RunConfig:
     return RunConfig(
         target=Target(url=url, api="chat"),
         profile=PROFILE,
         plan=plan,
         level=level,
-        workers=2,
+        workers=workers,
         out=str(out),
         seed=11,
         telemetry=False,
@@ -137,6 +139,18 @@ def test_a_killed_actor_is_reported_and_the_run_goes_on(cluster: Any, sim: Any, 
     assert "Ray actor died" in lost["why"]
     assert any("worker 1 lost" in m for m in outcome.steps[-1].marks)
     assert not [a for a in cluster.util.list_named_actors() if a.startswith("ramp-worker-")]
+
+
+@needs_ray
+def test_more_workers_than_the_cluster_has_cpus_is_a_setup_error(
+    cluster: Any, sim: Any, tmp_path: Path
+) -> None:
+    outcome = run(config(sim.url, tmp_path / "big.jsonl", "", workers=3), 30.0)
+    assert outcome.state == "failed"
+    assert (
+        outcome.message
+        == "--ray: the cluster has 2 CPUs for 3 workers of 1 CPU each: lower --workers or add nodes"
+    )
 
 
 def test_a_killed_worker_process_is_reported_and_the_run_goes_on(sim: Any, tmp_path: Path) -> None:

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from loadgen.config import RunConfig, SetupError
 from loadgen.run.fleet import READY_S, Fleet, host_table, worker_specs
-from loadgen.run.protocol import Flush, WorkerCommand, WorkerMessage
+from loadgen.run.protocol import Flush, StopLoad, WorkerCommand, WorkerMessage
 from loadgen.run.worker import WorkerSpec, serve
+from loadgen.target.http import scrub
 
 if TYPE_CHECKING:
     from loadgen.run.health import BoundJudge
@@ -45,6 +46,7 @@ INSTALL_HINT = "--ray needs Ray: pip install 'llm-ramp[ray]'"
 TAKE_S = 0.5  # an actor's long poll: it answers at once when it has messages, else after this
 PINGS = 5  # round trips per actor measured at setup
 ACTOR_CONCURRENCY = 4  # a long poll and the commands at the same time
+ORPHAN_S = 15.0  # an actor whose driver has not polled it for this long stops its load and exits
 
 
 def import_ray() -> ModuleType:
@@ -76,6 +78,7 @@ class WorkerActor:
         self.lock = threading.Lock()
         self.next_seq = 0
         self.early: dict[int, WorkerCommand] = {}  # commands that overtook an earlier one
+        self.polled = time.monotonic()  # the driver's last long poll
 
     def where(self) -> tuple[str, int]:
         return platform.node(), os.getpid()
@@ -85,7 +88,18 @@ class WorkerActor:
 
     def start(self, spec: WorkerSpec, cpus: str = "") -> None:
         """Start the worker; ``cpus`` ("0,1"): pin its loop's thread to one of them (the selftest does)."""
+        self.polled = time.monotonic()
         threading.Thread(target=self.serve, args=(spec, cpus), name="ramp-worker", daemon=True).start()
+        threading.Thread(target=self.watch_driver, name="ramp-orphan-watch", daemon=True).start()
+
+    def watch_driver(self) -> None:
+        """Ray ends a dead driver's actors; should it not (a partitioned node), the silence does: no long
+        poll for ``ORPHAN_S`` means nobody measures this load, so it stops and the actor exits."""
+        while not self.finished.wait(1.0):
+            if time.monotonic() - self.polled > ORPHAN_S:
+                self.commands.put(StopLoad(True))
+                self.finished.wait(10.0)
+                os._exit(0)
 
     def serve(self, spec: WorkerSpec, cpus: str) -> None:
         allowed = [int(c) for c in cpus.split(",") if c.strip()]
@@ -106,6 +120,7 @@ class WorkerActor:
 
     def take(self, timeout_s: float) -> tuple[list[WorkerMessage], bool]:
         """The worker's messages (waiting up to ``timeout_s`` for the first) and whether it has ended."""
+        self.polled = time.monotonic()
         items: list[WorkerMessage] = []
         try:
             items.append(self.outbox.get(timeout=timeout_s))
@@ -161,14 +176,20 @@ class RayFleet(Fleet):
                     address=self.address,
                     include_dashboard=False,
                     log_to_driver=False,  # the workers' output must not tear the console's screen
-                    logging_level=logging.WARNING,
+                    logging_level=logging.ERROR,  # its notices would tear the console too
                 )
             except Exception as exc:
-                raise SetupError(f"--ray: cannot reach the Ray cluster ({exc})") from None
+                raise SetupError(f"--ray: cannot reach the Ray cluster ({scrub(str(exc))})") from None
             self.started_ray = True
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        total = ray.cluster_resources().get("CPU", 0)
+        if total < self.size:
+            raise SetupError(
+                f"--ray: the cluster has {total:g} CPUs for {self.size} workers of 1 CPU each: "
+                "lower --workers or add nodes"
+            )
         self.group = group = placement_group([{"CPU": 1}] * self.size, strategy="SPREAD")
         try:
             ray.get(group.ready(), timeout=READY_S)
@@ -198,7 +219,7 @@ class RayFleet(Fleet):
                 rtts.append(time.monotonic_ns() - t0)
         return {
             "kind": self.kind,
-            "address": self.address or "local",
+            "address": scrub(self.address) if self.address else "local",  # never a password in a record
             "workers": self.size,
             "hosts": host_table(self.hosts, self.size),
             "actors": list(self.names),
