@@ -70,8 +70,14 @@ Schema (every key below is the complete list; any other key is an error)::
     gpu_usd_per_hour = 3.5             # or price the hardware: cost per 1M output tokens from throughput
     gpus = 1
 
+    [dataset]                          # optional: replay a dataset instead of the buckets' prompts
+    path = "conversations.jsonl"       #   (keys: loadgen.profile.source; formats: loadgen.sources.dataset)
+    [trace]                            # optional: replay a timestamped trace (loadgen.sources.trace)
+    path = "mooncake.jsonl"
+
 The package: ``model`` (the frozen records and ``ProfileError``), ``load`` (finding, decoding and validating
-a file), ``fields`` (typed getters and the key-line locator), ``ramp`` (the ``[ramp]`` table). Built-in
+a file), ``fields`` (typed getters and the key-line locator), ``ramp`` (the ``[ramp]`` table), ``source`` (the ``[dataset]`` and ``[trace]``
+tables). Built-in
 profiles live in ``profiles/*.toml``, installed as the package ``loadgen.builtin_profiles``.
 """
 

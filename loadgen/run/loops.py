@@ -7,7 +7,9 @@ stop, or cancels them (counted as cancelled, never as errors or successes).
 Open loop: sessions arrive on a schedule (constant, Poisson or gamma inter-arrival times) computed as
 absolute target times from a seeded generator; each request's latency is measured from that intended time,
 and the gap to the real send is the schedule lag. With a concurrency cap, arrivals beyond it wait in a
-client-side queue, and their wait counts in their latency (no coordinated omission).
+client-side queue, and their wait counts in their latency (no coordinated omission). A replayed trace or
+request file brings its own times instead (``Workload.schedule``): each of the worker's items is sent at
+its offset divided by the time scale the rate stands for, from the (re)start of the load.
 
 Backoff (``Backoff``) is a closed-loop user's: after a refused connection or a refusal (429, 5xx, 401/403)
 it pauses before its next request, and a ``Retry-After`` is honoured. Open-loop arrivals keep their
