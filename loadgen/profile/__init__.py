@@ -76,9 +76,9 @@ Schema (every key below is the complete list; any other key is an error)::
     path = "mooncake.jsonl"
 
 The package: ``model`` (the frozen records and ``ProfileError``), ``load`` (finding, decoding and validating
-a file), ``fields`` (typed getters and the key-line locator), ``ramp`` (the ``[ramp]`` table), ``source`` (the ``[dataset]`` and ``[trace]``
-tables). Built-in
-profiles live in ``profiles/*.toml``, installed as the package ``loadgen.builtin_profiles``.
+a file), ``fields`` (typed getters and the key-line locator), ``ramp`` (the ``[ramp]`` table), ``source``
+(the ``[dataset]`` and ``[trace]`` tables). Built-in profiles live in ``profiles/*.toml``, installed as the
+package ``loadgen.builtin_profiles``.
 """
 
 from __future__ import annotations
