@@ -78,8 +78,11 @@ def test_one_row_per_counted_request_in_time_order(sim: Any, tmp_path: Path) -> 
             if r["outcome"] == "error":
                 errors[r["error_kind"]] = errors.get(r["error_kind"], 0) + 1
         assert errors == step["errors"]
-        # every row was sent inside the step's measurement window (host monotonic clock)
-        assert all(step["window_t0_ns"] <= int(r["intended_ns"]) <= step["window_t1_ns"] for r in mine)
+        # every row was due inside the step's measurement window (host monotonic clock): from its start, and
+        # up to its end plus the moment its worker took the closing flush (a request sent before that is the
+        # step's; a loaded machine delays the flush by milliseconds, a second is far beyond it)
+        t0, t1 = step["window_t0_ns"], step["window_t1_ns"] + 1_000_000_000
+        assert all(t0 <= int(r["intended_ns"]) <= t1 for r in mine)
     assert any(r["outcome"] == "error" for r in rows), "the simulator injects errors: some rows say so"
     for r in rows:
         times = [int(r[k]) for k in ("intended_ns", "sent_ns", "first_token_ns", "end_ns") if r[k]]
