@@ -214,12 +214,17 @@ def fresh_seed() -> int:
     return secrets.randbits(32)
 
 
-def resolve(flags: RunFlags, url: str) -> RunConfig:
-    """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
-    urls, problem = check_urls(url, flags.urls)  # several replicas as one target: A,B or --url A --url B
+def _urls(url: str, flags: RunFlags) -> tuple[str, ...]:
+    """The target's URLs: ``url`` (``A,B`` for several replicas) and each ``--url``, checked."""
+    urls, problem = check_urls(url, flags.urls)
     if problem is not None:
         raise UsageError(problem)
-    url = urls[0]
+    return urls
+
+
+def resolve(flags: RunFlags, url: str) -> RunConfig:
+    """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
+    urls = _urls(url, flags)
     profile = replay_profile(flags, _profile(flags.profile))  # --dataset, --trace, --requests (sourceargs)
     problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
     if problem is not None:
@@ -240,7 +245,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
     if flags.find_max is not None and profile.slo.is_empty():
         raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
     return RunConfig(
-        target=replace(_target(flags, url, profile), replicas=urls if len(urls) > 1 else ()),
+        target=replace(_target(flags, urls[0], profile), replicas=urls if len(urls) > 1 else ()),
         profile=profile,
         plan=shape.plan,
         mode=shape.mode,

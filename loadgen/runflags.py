@@ -134,13 +134,7 @@ def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     """The flags of a run (``url``: with the positional URL); their defaults are ``RunFlags``' own."""
     d = _DEFAULT
     if url:
-        p.add_argument(
-            "url",
-            nargs="?",
-            default="",
-            help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (several replicas: A,B)",
-        )
-        _add_replica_flags(p)
+        _add_url_flags(p)
     p.add_argument(
         "--profile", default=d.profile, help="built-in profile name or a .toml file (default: chat)"
     )
@@ -262,8 +256,15 @@ def _add_detail_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_replica_flags(p: argparse.ArgumentParser) -> None:
-    """Several replicas as one target (``loadgen.run.replicas``); none: the positional URL alone."""
+def _add_url_flags(p: argparse.ArgumentParser) -> None:
+    """The target: the positional URL and, for several replicas as one target (``loadgen.run.replicas``),
+    ``--url`` once per replica."""
+    p.add_argument(
+        "url",
+        nargs="?",
+        default="",
+        help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (several replicas: A,B)",
+    )
     p.add_argument(
         "--url",
         dest="urls",
