@@ -19,7 +19,7 @@ from tui_fakes import FakeEngine, make_snapshot
 
 from loadgen.config import RampPlan, RunConfig, RunOutcome
 from loadgen.profile import parse_profile
-from loadgen.record import read_record
+from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
 from loadgen.runargs import resolve
 from loadgen.runchecks import check_urls
@@ -122,8 +122,9 @@ def test_both_replicas_serve_and_their_figures_sum_to_the_step(
     # What the simulators say they served: both did, and no more than the client sent them in the run.
     served = [len(a.ground_truth()), len(b.ground_truth())]
     assert all(n >= r["ok"] for n, r in zip(served, replicas, strict=True)), (served, replicas)
-    # The step read back from the record keeps its breakdown.
+    # The step line reads back into the same breakdown the engine reported.
     (summary,) = outcome.steps
+    assert step_from_line(step).replicas == summary.replicas
     assert [(r.name, r.ok) for r in summary.replicas] == [(r["name"], r["ok"]) for r in replicas]
 
 
