@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,11 +147,10 @@ def test_a_trace_is_one_open_loop_step_per_pass_and_steps_are_time_scales(tmp_pa
 
 def test_shared_hash_ids_are_the_same_text_and_others_differ(tmp_path: Path) -> None:
     path = write(tmp_path / "t.jsonl", mooncake(3, 10, [[1, 2], [1, 3], [9]]))
-    profile = resolve(RunFlags(trace=path), URL).profile
-    assert profile.replay is not None
-    profile = type(profile)(**{**{f: getattr(profile, f) for f in profile.__slots__}, "replay": profile.replay.__class__(
-        **{**{f: getattr(profile.replay, f) for f in profile.replay.__slots__}, "trace": TraceOptions(path, block_tokens=10)}
-    )})  # fmt: skip
+    trace = resolve(RunFlags(trace=path), URL).profile
+    assert trace.replay is not None
+    blocks_of_10 = replace(trace.replay, trace=TraceOptions(path, block_tokens=10))
+    profile = replace(trace, replay=blocks_of_10)
     workload = Workload(profile, EXACT, "m", seed=4)
     texts = [workload.scheduled_session(i, random.Random(i), i).next_request() for i in range(3)]
     words = [spec.messages[0][1].split() if spec else [] for spec in texts]
