@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
