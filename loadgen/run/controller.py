@@ -214,19 +214,14 @@ class Controller:
                 self.fleet.alive.add(wid)
             case WorkerFatal(worker_id=wid, message=text):
                 self.fleet.fatal.append(text)
-                self._worker_lost(wid)
+                if (lost := self.fleet.loss_event(wid)) is not None and self.status.live:
+                    self.record.event("worker_lost", lost)
+                    self._mark(f"worker {wid} lost ({lost['carried']} lost)")
                 self.live.recent_errors.append(f"worker {wid} died: {text}")
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
                 self.steps.fold(wid, window, delta, closed, current, msg.in_flight)
                 self.live.add(wid, delta, current)
                 self.record.detail.add(window, msg.rows)  # --save-requests-detail
-
-    def _worker_lost(self, wid: int) -> None:
-        """A worker died under load: the record says which, where and what load it carried; the step is marked."""
-        event = self.fleet.loss_event(wid)
-        if event is not None and self.status.state in ("running", "paused"):
-            self.record.event("worker_lost", event)
-            self._mark(f"worker {wid} lost ({event['carried']} lost)")
 
     def _report_complete(self, force: bool = False) -> None:
         for seg in self.steps.complete(force):
@@ -237,10 +232,8 @@ class Controller:
         if summary is None:
             return
         extra = timeline(summary, self.status.t0_ns, self.snapshots)  # what `ramp replay` draws over time
+        extra |= self.fleet.step_keys(seg.judges)  # Ray: each host's health, the flushes' round trips
         self.record.step(summary, seg.acc.encoded(), extra, seg.seg_id)  # and the per-request rows, if asked
-        fleet_step = self.fleet.step_report(summary.index, seg.judges)  # Ray: per-host health, flush delays
-        if fleet_step is not None:
-            self.record.event("fleet_step", fleet_step)
         self._early_stop(summary)
         self.wheel.reported(summary, seg.end is not None and seg.end.held)
         if self.wheel.finished_search is not None:

@@ -156,9 +156,9 @@ class Fleet(ABC):
         """Why the workers cannot start (one exited), while they are starting; None when none is known."""
         return None
 
-    def step_report(self, step: int, judges: Mapping[int, BoundJudge]) -> dict[str, object] | None:
-        """A step's fleet figures for the record (per host health, command delays), or None: nothing to add."""
-        return None
+    def step_keys(self, judges: Mapping[int, BoundJudge]) -> dict[str, object]:
+        """A step line's extra keys about the fleet (Ray: per host health, the flushes' round trips)."""
+        return {}
 
     # ---- shared -----------------------------------------------------------------------------------------
     def working(self) -> list[int]:

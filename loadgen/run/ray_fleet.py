@@ -10,7 +10,7 @@ answered about four times a second) travel over Ray — nothing per request or c
 Window edges: each worker cuts its window on its own clock when the flush arrives. The round trip of every
 flush (sent → the actor queued it for the worker) is measured; a window edge on any worker lies within that
 time of the controller's cut, so its p50/p99 is the edge's stated skew (the record's ``fleet`` header has
-the round trip measured at setup, each step's ``fleet_step`` event the flushes of that step).
+the round trip measured at setup, each step line's ``fleet`` the flushes since the previous step line).
 
 A dead actor or node (its long poll fails) is a lost worker (``Fleet.lose``), never a silent drop in load.
 Every actor is killed at the end of the run, whatever ended it; a driver that dies takes its actors with it
@@ -322,7 +322,7 @@ class RayFleet(Fleet):
         return list(self.local_pids)
 
     # ---- the record -------------------------------------------------------------------------------------
-    def step_report(self, step: int, judges: Mapping[int, BoundJudge]) -> dict[str, object] | None:
+    def step_keys(self, judges: Mapping[int, BoundJudge]) -> dict[str, object]:
         with self.rtt_lock:
             rtts, self.flush_rtts_ns = self.flush_rtts_ns, []
         hosts: dict[str, dict[str, float | int]] = {}
@@ -339,12 +339,12 @@ class RayFleet(Fleet):
             host["runq_wait_pct_max"] = round(
                 max(float(host.get("runq_wait_pct_max", 0.0)), judge.wait_max), 1
             )
-        return {
-            "step": step,
+        fleet = {
             "flush_rtt_ms": percentiles_ms(rtts),  # this step's window edges: their skew is within these
             "hosts": hosts,
             "lost_workers": sorted(self.lost),
         }
+        return {"fleet": fleet}
 
     # ---- the end ----------------------------------------------------------------------------------------
     def join(self) -> None:
