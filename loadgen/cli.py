@@ -25,10 +25,11 @@ import argparse
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 
 from loadgen import __version__
-from loadgen.check import DESCRIPTION as CHECK_HELP
-from loadgen.check import add_check_flags
+from loadgen.check.flags import DESCRIPTION as CHECK_HELP
+from loadgen.check.flags import add_check_flags
 from loadgen.config import RunOutcome
 from loadgen.headless import finish, reachable, run_headless
 from loadgen.launch_cmd import DESCRIPTION as LAUNCH_DESCRIPTION
@@ -71,7 +72,22 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("action", nargs="?", choices=["list", "show"], default="list")
     prof.add_argument("name", nargs="?")
 
-    rep = sub.add_parser(
+    _add_record_commands(sub.add_parser)
+    _add_selftest(sub.add_parser)
+    add_launch_flags(sub.add_parser("launch", help=LAUNCH_HELP, description=LAUNCH_DESCRIPTION))
+    check = sub.add_parser(
+        "check", help="spot-check a deployment through the OpenAI SDK", description=CHECK_HELP
+    )
+    add_check_flags(check)
+
+    replay = sub.add_parser("replay", help="the console on a finished record: ← → between its steps")
+    replay.add_argument("file", metavar="RECORD", help="a run record (JSONL)")
+    return parser
+
+
+def _add_record_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """The commands that read records: ``report`` and ``compare``."""
+    rep = add_parser(
         "report", help="a record's step table, or CSV, JSON, Markdown, HTML, the curve as PNG/SVG"
     )
     rep.add_argument("files", nargs="+", metavar="RECORD", help="run records; several: rows/curves of each")
@@ -83,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("-o", "--out", default=None, metavar="FILE", help="write to FILE instead of stdout")
 
-    cmp = sub.add_parser(
+    cmp = add_parser(
         "compare",
         help="runs side by side, level by level, refused unless only the varied conditions differ",
     )
@@ -102,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
 
-    st = sub.add_parser("selftest", help="the client's own ceiling against the simulator's fast mode")
+
+def _add_selftest(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    st = add_parser("selftest", help="the client's own ceiling against the simulator's fast mode")
     st.add_argument("--streams", default="256,1024", help="stream counts, e.g. 64,256,1024")
     st.add_argument("--workers", default="1", help="worker counts, e.g. 1,2")
     st.add_argument("--seconds", type=float, default=8.0)
@@ -116,14 +134,6 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument(
         "--ray", nargs="?", const="", default=None, metavar="ADDRESS", help="the workers as Ray actors"
     )
-
-    add_launch_flags(sub.add_parser("launch", help=LAUNCH_HELP, description=LAUNCH_DESCRIPTION))
-    check = sub.add_parser("check", help="spot-check a deployment through the OpenAI SDK", description=CHECK_HELP)
-    add_check_flags(check)
-
-    replay = sub.add_parser("replay", help="the console on a finished record: ← → between its steps")
-    replay.add_argument("file", metavar="RECORD", help="a run record (JSONL)")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,7 +191,7 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
 
         return replay_main(args.file)
     if args.command == "check":
-        from loadgen.check import check_main
+        from loadgen.check.main import check_main
 
         return check_main(args)
     if args.command == "selftest":

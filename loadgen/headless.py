@@ -21,21 +21,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from loadgen.analysis.baseline import (
-    THROUGHPUT,
-    live_differences,
-    load_baseline,
-    mismatch_warning,
-    slo_figure,
-    step_verdict,
-)
-from loadgen.analysis.baseline_words import verdict_cell
-from loadgen.analysis.runs import AnalysisError
 from loadgen.config import SLO, RunConfig, RunOutcome
 from loadgen.format import fmt_ms_wide, fmt_num_wide
 from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
-from loadgen.run.recording import planned_header
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.target.http import scrub
@@ -82,6 +71,7 @@ def run_headless(config: RunConfig) -> RunOutcome | None:
     """Run ``config`` to its end with progress on stderr; None if the engine did not finish. SIGINT, SIGTERM
     and SIGHUP stop it like Ctrl-C (``loadgen.run.signals``): the outcome then carries the signal."""
     from loadgen.run.engine import Engine
+    from loadgen.run.recording import planned_header
 
     if config.baseline is not None:
         warning = baseline_warning(config.baseline, planned_header(config))
@@ -241,6 +231,9 @@ def plain(message: str) -> str:
 
 def baseline_warning(path: str, header: Mapping[str, object]) -> str | None:
     """The conditions check of a run (its ``header``) against the baseline record at ``path``."""
+    from loadgen.analysis.baseline import live_differences, load_baseline, mismatch_warning
+    from loadgen.analysis.runs import AnalysisError
+
     try:
         run = load_baseline(path)
     except AnalysisError as exc:
@@ -253,6 +246,17 @@ def baseline_lines(
 ) -> list[str]:
     """Each step against the baseline at its level (out tok/s and the SLO's figure: better, worse or within
     noise), after the conditions check with what the run's record says it ran under."""
+    from loadgen.analysis.baseline import (
+        THROUGHPUT,
+        live_differences,
+        load_baseline,
+        mismatch_warning,
+        slo_figure,
+        step_verdict,
+    )
+    from loadgen.analysis.baseline_words import verdict_cell
+    from loadgen.analysis.runs import AnalysisError
+
     try:
         run = load_baseline(path)
     except AnalysisError as exc:
@@ -279,6 +283,8 @@ def _written_header(path: str | None) -> Mapping[str, object] | None:
 def _baseline_text(outcome: RunOutcome, config: RunConfig | None) -> str:
     if config is None or config.baseline is None:
         return ""
+    from loadgen.run.recording import planned_header
+
     slo = config.slo if config.slo is not None else config.profile.slo
     header = _written_header(outcome.record_path) or planned_header(config)
     return "\n" + "\n".join(baseline_lines(config.baseline, list(outcome.steps), slo, header)) + "\n"

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 from fault_servers import CountingProxy, Flaws, openai_like
 
-from loadgen.check import CheckReport, run_checks
+from loadgen.check.main import run_checks
+from loadgen.check.results import CheckReport
 from loadgen.cli import main
 from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.types import Target
