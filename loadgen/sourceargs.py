@@ -8,8 +8,9 @@ A trace or a request file runs in open loop at its own times: one step, one pass
 step's level is the arrival rate that pass offers (the schedule's mean rate times the scale), so the console
 and the record show req/s; the record's ``profile_content.replay`` names the file, its content hash and its
 rate at scale 1 (level / that rate = the scale). A step lasts its pass (window / scale) plus a half second for
-the last arrivals. With ``--level N`` (and no ``--open-loop``) the requests go out in order from N
-closed-loop users instead, the times ignored.
+the last arrivals. A pause ends the step; the resumed step replays the schedule from its start, as does a
+level set by hand (at the scale that rate stands for). With ``--level N`` (and no ``--open-loop``) the
+requests go out in order from N closed-loop users instead, the times ignored.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ text of the turn's output length. A turn's ``max_tokens``: ``[dataset] max_token
 ``use_output_len`` (the default), the record's own ``max_tokens`` or its recorded reply's length in tokens
 (estimated with the run's prompt sizer); else the profile's bucket output distribution.
 
+With ``--fit-context`` a dataset turn's ``max_tokens`` is lowered to fit the server's context (its recorded
+text is never cut: a turn whose prompt alone does not fit ends the session); a trace's prompt is shortened
+like a synthetic one.
+
 Traces: a prompt of ``input_length`` tokens opens with one block of ``block_tokens`` tokens per hash id (the
 block's text chosen from (seed, id) only, so requests that share ids share a prefix and the server's prefix
 cache hits), then fresh text; ``output_length`` is sent as ``max_tokens``.
