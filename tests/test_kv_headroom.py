@@ -155,5 +155,9 @@ def test_against_the_simulator_capacity_headroom_and_the_warning(tmp_path: Path)
         text.startswith("planned level 32 above ~16 sequences at this profile's 256") for text in warnings
     )
     eight, thirty_two = (s["server"] for s in rec.steps)
-    assert eight["waiting_max"] == 0 and not eight["preemptions"]
-    assert thirty_two["waiting_max"] > 0 or thirty_two["preemptions"] > 0  # what the warning said
+    # 8 sequences of 16 blocks hold at most half the cache, none preempted (a request may wait one engine
+    # step for its admission: waiting is not asserted here).
+    assert eight["kv_usage_max"] <= 0.55 and not eight["preemptions"]
+    # 32 fill it: what the warning said, many wait (or are preempted), as no more than ~19 fit at once
+    assert thirty_two["kv_usage_max"] >= 0.9
+    assert thirty_two["waiting_max"] >= 8 or thirty_two["preemptions"] > 0
