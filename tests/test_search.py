@@ -129,3 +129,28 @@ def test_a_request_is_good_when_it_meets_every_per_request_limit() -> None:
     assert not slo.good(ttft_ms=100, decode_tok_s=30, e2e_ms=11_000)
     assert not slo.good(ttft_ms=None, decode_tok_s=30, e2e_ms=5000)  # no first token: not good
     assert SLO(ttft_p99_ms=50).good(ttft_ms=40, decode_tok_s=None, e2e_ms=1e6)  # p99's limit without p95's
+
+
+def test_a_priced_run_records_each_steps_cost(sim: ProcessSimHandle, tmp_path: Path) -> None:
+    """Cost is in the record, per step (issue 11): checked by hand against the step's own counts."""
+    from loadgen.profile import Pricing
+
+    pricing = Pricing(
+        usd_per_1m_input=0.30,
+        usd_per_1m_output=1.20,
+        usd_per_1m_cache_read=0.03,
+        gpu_usd_per_hour=3.6,
+        gpus=2,
+    )
+    _, lines = run(sim, tmp_path, plan=RampPlan((2.0,), step_s=1.5, warmup_s=0.3), pricing=pricing)
+    (step,) = [line for line in lines if line.get("type") == "step"]
+    cost = step["cost"]
+    assert isinstance(cost, dict) and cost["task"] == "request"
+    # GPU hours: $3.60 x 2 GPUs = $0.002 per second of the step's window
+    assert cost["gpu"]["usd"] == pytest.approx(0.002 * step["stats_duration_s"], rel=1e-6)
+    assert cost["gpu"]["per_1m_output"] == pytest.approx(0.002 / step["out_tok_s"] * 1e6, rel=1e-6)
+    # the token bill: uncached prompt tokens at $0.30, cached at $0.03, output at $1.20 per 1M
+    uncached, cached = step["input_tokens"] - step["cached_tokens"], step["cached_tokens"]
+    bill = (uncached * 0.30 + cached * 0.03 + step["output_tokens"] * 1.20) / 1e6
+    assert cost["tokens"]["usd"] == pytest.approx(bill, rel=1e-6)
+    assert cost["tokens"]["per_task"] == pytest.approx(bill / step["ok"], rel=1e-6)

@@ -35,7 +35,7 @@ from loadgen.run.protocol import (
     WorkerReady,
 )
 from loadgen.run.ray_fleet import RayFleet
-from loadgen.run.recording import RunRecord, timeline
+from loadgen.run.recording import RunRecord, cost_keys, timeline
 from loadgen.run.setup import prepare
 from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
@@ -231,7 +231,7 @@ class Controller:
         summary = self.steps.summarize(seg, self.slo)
         if summary is None:
             return
-        extra = timeline(summary, self.status.t0_ns, self.snapshots)  # what `ramp replay` draws over time
+        extra = timeline(summary, self.status.t0_ns, self.snapshots) | cost_keys(summary, self.config)
         extra |= self.fleet.step_keys(seg.judges)  # Ray: each host's health, the flushes' round trips
         self.record.step(summary, seg.acc.encoded(), extra, seg.seg_id)  # and the per-request rows, if asked
         self._early_stop(summary)

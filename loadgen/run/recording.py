@@ -10,6 +10,7 @@ import platform
 import re
 from collections.abc import Mapping
 
+from loadgen.analysis.cost import Costs, step_cost, task_turns
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
 from loadgen.run.detail import RequestDetail, detail_path
@@ -105,6 +106,24 @@ def timeline(summary: StepSummary, run_t0_ns: int, snapshots: SnapshotBuilder) -
     from."""
     started_s = (summary.window_t0_ns - run_t0_ns) / 1e9 - summary.warmup_s
     return {"started_s": round(started_s, 3), "series": snapshots.take_series()}
+
+
+def cost_keys(summary: StepSummary, config: RunConfig) -> dict[str, object]:
+    """A priced run's step line: what the step cost (``loadgen.analysis.cost``), on each basis the pricing
+    has: ``gpu`` (GPU hours over the window) and ``tokens`` (the bill for its requests), each in USD, per 1M
+    output tokens and per task (a request, or a session of a multi-turn profile: ``task``)."""
+    if config.pricing is None:
+        return {}
+    turns = task_turns({"profile_content": config.profile.to_dict()})
+    found = step_cost(summary, config.pricing, turns)
+
+    def basis(costs: Costs | None) -> dict[str, float | None] | None:
+        if costs is None:
+            return None
+        return {"usd": costs.usd, "per_1m_output": costs.per_1m_output, "per_task": costs.per_task}
+
+    task = "request" if turns is None else "session"
+    return {"cost": {"gpu": basis(found.gpu), "tokens": basis(found.tokens), "task": task}}
 
 
 class RunRecord:
