@@ -207,6 +207,24 @@ class RayFleet(Fleet):
             self.actors.append(remote.options(name=name, scheduling_strategy=strategy).remote())
             self.names.append(name)
             self.seqs.append(0)
+        try:
+            rtts = self.locate(ray)
+        except ray.exceptions.RayError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise SetupError(f"--ray: the workers' actors did not start: {scrub(first)}") from None
+        return {
+            "kind": self.kind,
+            # the cluster joined (never a password in a record)
+            "address": scrub(self.address or ray.get_runtime_context().gcs_address),
+            "workers": self.size,
+            "hosts": host_table(self.hosts, self.size),
+            "actors": list(self.names),
+            # A window edge on any worker lies within one flush's round trip of the controller's cut.
+            "command_rtt_ms": percentiles_ms(rtts),
+        }
+
+    def locate(self, ray: ModuleType) -> list[int]:
+        """Where each actor runs, and the command round trips measured at setup (ns)."""
         where = ray.get([a.where.remote() for a in self.actors], timeout=READY_S)
         here = platform.node()
         self.hosts = {wid: host for wid, (host, _pid) in enumerate(where)}
@@ -217,15 +235,7 @@ class RayFleet(Fleet):
                 t0 = time.monotonic_ns()
                 ray.get(actor.ping.remote(), timeout=READY_S)
                 rtts.append(time.monotonic_ns() - t0)
-        return {
-            "kind": self.kind,
-            "address": scrub(self.address) if self.address else "local",  # never a password in a record
-            "workers": self.size,
-            "hosts": host_table(self.hosts, self.size),
-            "actors": list(self.names),
-            # A window edge on any worker lies within one flush's round trip of the controller's cut.
-            "command_rtt_ms": percentiles_ms(rtts),
-        }
+        return rtts
 
     # ---- start, commands --------------------------------------------------------------------------------
     def spawn(self, model: str, sizer: PromptSizer) -> None:
