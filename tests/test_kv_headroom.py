@@ -50,6 +50,24 @@ def test_capacity_from_a_real_vllm_cache_config() -> None:
     }
 
 
+SGLANG = """# HELP sglang:max_total_num_tokens Maximum total number of tokens
+# TYPE sglang:max_total_num_tokens gauge
+sglang:max_total_num_tokens{name="google/gemma-2-9b-it"} 161721.0
+# HELP sglang:num_running_reqs The number of running requests
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{name="google/gemma-2-9b-it"} 12.0
+"""
+
+
+def test_capacity_from_sglang_metrics() -> None:
+    """SGLang's /metrics (the names of its production_metrics docs): 161,721 tokens, no blocks."""
+    cond = conditions([Series("server", "ok", [parse_exposition(SGLANG, 1)])], {})
+    cap = capacity(cond)
+    assert cap is not None and cap.capacity_tokens == 161_721 and cap.source == "max_total_num_tokens"
+    room = headroom(cap, 2500.0, None)
+    assert room is not None and room.seqs_at_mean == 161_721 // 2500 == 64
+
+
 def test_capacity_from_sglang_and_from_a_tag_and_none_when_unknown() -> None:
     sglang = capacity({"runtime": "sglang", "kv_cache_tokens": 500_000, "block_size": 1})
     assert (
