@@ -173,6 +173,7 @@ def test_against_the_simulator_capacity_headroom_and_the_warning(tmp_path: Path)
         text.startswith("planned level 32 above ~16 sequences at this profile's 256") for text in warnings
     )
     eight, thirty_two = (s["server"] for s in rec.steps)
+    assert eight["kv_headroom_seqs"] == thirty_two["kv_headroom_seqs"] == 16  # each step line says it
     # 8 sequences of 16 blocks hold at most half the cache, none preempted (a request may wait one engine
     # step for its admission: waiting is not asserted here).
     assert eight["kv_usage_max"] <= 0.55 and not eight["preemptions"]

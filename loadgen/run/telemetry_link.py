@@ -124,12 +124,19 @@ class TelemetryLink:
             return True
 
     def window_summary(self, t0_ns: int, t1_ns: int) -> dict[str, float | None]:
+        """A step line's server figures, with ``kv_headroom_seqs``: the sequences of this profile the KV
+        cache holds at its mean context (beside the step's level, the record says whether it passed it)."""
         if self.hub is None:
             return {}
         try:
-            return dict(self.hub.window_summary(t0_ns, t1_ns))
+            out = dict(self.hub.window_summary(t0_ns, t1_ns))
         except Exception:
             return {}
+        room = self.kv_headroom()
+        out["kv_headroom_seqs"] = (
+            None if room is None or room.seqs_at_mean is None else float(room.seqs_at_mean)
+        )
+        return out
 
     def latest(self, step_t0_ns: int | None) -> ServerTelemetry | None:
         """The server panel's figures; with the measured step's start, its TTFT over that step too."""
