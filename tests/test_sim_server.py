@@ -358,3 +358,43 @@ async def test_openai_sdk_streams_chat_and_completions(sim: SimServer) -> None:
         assert [m.id for m in models.data] == ["sim-llama-8b"]
     finally:
         await sdk.close()
+
+
+def test_sigterm_cuts_the_open_streams_instead_of_holding_them(tmp_path: Path) -> None:
+    """`ramp sim` stopped mid-stream: its streams end at once (they used to hang, silent, for 60 s)."""
+    import json as _json
+    import signal as _signal
+    import socket as _socket
+    import subprocess as _subprocess
+    import sys as _sys
+
+    proc = _subprocess.Popen(
+        [_sys.executable, "-m", "loadgen.sim", "--preset", "h200-llama8b", "--port", "0", "--model", "m"],
+        stdout=_subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        host, port = proc.stdout.readline().split()[1].removeprefix("http://").split(":")
+        body = _json.dumps(
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5000,
+             "stream": True, "ignore_eos": True}
+        ).encode()  # fmt: skip
+        sock = _socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        got = b""
+        while b"data:" not in got:  # the headers, then the first chunks: streaming
+            got += sock.recv(65536)
+        proc.send_signal(_signal.SIGTERM)
+        sock.settimeout(20)  # under the old 60 s hold, well over the 1 s cut
+        while sock.recv(65536):
+            pass  # the rest of the stream until the server closes it
+        sock.close()
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -102,7 +102,9 @@ class SimServer:
         app.router.add_get("/flush_cache", self._flush_cache)
         app.router.add_get("/_sim/info", self._info)
         app.router.add_get("/_sim/ground_truth", self._ground_truth)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        # A stop ends the streams still open (as a server going down does) within a second, instead of
+        # holding them, silent, for aiohttp's default 60 s: the client sees the cut at once.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, backlog=4096)
         await site.start()
