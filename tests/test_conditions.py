@@ -196,3 +196,32 @@ def test_tags_the_telemetry_merged_into_server_conditions_are_read_once(tmp_path
     runs = [load_run(a, "A"), load_run(b, "B")]
     assert [d.key for d in differences(runs, [])] == ["model_revision"]
     assert "server:team" not in conditions_of(runs[0]) and "tag:team" in conditions_of(runs[0])
+
+
+def test_revision_from_a_local_model_directory(tmp_path: Path) -> None:
+    """A model served from a local directory: its git commit (loose or packed ref, or detached), or the commit
+    `huggingface-cli download --local-dir` left in its metadata."""
+    commit = "1f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c"
+    repo = tmp_path / "llama"
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "refs" / "heads" / "main").write_text(commit + "\n")
+    header = header_of(tmp_path, conditions={"model_path": str(repo)})
+    assert header["model_revision"] == commit
+    assert header["model_revision_source"] == "local model directory"
+    (repo / ".git" / "refs" / "heads" / "main").unlink()
+    (repo / ".git" / "packed-refs").write_text(f"# pack-refs with: peeled\n{commit} refs/heads/main\n")
+    assert header_of(tmp_path, conditions={"model_path": str(repo)})["model_revision"] == commit
+    (repo / ".git" / "HEAD").write_text(commit.replace("1", "2") + "\n")  # detached
+    assert header_of(tmp_path, conditions={"model_path": str(repo)})["model_revision"] == commit.replace(
+        "1", "2"
+    )
+    hf = tmp_path / "downloaded"
+    (hf / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (hf / ".cache" / "huggingface" / "download" / "config.json.metadata").write_text(f"{commit}\netag\n1.0\n")
+    assert header_of(tmp_path, conditions={"model_path": str(hf)})["model_revision"] == commit
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert header_of(tmp_path, conditions={"model_path": str(plain)})["model_revision"] is None
+    given = header_of(tmp_path, "--revision", "v9", conditions={"model_path": str(repo)})
+    assert given["model_revision"] == "v9" and given["model_revision_source"] == "given"

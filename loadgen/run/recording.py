@@ -15,6 +15,7 @@ from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
 from loadgen.run.detail import RequestDetail, detail_path
 from loadgen.run.replicas import replica_header
+from loadgen.run.revision import local_commit
 from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
 from loadgen.snapshot import StepSummary
@@ -29,13 +30,19 @@ def model_revision(
     tags: Mapping[str, str], server_conditions: Mapping[str, object | None]
 ) -> tuple[str | None, str | None]:
     """The model's revision and where it was learnt: given (``--revision``, ``--tag revision=``, a launched
-    server's ``--revision``), else the commit in the ``/v1/models`` root path; (None, None) when unknown."""
+    server's ``--revision``), else the commit in the ``/v1/models`` root path, else the commit of that path
+    as a local model directory (``loadgen.run.revision``); (None, None) when unknown."""
     given = tags.get("revision") or tags.get("model_revision")
     if given:
         return given, "given"
     path = server_conditions.get("model_path")
-    found = _SNAPSHOT.search(path) if isinstance(path, str) else None
-    return (found.group(1), "/v1/models root") if found else (None, None)
+    if not isinstance(path, str):
+        return None, None
+    found = _SNAPSHOT.search(path)
+    if found:
+        return found.group(1), "/v1/models root"
+    commit = local_commit(path)  # a model directory on this host (ramp launch, or a server beside ramp)
+    return (commit, "local model directory") if commit else (None, None)
 
 
 def _proxy(config: RunConfig) -> str | None:
