@@ -90,8 +90,9 @@ def test_a_ramp_with_telemetry_fills_the_panel_and_the_record(sim: Any, tmp_path
         )
         assert srv["server_ttft_p50_ms"] is not None and srv["kv_usage_max"] is not None
         assert srv["gpu_mem_used_max_mib"] is not None and srv["power_mean_w"] is not None
-    assert two["server"]["waiting_max"] == 0 and two["server"]["running_max"] <= 2
-    assert eight["server"]["running_max"] <= 4 and eight["server"]["waiting_max"] > 0
+    # 2 streams: at most one waiting a step for admission (a scrape can land there); 8 on 4 slots: ~4 wait.
+    assert two["server"]["waiting_max"] <= 1 and two["server"]["running_max"] <= 2
+    assert eight["server"]["running_max"] <= 4 and eight["server"]["waiting_max"] >= 2
     # The server's TTFT (from its engine's arrival) cannot exceed what the client saw by more than a
     # histogram bucket's width.
     assert eight["server"]["server_ttft_p50_ms"] <= eight["pct"]["ttft_ms"]["p50"] * 1.5 + 5
