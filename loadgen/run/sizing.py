@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from loadgen.config import Api, RunConfig, SetupError
+from loadgen.target.http import scrub
 from loadgen.target.tokenizer_file import LocalTokenizer, TokenizerFileError, load_tokenizer
 from loadgen.workload import (
     CALIBRATION_PASSES,
@@ -38,7 +39,7 @@ class SizerSource:
     sha256: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {"source": self.kind, "note": self.note, "path": self.path, "sha256": self.sha256}
+        return {"source": self.kind, "note": scrub(self.note), "path": self.path, "sha256": self.sha256}
 
 
 def _passes(passes: int) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from loadgen.target.connect import httpx_client
-from loadgen.target.http import target_url
+from loadgen.target.http import scrub, target_url
 from loadgen.types import Target
 
 if TYPE_CHECKING:
@@ -87,19 +87,20 @@ async def count_tokens(client: httpx.AsyncClient, url: str, body: Mapping[str, o
     """POST ``body`` to ``url`` (a ``/tokenize`` URL) and return the count; ``TokenizeError`` says why not."""
     import httpx
 
+    shown = scrub(url)  # the reason is kept (the record's sizer note): never with the URL's credentials
     try:
         response = await client.post(url, json=dict(body))
     except httpx.HTTPError as exc:
-        raise TokenizeError(f"{url}: {type(exc).__name__}: {exc}".rstrip(": ")) from None
+        raise TokenizeError(scrub(f"{shown}: {type(exc).__name__}: {exc}".rstrip(": "))) from None
     if response.status_code != 200:
-        raise TokenizeError(f"{url} returned HTTP {response.status_code}")
+        raise TokenizeError(f"{shown} returned HTTP {response.status_code}")
     try:
         reply = response.json()
     except ValueError:
-        raise TokenizeError(f"{url} returned a body that is not JSON") from None
+        raise TokenizeError(f"{shown} returned a body that is not JSON") from None
     count = read_count(reply)
     if count is None:
-        raise TokenizeError(f"{url} returned no token count")
+        raise TokenizeError(f"{shown} returned no token count")
     return count
 
 

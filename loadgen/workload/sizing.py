@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loadgen.config import APIS, Api
+from loadgen.target.http import scrub
 from loadgen.target.tokenize import TokenizeError, count_tokens, tokenize_body, tokenize_client, tokenize_url
 from loadgen.types import Target
 from loadgen.workload.text import VOCABULARY
@@ -118,7 +119,7 @@ async def calibrate_sizer(target: Target, model: str, api: Api) -> PromptSizer:
         return PromptSizer.estimate(api, note=f"estimate: {exc}")
     tokens_per_word = (c_long - c_short) / (long_words - short_words)
     if tokens_per_word <= 0:
-        return PromptSizer.estimate(api, note=f"estimate: {url} counts did not grow with the text")
+        return PromptSizer.estimate(api, note=f"estimate: {scrub(url)} counts did not grow with the text")
     overhead = c_short - tokens_per_word * short_words
     per_message = 0.0
     if c_pair is not None:
@@ -130,5 +131,5 @@ async def calibrate_sizer(target: Target, model: str, api: Api) -> PromptSizer:
         per_message_tokens=max(0, int(round(per_message))),
         exact=True,
         api=api,
-        note=f"fitted to {url}",
+        note=f"fitted to {scrub(url)}",  # the note reaches the record and the screen: no credentials
     )
