@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from proc_watch import cmdline, wait_for
-from tmux_harness import Pane, needs_tmux, ramp_cmd, record_lines, step_lines, wait_record
+from tmux_harness import Pane, needs_tmux, ramp_cmd, record_lines, step_lines, tmux, wait_record
 
 pytestmark = needs_tmux
 
@@ -40,14 +40,16 @@ def test_a_signal_stops_the_console_and_finishes_the_record(sig: signal.Signals,
     session = f"ramp-sig-{uuid.uuid4().hex[:8]}"
     shell = " ".join(f"'{c}'" for c in [*ramp_cmd(), *args])
     env = f"env TERM=xterm-256color COLUMNS=120 LINES=36 {shell}; echo EXIT=$?; sleep 30"
-    cmd = ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", "-c", os.getcwd(), env]
+    cmd = tmux(session, "new-session", "-d", "-s", session, "-x", "120", "-y", "36", "-c", os.getcwd(), env)
     subprocess.run(cmd, check=True)
     try:
         pane = Pane(session)
         wait_record(record, lambda p: len(step_lines(p)) >= 1, 60, "the first step line")
         shell_pid = int(
             subprocess.run(
-                ["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"], capture_output=True, text=True
+                tmux(session, "list-panes", "-t", session, "-F", "#{pane_pid}"),
+                capture_output=True,
+                text=True,
             ).stdout.split()[0]
         )
         ramp = wait_for(
@@ -63,4 +65,4 @@ def test_a_signal_stops_the_console_and_finishes_the_record(sig: signal.Signals,
         assert sig.name in str(end.get("message")), end
         assert len(step_lines(record)) >= 1
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+        subprocess.run(tmux(session, "kill-server"), capture_output=True, check=False)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rich.console import Console
+from tui_fakes import STEPS, make_snapshot, step
 
 from loadgen.cli import build_parser
 from loadgen.profile import Pricing
 from loadgen.runargs import build_config
 from loadgen.snapshot import StepSummary
-from tui_fakes import STEPS, make_snapshot, step
 from tui.steps import COST, GOOD, Pricer, StepsPanel, fitting_columns, render_steps_table
 
 URL = "http://127.0.0.1:9"

@@ -28,6 +28,13 @@ needs_tmux = pytest.mark.skipif(
 )
 
 
+def tmux(session: str, *args: str) -> list[str]:
+    """A tmux command on the session's own server (``-L``): tests never share one, so a test's server going
+    away as its last session ends cannot meet the next test's ``new-session`` ("server exited
+    unexpectedly")."""
+    return ["tmux", "-L", session, *args]
+
+
 def ramp_cmd() -> list[str]:
     exe = shutil.which("ramp")
     return [exe] if exe else [sys.executable, "-m", "loadgen.cli"]
@@ -39,12 +46,15 @@ class Pane:
 
     def capture(self) -> str:
         out = subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", self.session], capture_output=True, text=True, check=False
+            tmux(self.session, "capture-pane", "-p", "-t", self.session),
+            capture_output=True,
+            text=True,
+            check=False,
         )
         return out.stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.session, *keys], check=True)
+        subprocess.run(tmux(self.session, "send-keys", "-t", self.session, *keys), check=True)
 
     def wait_for(self, predicate: Callable[[str], bool], timeout: float, what: str) -> str:
         deadline = time.monotonic() + timeout
@@ -71,7 +81,10 @@ class Pane:
 
     def alive(self) -> bool:
         return (
-            subprocess.run(["tmux", "has-session", "-t", self.session], capture_output=True).returncode == 0
+            subprocess.run(
+                tmux(self.session, "has-session", "-t", self.session), capture_output=True
+            ).returncode
+            == 0
         )
 
 
@@ -82,11 +95,13 @@ def ramp_session(args: list[str], *, width: int = 120, height: int = 36) -> Iter
     shell = " ".join(f"'{c}'" for c in [*ramp_cmd(), *args])
     env = f"env TERM=xterm-256color COLUMNS={width} LINES={height} {shell}; sleep 30"
     size = ["-x", str(width), "-y", str(height)]
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, *size, "-c", os.getcwd(), env], check=True)
+    subprocess.run(
+        tmux(session, "new-session", "-d", "-s", session, *size, "-c", os.getcwd(), env), check=True
+    )
     try:
         yield Pane(session)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+        subprocess.run(tmux(session, "kill-server"), capture_output=True, check=False)
 
 
 def quit_run(pane: Pane, record: Path, timeout: float = 15.0) -> None:
