@@ -8,13 +8,12 @@ step line is an ``AnalysisError`` naming the file and the line.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loadgen.analysis.cost import StepCost, pricing_of, step_cost, task_turns
-from loadgen.analysis.runs import AnalysisError, Run
-from loadgen.record import JsonObject, RecordError, read_record, step_from_line
+from loadgen.analysis.runs import Run, read_steps
+from loadgen.record import JsonObject
 from loadgen.slo import best_step
 
 __all__ = ["ReportRun", "load_report_run"]
@@ -40,38 +39,9 @@ class ReportRun:
         return [e for e in self.events if e.get("kind") == "mark"]
 
 
-def _file_line(path: str, nth_step: int) -> int | str:
-    """The line number in the file of its ``nth_step`` step line (0-based), "?" when it cannot be found."""
-    seen = -1
-    try:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict) and obj.get("type") == "step":
-                    seen += 1
-                    if seen == nth_step:
-                        return number
-    except OSError:
-        pass
-    return "?"
-
-
 def load_report_run(path: str, label: str) -> ReportRun:
     """Read ``path`` for a report; ``label`` names it among several ("A", "B", ...)."""
-    try:
-        record = read_record(path)
-    except RecordError as exc:
-        raise AnalysisError(str(exc)) from None
-    steps = []
-    for n, line in enumerate(record.steps):
-        try:
-            steps.append(step_from_line(line))
-        except (TypeError, ValueError, KeyError) as exc:
-            where = _file_line(path, n)
-            raise AnalysisError(f"{path} line {where}: step line {n + 1} is damaged: {exc}") from None
+    record, steps = read_steps(path)
     run = Run(label=label, path=path, header=record.header, steps=tuple(steps), lines=tuple(record.steps))
     pricing, turns = pricing_of(record.header), task_turns(record.header)
     costs = {} if pricing is None else {s.index: step_cost(s, pricing, turns) for s in steps}

@@ -10,12 +10,13 @@ part-way measures nothing certain, so it is left out and counted as such.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from loadgen.format import fmt_setting
-from loadgen.record import JsonObject, RecordError, read_record, step_from_line
+from loadgen.record import JsonObject, Record, RecordError, read_record, step_from_line
 from loadgen.snapshot import StepSummary
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "level_key",
     "levels_of",
     "load_run",
+    "read_steps",
     "spread",
 ]
 
@@ -46,9 +48,28 @@ class Run:
     lines: tuple[JsonObject, ...]
 
 
-def load_run(path: str, label: str) -> Run:
-    """Read a record for analysis; raises ``AnalysisError`` for a missing file, a file that is not a record,
-    a damaged step line, or a record with no finished step."""
+def _file_line(path: str, nth_step: int) -> int | str:
+    """The line number in the file of its ``nth_step`` step line (0-based), "?" when it cannot be found."""
+    seen = -1
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and obj.get("type") == "step":
+                    seen += 1
+                    if seen == nth_step:
+                        return number
+    except OSError:
+        pass
+    return "?"
+
+
+def read_steps(path: str) -> tuple[Record, list[StepSummary]]:
+    """A record and its step lines as summaries; ``AnalysisError`` for a missing file, a file that is not a
+    record, or a damaged step line (named by its line in the file)."""
     try:
         record = read_record(path)
     except RecordError as exc:
@@ -58,7 +79,15 @@ def load_run(path: str, label: str) -> Run:
         try:
             steps.append(step_from_line(line))
         except (TypeError, ValueError, KeyError) as exc:
-            raise AnalysisError(f"{path}: step line {n + 1} is damaged: {exc}") from None
+            where = _file_line(path, n)
+            raise AnalysisError(f"{path} line {where}: step line {n + 1} is damaged: {exc}") from None
+    return record, steps
+
+
+def load_run(path: str, label: str) -> Run:
+    """Read a record for analysis; raises ``AnalysisError`` for a missing file, a file that is not a record,
+    a damaged step line, or a record with no finished step."""
+    record, steps = read_steps(path)
     if not steps:
         raise AnalysisError(
             f"{path}: no finished step in this record, nothing to compare "

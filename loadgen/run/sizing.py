@@ -9,7 +9,6 @@ the chat template's overhead stays the estimate's, since a ``tokenizer.json`` ho
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +22,7 @@ from loadgen.workload import (
     PromptSizer,
     calibrate_sizer,
 )
+from loadgen.workload.sizing import vocabulary_passes
 
 __all__ = ["SizerSource", "fit_sizer", "local_sizer"]
 
@@ -42,23 +42,15 @@ class SizerSource:
         return {"source": self.kind, "note": scrub(self.note), "path": self.path, "sha256": self.sha256}
 
 
-def _passes(passes: int) -> str:
-    """Every vocabulary word exactly ``passes`` times, each pass in its own fixed order."""
-    rng = random.Random(passes)
-    words: list[str] = []
-    for _ in range(passes):
-        block = list(VOCABULARY)
-        rng.shuffle(block)
-        words.extend(block)
-    return " ".join(words)
-
-
 def local_sizer(tokenizer: LocalTokenizer, api: Api, why: str = "") -> PromptSizer:
     """A sizer fitted to ``tokenizer``: words per token from the counts of the vocabulary once and
     ``CALIBRATION_PASSES`` times; the overhead is the file's own special tokens for completions, the
     estimate's template for chat. ``why``: why the server's /tokenize was not used (kept in the note)."""
     short_words, long_words = len(VOCABULARY), CALIBRATION_PASSES * len(VOCABULARY)
-    c_short, c_long = tokenizer.count(_passes(1)), tokenizer.count(_passes(CALIBRATION_PASSES))
+    c_short, c_long = (
+        tokenizer.count(vocabulary_passes(1)),
+        tokenizer.count(vocabulary_passes(CALIBRATION_PASSES)),
+    )
     tokens_per_word = (c_long - c_short) / (long_words - short_words)
     if tokens_per_word <= 0:
         raise SetupError(

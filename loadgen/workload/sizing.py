@@ -76,7 +76,7 @@ def as_api(value: str) -> Api:
     raise ValueError(f"unknown api {value!r}: use one of {', '.join(APIS)}")
 
 
-def _vocabulary_passes(passes: int) -> str:
+def vocabulary_passes(passes: int) -> str:
     """Every vocabulary word exactly ``passes`` times (each pass shuffled with a fixed seed)."""
     rng = random.Random(passes)
     words: list[str] = []
@@ -100,7 +100,7 @@ async def calibrate_sizer(target: Target, model: str, api: Api) -> PromptSizer:
     """
     url = tokenize_url(target)
     short_words, long_words = len(VOCABULARY), CALIBRATION_PASSES * len(VOCABULARY)
-    short, long = _vocabulary_passes(1), _vocabulary_passes(CALIBRATION_PASSES)
+    short, long = vocabulary_passes(1), vocabulary_passes(CALIBRATION_PASSES)
     try:
         async with tokenize_client(target, 30.0, connect_timeout_s=target.connect_timeout_s) as client:
             if api == "chat":
