@@ -244,6 +244,11 @@ class RequestTrace:
             line["chunk_tokens"] = list(r.chunk_tokens) if r.chunk_tokens else None
         self.file.write(json.dumps(line) + "\n")
 
+    def cut(self, window: int, at_ns: int) -> None:
+        """Where this worker cut its windows, on its own clock: ``window`` opens at ``at_ns`` (-1: a stop)."""
+        if self.file is not None:
+            self.file.write(json.dumps({"cut": window, "at_ns": at_ns}) + "\n")
+
     def close(self) -> None:
         if self.file is not None:
             self.file.close()

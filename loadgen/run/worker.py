@@ -268,10 +268,12 @@ class Worker:
                 if self.mode == "open":
                     self.open.restart()
             case Flush(window=window):
+                self.trace.cut(window, time.monotonic_ns())
                 self._ship()
                 self.book.open(window)
                 self.book.ship_closed()
             case StopLoad(cancel=cancel):
+                self.trace.cut(-1, time.monotonic_ns())
                 self._on_stop(cancel)
 
     def _on_stop(self, cancel: bool) -> None:
