@@ -53,6 +53,21 @@ class Reply:
     first_token_s: float | None = None  # perf_counter at the first chunk with text (content or reasoning)
     last_token_s: float | None = None
 
+    parts: list[str] = field(default_factory=list)  # stream: the text of each chunk that carried some
+
+    def chunk(self, usage: CompletionUsage | None) -> float:
+        """A streamed chunk arrived (with ``usage``, if it carries it); returns its arrival time."""
+        self.chunks += 1
+        if usage is not None:
+            self.usage, self.usage_in_stream = usage, True
+        return time.perf_counter()
+
+    def token(self, text: str, at: float) -> None:
+        """A chunk with output (content, or reasoning) at ``at``."""
+        self.first_token_s = self.first_token_s or at
+        self.last_token_s = at
+        self.parts.append(text)
+
     @property
     def ttft_ms(self) -> float | None:
         return None if self.first_token_s is None else (self.first_token_s - self.started_s) * 1e3
@@ -135,12 +150,8 @@ class Session:
             stop=stop or omit,
         )
         self.note(raw_stream.headers)
-        parts: list[str] = []
         async for chunk in raw_stream.parse():
-            now = time.perf_counter()
-            reply.chunks += 1
-            if chunk.usage is not None:
-                reply.usage, reply.usage_in_stream = chunk.usage, True
+            now = reply.chunk(chunk.usage)
             if not chunk.choices:
                 continue
             delta = chunk.choices[0].delta
@@ -149,11 +160,9 @@ class Session:
             found = _reasoning(delta.model_extra)
             reply.reasoning_field = reply.reasoning_field or found
             if delta.content or found:
-                reply.first_token_s = reply.first_token_s or now
-                reply.last_token_s = now
-                parts.append(delta.content or "")
+                reply.token(delta.content or "", now)
             reply.finish_reason = chunk.choices[0].finish_reason or reply.finish_reason
-        reply.text = "".join(parts)
+        reply.text = "".join(reply.parts)
         return reply
 
     async def _complete(self, prompt: str, max_tokens: int, stream: bool, stop: list[str] | None) -> Reply:
@@ -187,21 +196,14 @@ class Session:
             stop=stop or omit,
         )
         self.note(raw_stream.headers)
-        parts: list[str] = []
         async for chunk in raw_stream.parse():
-            now = time.perf_counter()
-            reply.chunks += 1
-            if chunk.usage is not None:
-                reply.usage, reply.usage_in_stream = chunk.usage, True
+            now = reply.chunk(chunk.usage)
             if not chunk.choices:
                 continue
-            text = chunk.choices[0].text
-            if text:
-                reply.first_token_s = reply.first_token_s or now
-                reply.last_token_s = now
-                parts.append(text)
+            if chunk.choices[0].text:
+                reply.token(chunk.choices[0].text, now)
             reply.finish_reason = chunk.choices[0].finish_reason or reply.finish_reason
-        reply.text = "".join(parts)
+        reply.text = "".join(reply.parts)
         return reply
 
 
