@@ -31,6 +31,7 @@ from loadgen.sources.model import (
     SourceError,
     decode_text,
     file_hash,
+    jsonl_lines,
     read_bytes,
 )
 
@@ -123,15 +124,7 @@ def json_records(path: str, text: str) -> Iterator[Record]:
         for index, value in enumerate(values, 1):
             yield f"record #{index}", value
         return
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SourceError(
-                path, number, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from None
+    yield from jsonl_lines(path, text)
 
 
 def read_record(path: str, where: int | str, value: object, fmt: DatasetFormat) -> Conversation | None:

@@ -11,7 +11,9 @@ reconstructible.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -199,3 +201,25 @@ def decode_text(path: str, data: bytes) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise SourceError(path, line, None, f"not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def jsonl_lines(path: str, text: str) -> Iterator[tuple[int, object]]:
+    """A JSONL file's values with their line numbers (blank lines skipped); ``SourceError`` names the line
+    that is not JSON."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(
+                path, number, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+
+
+def jsonl_objects(path: str, text: str) -> Iterator[tuple[int, dict[str, object]]]:
+    """``jsonl_lines``, each value a JSON object (else ``SourceError`` naming its line)."""
+    for number, value in jsonl_lines(path, text):
+        if not isinstance(value, dict):
+            raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
+        yield number, value

@@ -20,7 +20,15 @@ import os
 from collections.abc import Mapping
 
 from loadgen.config import APIS, Api
-from loadgen.sources.model import RecordedRequest, Source, SourceError, decode_text, file_hash, read_bytes
+from loadgen.sources.model import (
+    RecordedRequest,
+    Source,
+    SourceError,
+    decode_text,
+    file_hash,
+    jsonl_objects,
+    read_bytes,
+)
 from loadgen.types import RequestSpec
 
 
@@ -64,17 +72,7 @@ def load_requests(path: str) -> Source:
     data = read_bytes(path)
     text = decode_text(path, data)
     rows: list[tuple[float, int, int, RecordedRequest]] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SourceError(
-                path, number, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from None
-        if not isinstance(value, dict):
-            raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
+    for number, value in jsonl_objects(path, text):
         rows.append(_row(path, number, value))
     if not rows:
         raise SourceError(path, None, None, "no requests in the file")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,6 +33,7 @@ from loadgen.sources.model import (
     TraceOptions,
     decode_text,
     file_hash,
+    jsonl_objects,
     read_bytes,
 )
 
@@ -102,18 +102,7 @@ def _unit(given: TimeUnit | None, raw: Sequence[Raw]) -> tuple[TimeUnit, str]:
 
 
 def _jsonl_rows(path: str, text: str) -> Iterator[Row]:
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SourceError(
-                path, number, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from None
-        if not isinstance(value, dict):
-            raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
-        yield number, value
+    yield from jsonl_objects(path, text)
 
 
 def _csv_rows(text: str) -> Iterator[Row]:
