@@ -1,13 +1,11 @@
 """Tiny fault-injecting servers on 127.0.0.1 (port 0) for what the simulator cannot do: a refusal with a
-``Retry-After``, a 401, ``/v1/models`` answers of every shape, a self-signed HTTPS server, and an HTTP proxy
+``Retry-After``, a 401, ``/v1/models`` answers of every shape, an HTTPS server with a throwaway CA, and an HTTP proxy
 that counts what went through it. Each runs in a thread of its own, so an engine (its own loop and worker
 processes) can talk to it as to any server."""
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import ipaddress
 import json
 import ssl
 import threading
@@ -15,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from aiohttp import web
 
@@ -129,46 +128,34 @@ def answering(models: Handler = models_ok, tls: ssl.SSLContext | None = None) ->
     ).start()
 
 
-def self_signed(folder: Path, hostname: str = "localhost", loopback: bool = True) -> tuple[Path, Path]:
-    """A self-signed certificate for ``hostname`` (and 127.0.0.1 with ``loopback``) and its key:
-    (cert.pem, key.pem)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+class Certs(NamedTuple):
+    """A throwaway CA and a server certificate it signed: ``ca`` is the file a client trusts (--ca-cert),
+    ``chain`` the server's certificate followed by the CA's (so an unverifying client is told "self-signed
+    certificate in certificate chain"), ``key`` the server's private key."""
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ramp-test-ca")])
-    now = dt.datetime.now(dt.timezone.utc)
-    names: list[x509.GeneralName] = [x509.DNSName(hostname)]
-    if loopback:
-        names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-    alt = x509.SubjectAlternativeName(names)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(alt, critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
+    ca: Path
+    chain: Path
+    key: Path
+
+
+def certificates(folder: Path, hostname: str = "localhost", loopback: bool = True) -> Certs:
+    """A new CA (trustme) and a certificate it signed for ``hostname`` (and 127.0.0.1 with ``loopback``)."""
+    import trustme
+
+    ca = trustme.CA()
+    leaf = ca.issue_cert(hostname, *(["127.0.0.1"] if loopback else []))
+    certs = Certs(
+        folder / f"{hostname}-ca.pem", folder / f"{hostname}-chain.pem", folder / f"{hostname}-key.pem"
     )
-    cert_path, key_path = folder / f"{hostname}-cert.pem", folder / f"{hostname}-key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
+    ca.cert_pem.write_to_path(str(certs.ca))
+    certs.chain.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems) + ca.cert_pem.bytes())
+    leaf.private_key_pem.write_to_path(str(certs.key))
+    return certs
 
 
-def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+def tls_context(certs: Certs) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(str(cert), str(key))
+    ctx.load_cert_chain(str(certs.chain), str(certs.key))
     return ctx
 
 

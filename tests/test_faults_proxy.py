@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_servers import CountingProxy, FaultServer, answering, self_signed, tls_context
+from fault_servers import CountingProxy, FaultServer, answering, certificates, tls_context
 
 from loadgen.client import Client
 from loadgen.config import TRANSPORTS
@@ -90,10 +90,10 @@ def test_the_load_goes_through_the_given_proxy(
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_https_is_tunnelled(proxy: CountingProxy, transport: str, tmp_path: Path) -> None:
-    cert, key = self_signed(tmp_path)
-    tls = answering(tls=tls_context(cert, key))
+    certs = certificates(tmp_path)
+    tls = answering(tls=tls_context(certs))
     try:
-        assert send(Target(url=tls.url, proxy=proxy.url, ca_cert=str(cert)), transport) is None
+        assert send(Target(url=tls.url, proxy=proxy.url, ca_cert=str(certs.ca)), transport) is None
     finally:
         tls.stop()
     assert proxy.lines == [f"CONNECT 127.0.0.1:{tls.port} HTTP/1.1"], proxy.lines

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fault_servers import FaultServer, answering, self_signed, tls_context
+from fault_servers import Certs, FaultServer, answering, certificates, tls_context
 
 from loadgen.client import Client
 from loadgen.config import TRANSPORTS
@@ -28,13 +28,13 @@ SPEC = RequestSpec(api="chat", model="tiny", max_tokens=4, messages=(("user", "h
 
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return self_signed(tmp_path_factory.mktemp("tls"))
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return certificates(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
-def https(certs: tuple[Path, Path]) -> Iterator[FaultServer]:
-    server = answering(tls=tls_context(*certs))
+def https(certs: Certs) -> Iterator[FaultServer]:
+    server = answering(tls=tls_context(certs))
     yield server
     server.stop()
 
@@ -62,10 +62,10 @@ def test_an_unverifiable_certificate_is_told_as_such(https: FaultServer) -> None
 
 
 def test_a_hostname_mismatch_is_named(tmp_path: Path) -> None:
-    cert, key = self_signed(tmp_path, hostname="other.example", loopback=False)
-    server = answering(tls=tls_context(cert, key))
+    certs = certificates(tmp_path, hostname="other.example", loopback=False)
+    server = answering(tls=tls_context(certs))
     try:
-        info = asyncio.run(probe(Target(url=server.url, ca_cert=str(cert))))
+        info = asyncio.run(probe(Target(url=server.url, ca_cert=str(certs.ca))))
     finally:
         server.stop()
     text = info.error
@@ -74,20 +74,18 @@ def test_a_hostname_mismatch_is_named(tmp_path: Path) -> None:
 
 
 def test_ca_cert_and_ssl_cert_file_are_honoured(
-    https: FaultServer, certs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    https: FaultServer, certs: Certs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert asyncio.run(probe(Target(url=https.url, ca_cert=str(certs[0])))).ok
-    monkeypatch.setenv("SSL_CERT_FILE", str(certs[0]))
+    assert asyncio.run(probe(Target(url=https.url, ca_cert=str(certs.ca)))).ok
+    monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
     assert asyncio.run(probe(Target(url=https.url))).ok
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_every_transport_verifies_with_the_given_ca(
-    https: FaultServer, certs: tuple[Path, Path], transport: str
-) -> None:
+def test_every_transport_verifies_with_the_given_ca(https: FaultServer, certs: Certs, transport: str) -> None:
     kind, message = send(Target(url=https.url), transport)
     assert kind is ErrorKind.CONNECT and "certificate verify failed" in message, message
-    assert send(Target(url=https.url, ca_cert=str(certs[0])), transport) == (None, "")
+    assert send(Target(url=https.url, ca_cert=str(certs.ca)), transport) == (None, "")
     assert send(Target(url=https.url, insecure=True), transport) == (None, "")
 
 
@@ -107,7 +105,7 @@ def _ramp(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     )
 
 
-def test_headless_runs_over_tls(https: FaultServer, certs: tuple[Path, Path], tmp_path: Path) -> None:
+def test_headless_runs_over_tls(https: FaultServer, certs: Certs, tmp_path: Path) -> None:
     base = ["run", https.url, "--headless", "--steps", "1", "--step-seconds", "1.5", "--warmup", "0"]
     base += ["--no-metrics"]
     refused = _ramp(*base, "--out", str(tmp_path / "no.jsonl"))
@@ -120,7 +118,7 @@ def test_headless_runs_over_tls(https: FaultServer, certs: tuple[Path, Path], tm
     header = json.loads(out.read_text().splitlines()[0])
     assert header["insecure"] is True
     verified = tmp_path / "ca.jsonl"
-    ok = _ramp(*base, "--ca-cert", str(certs[0]), "--out", str(verified))
+    ok = _ramp(*base, "--ca-cert", str(certs.ca), "--out", str(verified))
     assert ok.returncode in (0, 1) and "--insecure" not in ok.stderr, ok.stderr
     assert json.loads(verified.read_text().splitlines()[0])["insecure"] is False
     missing = _ramp(*base, "--ca-cert", str(tmp_path / "nope.pem"))
