@@ -61,6 +61,27 @@ def group_members(pgid: int) -> set[int]:
     return found
 
 
+def children(pid: int) -> set[int]:
+    """Live processes whose parent is ``pid``."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            if fields is not None and fields[0] != "Z" and int(fields[1]) == pid:
+                found.add(int(entry))
+    return found
+
+
+def ignores(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` ignores signal ``signum`` (its SigIgn mask in /proc)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(mask & (1 << (signum - 1)))
+
+
 def cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:

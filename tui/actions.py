@@ -12,22 +12,22 @@ from textual.app import App
 
 from loadgen.config import Mode
 from loadgen.format import fmt_rate
-from loadgen.run.engine import EngineControl
+from loadgen.run.engine import EngineControl, ensure_resource_tracker
 from loadgen.snapshot import Snapshot
 from tui.dialogs import ValueInput
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
 
 
 def prepare_subprocesses() -> None:
-    """Start multiprocessing's resource tracker now, before the app runs.
+    """Start multiprocessing's resource tracker now, before the app runs, the engine's way (deaf to SIGHUP).
 
     While a Textual app runs, ``sys.stderr`` is a capture object whose ``fileno()`` is -1; the resource
     tracker, launched lazily by the first spawned worker, passes stderr's descriptor to its child and
-    fails with "bad value(s) in fds_to_keep". Once running, later spawns do not touch stderr.
+    fails with "bad value(s) in fds_to_keep". Once running, later spawns do not touch stderr. Started here
+    with the default SIGHUP disposition, a hang-up (a dropped SSH session) would kill it with the terminal
+    while ramp still finishes its record, and ``Engine.start``'s own deaf start would find it running.
     """
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
+    ensure_resource_tracker()
 
 
 class EngineActions(App[None]):
