@@ -9,6 +9,7 @@ import typing
 
 import pytest
 
+from loadgen.arrivals import ArrivalSpec
 from loadgen.metrics import Recorder
 from loadgen.run import protocol
 from loadgen.run.protocol import (
@@ -35,7 +36,7 @@ from loadgen.run.protocol import (
 
 MESSAGES = [
     ClosedLoad(8, True),
-    OpenLoad(2.5, "gamma", 0.5, 16),
+    OpenLoad(ArrivalSpec("gamma", 2.5, 0.5, seed=7), 16),
     PauseLoad(),
     ResumeLoad(),
     Flush(3, 123_456_789),

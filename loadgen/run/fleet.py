@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from loadgen.arrivals import ArrivalSpec, stream_seed
 from loadgen.config import RunConfig, SetupError
 from loadgen.run.protocol import (
     ClosedLoad,
@@ -182,7 +183,10 @@ class Fleet(ABC):
             else:
                 self.carried[wid] = f"{load.rate / n:g} of {load.rate:g} req/s"
                 cap = split[wid] if load.level else 0
-                self.send(wid, OpenLoad(load.rate / n, config.arrival, config.burstiness, cap))
+                arrivals = ArrivalSpec(
+                    config.arrival, load.rate / n, config.burstiness, stream_seed(config.seed, wid)
+                )
+                self.send(wid, OpenLoad(arrivals, cap))
 
     def lose(self, wid: int, why: str) -> WorkerFatal:
         """Worker ``wid`` is gone (``why``): off the workers a window waits for, its lost load stated."""

@@ -5,7 +5,7 @@ Closed loop: ``level`` virtual users, each sending its next request as soon as t
 stop, or cancels them (counted as cancelled, never as errors or successes).
 
 Open loop: sessions arrive on a schedule (constant, Poisson or gamma inter-arrival times) computed as
-absolute target times from a seeded generator; each request's latency is measured from that intended time,
+absolute target times from a seeded generator (``loadgen.arrivals``); each request's latency is measured from that intended time,
 and the gap to the real send is the schedule lag. With a concurrency cap, arrivals beyond it wait in a
 client-side queue, and their wait counts in their latency (no coordinated omission). A replayed trace or
 request file brings its own times instead (``Workload.schedule``): each of the worker's items is sent at
@@ -24,9 +24,10 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Protocol
 
-from loadgen.config import Arrival
+from loadgen.arrivals import Arrivals, ArrivalSpec, arrivals
 from loadgen.target.refusals import is_refusal
 from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec
 from loadgen.workload import Workload
@@ -212,25 +213,24 @@ class OpenLoop:
         # a slot under the cap
         self.backlog: collections.deque[tuple[int, int, int | None]] = collections.deque()
         self.unsent: dict[asyncio.Task[None], int] = {}  # sessions started from the backlog, not sent yet
-        self.arrivals: asyncio.Task[None] | None = None
-        self.rate_rps = 0.0
-        self.arrival: Arrival = "poisson"
-        self.burstiness = 1.0
+        self.arriving: asyncio.Task[None] | None = None
+        self.spec = ArrivalSpec(rate_rps=0.0)
+        self.stream: Arrivals | None = None  # kept across restarts: a rate change continues its draws
         self.cap = 0
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return list(self.sessions)
 
-    def set(self, rate_rps: float, arrival: Arrival, burstiness: float, cap: int) -> None:
-        self.rate_rps, self.arrival, self.burstiness, self.cap = rate_rps, arrival, burstiness, cap
+    def set(self, spec: ArrivalSpec, cap: int) -> None:
+        self.spec, self.cap = spec, cap
         self.restart()
         self._drain_backlog()
 
     def halt(self, cancel: bool) -> None:
         """No more arrivals; ``cancel``: cut the sessions in flight too."""
-        if self.arrivals is not None:
-            self.arrivals.cancel()
-            self.arrivals = None
+        if self.arriving is not None:
+            self.arriving.cancel()
+            self.arriving = None
         self.drop_backlog()
         if cancel:
             for task in list(self.sessions):
@@ -242,54 +242,40 @@ class OpenLoop:
             self.windows.release(self.backlog.popleft()[1])
 
     def restart(self) -> None:
-        if self.arrivals is not None:
-            self.arrivals.cancel()
-        self.arrivals = None
-        if self.rate_rps > 0 and not self.gate.paused and not self.gate.stopping:
+        """(Re)start the arrivals from now: a set load, a rate change, a resume. A trace or a request file
+        starts over from its first item, at the time scale the rate stands for."""
+        if self.arriving is not None:
+            self.arriving.cancel()
+        self.arriving = None
+        spec = self.spec
+        if spec.rate_rps > 0 and not self.gate.paused and not self.gate.stopping:
             schedule = self.workload.schedule()
-            arrive = self._arrive() if schedule is None else self._follow(schedule)
-            self.arrivals = asyncio.get_running_loop().create_task(arrive)
+            items: tuple[int | None, ...] = ()
+            if schedule is not None:
+                items = tuple(item for _, item in schedule)
+                times_s = tuple(offset_s for offset_s, _ in schedule)
+                spec = replace(
+                    spec, kind="schedule", times_s=times_s, time_scale=self.workload.time_scale(spec.rate_rps)
+                )
+            self.stream = arrivals(spec, time.monotonic_ns(), self.stream)
+            self.arriving = asyncio.get_running_loop().create_task(self._arrive(self.stream, items))
 
-    def _gap_s(self) -> float:
-        mean = 1.0 / self.rate_rps
-        if self.arrival == "constant":
-            return mean
-        if self.arrival == "gamma":
-            k = max(1e-3, self.burstiness)
-            return self.rng.gammavariate(k, mean / k)
-        return self.rng.expovariate(self.rate_rps)
-
-    async def _arrive(self) -> None:
-        # Absolute target times from a seeded generator: a late wake-up sends the overdue arrivals at once
-        # and their lateness shows as schedule lag, instead of silently stretching the schedule.
-        next_ns = time.monotonic_ns() + int(self._gap_s() * 1e9)
-        while True:
+    async def _arrive(self, stream: Arrivals, items: tuple[int | None, ...]) -> None:
+        # Absolute target times (loadgen.arrivals): a late wake-up (or a server slow enough to fill the cap)
+        # sends the overdue arrivals at once and their lateness shows as schedule lag, instead of silently
+        # stretching the schedule. ``items``: a schedule's items, in the order of its times.
+        count = 0
+        while (intended_ns := stream.next_ns()) is not None:
             now = time.monotonic_ns()
             # Until the target time, not just one sleep: asyncio may wake a little early, and an arrival sent
             # before its intended time would have a negative schedule lag (dropped from the histogram).
-            while next_ns > now:
-                await asyncio.sleep((next_ns - now) / 1e9)
-                now = time.monotonic_ns()
-            if self.gate.paused or self.gate.stopping:
-                return
-            self._admit(next_ns)
-            next_ns += int(self._gap_s() * 1e9)
-
-    async def _follow(self, schedule: tuple[tuple[float, int], ...]) -> None:
-        # A trace or a request file: each item at its own time on the source's clock, divided by the time
-        # scale the rate stands for, from this (re)start. Absolute times as in ``_arrive``: a late wake-up
-        # (or a server slow enough to fill the cap) shows as schedule lag, never as a slower trace.
-        scale = self.workload.time_scale(self.rate_rps)
-        start_ns = time.monotonic_ns()
-        for offset_s, item in schedule:
-            intended_ns = start_ns + int(offset_s / scale * 1e9)
-            now = time.monotonic_ns()
             while intended_ns > now:
                 await asyncio.sleep((intended_ns - now) / 1e9)
                 now = time.monotonic_ns()
             if self.gate.paused or self.gate.stopping:
                 return
-            self._admit(intended_ns, item=item)
+            self._admit(intended_ns, item=items[count] if items else None)
+            count += 1
 
     def _admit(self, intended_ns: int, reserved: int | None = None, item: int | None = None) -> None:
         if self.cap and len(self.sessions) >= self.cap:

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
-from loadgen.config import Arrival, Mode
+from loadgen.arrivals import ArrivalSpec
+from loadgen.config import Mode
 
 if TYPE_CHECKING:
     from loadgen.metrics import IntervalDelta
@@ -36,11 +37,9 @@ class ClosedLoad:
 
 @dataclass(frozen=True, slots=True)
 class OpenLoad:
-    """Open loop at ``rate_rps`` (this worker's share) with a concurrency cap (share, 0 = none)."""
+    """Open loop: ``arrivals`` at this worker's share of the rate, with a concurrency cap (share, 0 = none)."""
 
-    rate_rps: float
-    arrival: Arrival
-    burstiness: float  # gamma shape k
+    arrivals: ArrivalSpec
     cap: int
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from loadgen.arrivals import ArrivalSpec
 from loadgen.config import Mode, RampPlan, RunConfig, RunState
 
 
@@ -66,9 +67,7 @@ class Load:
         replay = self.config.profile.replay
         if replay is not None and replay.scheduled:
             return replay.kind  # "trace" / "requests": the file's own times (loadgen.sourceargs)
-        if self.config.arrival == "gamma":
-            return f"gamma({self.config.burstiness:g})"
-        return self.config.arrival
+        return ArrivalSpec(self.config.arrival, burstiness=self.config.burstiness).label
 
     def apply_plan_level(self, index: int) -> None:
         assert self.plan is not None

@@ -29,6 +29,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from loadgen.arrivals import stream_seed
 from loadgen.childproc import exit_with_parent
 from loadgen.client import Client
 from loadgen.config import SLO, Mode, Transport
@@ -208,7 +209,7 @@ class Worker:
         self.mode: Mode = "closed"
         self.sessions = 0
         self.closed = ClosedLoop(workload, self.send, self.gate, self._session_id, spec.seed, spec.worker_id)
-        rng = random.Random(spec.seed * 7919 + spec.worker_id)
+        rng = random.Random(stream_seed(spec.seed, spec.worker_id))
         self.open = OpenLoop(workload, self.send, self.gate, self._session_id, rng, self.book)
         self.done = asyncio.Event()
 
@@ -251,11 +252,11 @@ class Worker:
                     self.open.halt(cancel)
                 self.mode = "closed"
                 self.closed.set_level(level, cancel)
-            case OpenLoad(rate_rps=rate, arrival=arrival, burstiness=burstiness, cap=cap):
+            case OpenLoad(arrivals=arrivals, cap=cap):
                 if self.mode == "closed":
                     self.closed.set_level(0, cancel=False)
                 self.mode = "open"
-                self.open.set(rate, arrival, burstiness, cap)
+                self.open.set(arrivals, cap)
             case PauseLoad():
                 self.gate.paused = True
                 self.gate.resumed.clear()
