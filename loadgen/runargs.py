@@ -33,13 +33,17 @@ from loadgen.sourceargs import replay_plan, replay_profile, save_requests_proble
 from loadgen.target.tokenizer_file import tokenizer_problem
 from loadgen.types import Target
 
+DEFAULT_WARMUP_S = 5.0
+
 __all__ = [
+    "DEFAULT_WARMUP_S",
     "LoadShape",
     "build_config",
     "fresh_seed",
     "load_shape",
     "resolve",
     "resolve_pricing",
+    "run_warmup_s",
     "revision_from_server_args",
     "with_server_revision",
 ]
@@ -82,7 +86,9 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
         plan = RampPlan(
             levels=tuple(levels),
             step_s=flags.step_seconds if flags.step_seconds is not None else (base.step_s if base else 30.0),
-            warmup_s=flags.warmup if flags.warmup is not None else (base.warmup_s if base else 5.0),
+            warmup_s=flags.warmup
+            if flags.warmup is not None
+            else (base.warmup_s if base else DEFAULT_WARMUP_S),
             early_stop=flags.find_max is None and (flags.early_stop or (base.early_stop if base else False)),
             mode=mode,
             repeat=flags.repeat,
@@ -275,12 +281,22 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         ray=_ray(flags.ray),
         save_requests=flags.save_requests,
         transport=flags.transport,
-        warmup_s=flags.warmup if flags.warmup is not None else 0.0,
+        warmup_s=run_warmup_s(flags, profile, shape.plan),
         telemetry=not flags.no_metrics,
         gpu_cmd=flags.gpu_cmd,
         nvml=flags.nvml,
         dcgm_url=flags.dcgm_url,
     )
+
+
+def run_warmup_s(flags: RunFlags, profile: Profile, plan: RampPlan | None) -> float:
+    """The run's one warm-up, for planned and key-driven steps alike: ``--warmup``, else the plan's (a
+    replayed trace's own), else the profile's ``[ramp] warmup_seconds``, else 5 s (what ``--help`` says)."""
+    if flags.warmup is not None:
+        return flags.warmup
+    if plan is not None:
+        return plan.warmup_s
+    return profile.ramp.warmup_s if profile.ramp is not None else DEFAULT_WARMUP_S
 
 
 def build_config(args: argparse.Namespace, url: str) -> RunConfig:

@@ -78,7 +78,10 @@ class Load:
             self.rate = float(value)
 
     def warmup_s(self) -> float:
-        return self.plan.warmup_s if self.plan is not None else self.config.warmup_s
+        """One warm-up for every step: the plan's while it runs, and after a key left it too (the run's
+        setting, not a second one that defaults to none); without a plan, the config's."""
+        plan = self.plan or self.config.plan
+        return plan.warmup_s if plan is not None else self.config.warmup_s
 
     def step_end_ns(self, t0_ns: int) -> int | None:
         """When a step begun at ``t0_ns`` ends on its own (auto-ramp or plan), else None."""
