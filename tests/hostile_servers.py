@@ -94,3 +94,21 @@ def serving(
     if metrics is not None:
         routes[("GET", "/metrics")] = metrics
     return FaultServer(routes).start()
+
+
+def finishing_with(reason: str) -> Handler:
+    """A two-token streamed reply whose ``finish_reason`` is ``reason`` (a server controls that text)."""
+
+    async def reply(req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        await resp.write(b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n')
+        doc = {"choices": [{"index": 0, "delta": {"content": " x"}, "finish_reason": reason}]}
+        chunk = json.dumps(doc)
+        await resp.write(b"data: " + chunk.encode() + b"\n\n")
+        await resp.write(b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n')
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    return reply

@@ -39,3 +39,12 @@ def test_an_error_body_is_scrubbed_before_it_is_cut() -> None:
     message = error_text(400, body, headers).message
     assert PASSWORD[:6] not in message and TOKEN[:6] not in message, message
     assert message.startswith("HTTP 400: EEE")
+
+
+def test_csv_text_neutralises_formula_leads_and_keeps_numbers() -> None:
+    from loadgen.format import csv_text
+
+    for lead in ("=", "+", "-", "@", "\t", "\r"):
+        assert csv_text(lead + "cmd") == "'" + lead + "cmd"
+    assert csv_text("-1.5") == "-1.5" and csv_text("+3") == "+3" and csv_text(-1.5) == -1.5
+    assert csv_text("plain") == "plain" and csv_text(None) is None
