@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 __all__ = [
     "NA",
+    "csv_text",
     "fmt_count",
     "fmt_duration",
     "fmt_gauge",
@@ -253,3 +254,19 @@ def fmt_range(
 ) -> str:
     """A figure over repeats: "1,000 (990–1,030)", the median and the range (min–max) in ``look``."""
     return f"{look(median)} ({look(low)}–{look(high)})"
+
+
+_FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: object) -> object:
+    """A CSV cell safe to open in a spreadsheet (OWASP's CSV injection advice): a string that starts
+    with ``= + - @``, a tab or a carriage return gets a leading ``'`` so it is read as text, not a formula.
+    Numbers, and strings that are plain numbers (``-1.5``), are left as they are."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_LEAD):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from loadgen.sse import DONE, TEXT_CHUNK, Event, SSEParser, classify
+from loadgen.target.http import header_secrets, scrub
 from loadgen.types import ErrorKind, Target
 
 __all__ = ["DRAIN_GRACE_NS", "LiveCounter", "Stream", "StreamSink", "TransportError", "error_text"]
@@ -47,9 +48,12 @@ class TransportError(Exception):
         self.message = message
 
 
-def error_text(status: int, body: bytes) -> TransportError:
-    """A non-2xx answer: ``HTTP 503: <the start of its body>``; 429 is told apart."""
-    text = " ".join(body.decode("utf-8", "replace").split())[:ERROR_TEXT_CHARS]
+def error_text(status: int, body: bytes, headers: dict[str, str] | None = None) -> TransportError:
+    """A non-2xx answer: ``HTTP 503: <the start of its body>``; 429 is told apart. The body is scrubbed of
+    every credential the request's ``headers`` sent before it is cut (a cut secret would escape its mask:
+    a server may echo the Authorization header)."""
+    text = " ".join(body[:ERROR_BODY_BYTES].decode("utf-8", "replace").split())
+    text = scrub(text, header_secrets(headers or {}))[:ERROR_TEXT_CHARS]
     kind = ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_STATUS
     return TransportError(kind, f"HTTP {status}: {text}" if text else f"HTTP {status}")
 
@@ -252,7 +256,7 @@ class StreamSink:
     def http_error(self) -> TransportError:
         st = self.st
         st.end_ns = self.t
-        return error_text(st.status or 0, bytes(self.error_body or b""))
+        return error_text(st.status or 0, bytes(self.error_body or b""), st.headers)
 
     def eof(self) -> None:
         """The body ended cleanly."""

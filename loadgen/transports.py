@@ -224,7 +224,7 @@ async def read_error(st: Stream, chunks: AsyncIterator[bytes]) -> TransportError
     else:
         st.clean_eof = True
     st.end_ns = _monotonic_ns()
-    return error_text(st.status or 0, data)
+    return error_text(st.status or 0, data, st.headers)
 
 
 async def read_stream(

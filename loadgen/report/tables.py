@@ -19,6 +19,7 @@ from loadgen.analysis.figures import REPEAT_FIGURES
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.runs import levels_of, spread
 from loadgen.analysis.steprows import condition_values, step_rows, table_rows
+from loadgen.format import csv_text
 from loadgen.record import ramp_version
 from loadgen.report.text import header_lines, repeat_rows, table_cells, verdict_lines
 
@@ -29,12 +30,13 @@ SCHEMA_PATH = Path(__file__).with_name("report_schema.json")
 
 
 def _cell(value: object) -> object:
-    """A CSV cell: empty for unknown, true/false for booleans, numbers at full precision."""
+    """A CSV cell: empty for unknown, true/false for booleans, numbers at full precision, text that a
+    spreadsheet would run as a formula (a tag, a mark, a server's finish_reason) neutralised."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return value
+    return csv_text(value)
 
 
 def csv_report(reports: Sequence[ReportRun]) -> str:
@@ -138,6 +140,9 @@ def json_report(reports: Sequence[ReportRun]) -> str:
 
 
 def _md_escape(text: str) -> str:
+    """Markdown's table and emphasis characters escaped, and HTML (which Markdown passes through raw: a
+    ``<script>`` in a tag or a server's text) written as entities."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
 
 

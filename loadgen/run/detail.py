@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from loadgen.config import SetupError
+from loadgen.format import csv_text
 from loadgen.run.protocol import RequestRow
 
 COLUMNS = (
@@ -141,7 +142,7 @@ class RequestDetail:
             del self.pending[stale]
         if self.writer is None:
             return 0
-        self.writer.writerows(csv_row(step, row, self.run_t0_ns) for row in rows)
+        self.writer.writerows([csv_text(c) for c in csv_row(step, row, self.run_t0_ns)] for row in rows)
         self.sync()
         return len(rows)
 

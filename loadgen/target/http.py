@@ -37,6 +37,7 @@ __all__ = [
     "auth_headers",
     "describe_error",
     "fetch_runtime_docs",
+    "header_secrets",
     "identify_runtime",
     "reason",
     "scrub",
@@ -59,6 +60,8 @@ _SECRET_PARAMS = re.compile(
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?P<name>\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# RFC 7617's token68 after "Basic": base64 of user:password, decodable, so as secret as the password itself.
+_BASIC = re.compile(r"(?P<name>\bBasic\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 
 
 # ------------------------------------------------------------------------------------------- identity
@@ -91,9 +94,32 @@ def url_auth_headers(url: str) -> dict[str, str]:
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The password of a URL's ``user:password@`` part (as written and decoded), for ``scrub``."""
-    password = urlsplit(url.strip()).password
-    return (password, unquote(password)) if password else ()
+    """What a URL's ``user:password@`` part gives away, for ``scrub``: the password (as written and
+    decoded) and the Basic header's base64 token (a server may echo it without the ``Basic`` word)."""
+    parts = urlsplit(url.strip())
+    password = parts.password
+    if not password:
+        return ()
+    token = url_auth_headers(url)["Authorization"].partition(" ")[2]
+    return token, password, unquote(password)
+
+
+def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The credentials an ``Authorization`` header sent, for ``scrub``: a Bearer key, a Basic token and the
+    password it encodes (a server that echoes the header may echo any of them)."""
+    scheme, _, credential = next(
+        (v for k, v in headers.items() if k.lower() == "authorization"), ""
+    ).partition(" ")
+    credential = credential.strip()
+    if not credential:
+        return ()
+    if scheme.lower() != "basic":
+        return (credential,)
+    try:
+        password = base64.b64decode(credential, validate=True).decode().partition(":")[2]
+    except ValueError:
+        return (credential,)
+    return (credential, password) if password else (credential,)
 
 
 def without_userinfo(url: str) -> str:
@@ -119,7 +145,7 @@ def target_root(target: Target) -> str:
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with credentials masked: each of ``secrets`` verbatim, ``user:pass@`` in URLs, secret-looking
-    query parameters (``api_key=``, ``key=``, ``token=``...) and Bearer tokens."""
+    query parameters (``api_key=``, ``key=``, ``token=``...), Bearer tokens and Basic credentials."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, MASK)
@@ -129,6 +155,8 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
         text = _SECRET_PARAMS.sub(lambda m: m["name"] + MASK, text)
     if "earer" in text:
         text = _BEARER.sub(lambda m: m["name"] + MASK, text)
+    if "asic" in text:
+        text = _BASIC.sub(lambda m: m["name"] + MASK, text)
     return text
 
 

@@ -1,0 +1,114 @@
+"""Fault servers that attack the client rather than fail it (issue 20): a server that echoes every request
+header back in its error body, a ``/metrics`` that never ends or is tens of megabytes, an SSE line that never
+ends. Built on ``fault_servers.FaultServer`` (an aiohttp app in a thread of its own, on 127.0.0.1, port 0);
+kept apart from that module's TLS helpers."""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+from fault_servers import MODELS, FaultServer, Handler, models_ok, stream_ok
+
+CHUNK = b"x" * 65536
+
+
+async def echo_headers(req: web.Request) -> web.StreamResponse:
+    """An OpenAI-style 400 whose message quotes every request header, as some gateways' debug pages do."""
+    said = "; ".join(f"{k}: {v}" for k, v in req.headers.items())
+    error = {"error": {"message": f"bad request (headers {said}) url {req.url}", "type": "invalid_request"}}
+    return web.json_response(error, status=400)
+
+
+def echoing_headers() -> FaultServer:
+    """/v1/models answers; every completion is refused with the request's headers in the message."""
+    return FaultServer(
+        {
+            ("GET", "/v1/models"): models_ok,
+            ("POST", "/v1/chat/completions"): echo_headers,
+            ("POST", "/v1/completions"): echo_headers,
+        }
+    ).start()
+
+
+def endless_metrics() -> Handler:
+    """A ``/metrics`` that sends a valid-looking exposition forever (until the client hangs up)."""
+
+    async def metrics(req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await resp.prepare(req)
+        line = b"vllm:num_requests_running 1\n" * 2048
+        try:
+            while True:
+                await resp.write(line)
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
+
+    return metrics
+
+
+def huge_metrics(megabytes: int) -> Handler:
+    """A ``/metrics`` of ``megabytes`` MB (with a Content-Length), sent as fast as the client reads."""
+    body = (b'# HELP x y\nvllm:num_requests_running{a="' + b"b" * 100 + b'"} 1\n') * (
+        megabytes * 1_000_000 // 128
+    )
+
+    async def metrics(req: web.Request) -> web.StreamResponse:
+        return web.Response(body=body, content_type="text/plain")
+
+    return metrics
+
+
+async def endless_line(req: web.Request) -> web.StreamResponse:
+    """A 200 SSE stream whose first event never ends: ``data: xxxx...`` without a newline, forever."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(req)
+    try:
+        await resp.write(b"data: ")
+        while True:
+            await resp.write(CHUNK)
+    except (ConnectionError, RuntimeError):
+        pass
+    return resp
+
+
+def serving(
+    metrics: Handler | None = None, completions: Handler = stream_ok, max_model_len: int | None = None
+) -> FaultServer:
+    """A server that streams a short reply, with ``metrics`` at /metrics and ``completions`` answering the
+    completion APIs; ``max_model_len`` is stated in /v1/models when given."""
+    models: Handler = models_ok
+    if max_model_len is not None:
+        doc = {**MODELS, "data": [{**MODELS["data"][0], "max_model_len": max_model_len}]}  # type: ignore[index, dict-item]
+
+        async def stated(req: web.Request) -> web.StreamResponse:
+            return web.Response(text=json.dumps(doc), content_type="application/json")
+
+        models = stated
+    routes: dict[tuple[str, str], Handler] = {
+        ("GET", "/v1/models"): models,
+        ("POST", "/v1/chat/completions"): completions,
+        ("POST", "/v1/completions"): completions,
+    }
+    if metrics is not None:
+        routes[("GET", "/metrics")] = metrics
+    return FaultServer(routes).start()
+
+
+def finishing_with(reason: str) -> Handler:
+    """A two-token streamed reply whose ``finish_reason`` is ``reason`` (a server controls that text)."""
+
+    async def reply(req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        await resp.write(b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n')
+        doc = {"choices": [{"index": 0, "delta": {"content": " x"}, "finish_reason": reason}]}
+        chunk = json.dumps(doc)
+        await resp.write(b"data: " + chunk.encode() + b"\n\n")
+        await resp.write(b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n')
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    return reply

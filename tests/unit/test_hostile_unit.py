@@ -1,0 +1,50 @@
+"""Issue 20's pure pieces (no process, no server): credential masking, CSV and Markdown neutralising, the
+SSE event-size bound, the checks on lengths and timestamps read from files."""
+
+from __future__ import annotations
+
+import base64
+
+from loadgen.target.http import scrub, url_secrets
+
+PASSWORD = "pw-S3cr3t-9z"
+USER = "ops"
+KEY = "sk-bearer-K3y-42"
+QUERY_KEY = "q-Key-77"
+TOKEN = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+
+
+def leaks(text: str) -> list[str]:
+    return [s for s in (PASSWORD, TOKEN, f"Basic {TOKEN}", KEY, QUERY_KEY) if s in text]
+
+
+def test_scrub_masks_every_form_a_url_credential_takes() -> None:
+    url = f"http://{USER}:{PASSWORD}@h:1/v1?api_key={QUERY_KEY}"
+    text = (
+        f"Authorization: Basic {TOKEN}; bare {TOKEN}; raw {PASSWORD}; Bearer {KEY}; "
+        f"url {url}; authorization=basic {TOKEN}"
+    )
+    shown = scrub(text, url_secrets(url))
+    assert not leaks(shown), shown
+    assert "Basic ***" in shown and "Bearer ***" in shown and "h:1" in shown
+
+
+def test_an_error_body_is_scrubbed_before_it_is_cut() -> None:
+    from loadgen.stream import ERROR_TEXT_CHARS, error_text
+    from loadgen.target.http import url_auth_headers
+
+    headers = url_auth_headers(f"http://{USER}:{PASSWORD}@h:1")
+    # the password straddles the 200-character cut: cut first, its first half would show
+    body = ("E" * (ERROR_TEXT_CHARS - 15) + f" {PASSWORD} {TOKEN}").encode()
+    message = error_text(400, body, headers).message
+    assert PASSWORD[:6] not in message and TOKEN[:6] not in message, message
+    assert message.startswith("HTTP 400: EEE")
+
+
+def test_csv_text_neutralises_formula_leads_and_keeps_numbers() -> None:
+    from loadgen.format import csv_text
+
+    for lead in ("=", "+", "-", "@", "\t", "\r"):
+        assert csv_text(lead + "cmd") == "'" + lead + "cmd"
+    assert csv_text("-1.5") == "-1.5" and csv_text("+3") == "+3" and csv_text(-1.5) == -1.5
+    assert csv_text("plain") == "plain" and csv_text(None) is None
