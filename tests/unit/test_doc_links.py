@@ -1,7 +1,8 @@
 """The README and the docs pages hold together without mkdocs installed: every relative link and image
 points at a file that exists (and, from docs/, one the site serves), every anchor names a heading whose id
-reads the same on GitHub and in mkdocs, mkdocs.yml's nav lists every page, the docs' home page shows the
-README's Quick start as it is, and the architecture page names every package and module.
+reads the same on GitHub and in mkdocs, mkdocs.yml's nav lists every page, the docs' home page and commands
+page show the README's Quick start and Usage blocks as they are, and the architecture page names every
+package and module.
 
 `tests/test_docs.py` builds the site with `mkdocs build --strict` where mkdocs is installed; these checks
 run everywhere, so a broken link fails the suite on a machine without the docs extra too.
@@ -153,11 +154,15 @@ def test_the_nav_lists_every_page_and_only_pages_that_exist() -> None:
     assert sorted(nav) == sorted(p.name for p in PAGES)
 
 
-def quick_start(path: Path) -> str:
-    """The first fenced block under a file's "## Quick start" heading."""
-    text = path.read_text(encoding="utf-8")
-    section = text.split("\n## Quick start\n", 1)[1]
+def first_block(path: Path, heading: str) -> str:
+    """The first ```sh block under a heading of a file."""
+    text = "\n" + path.read_text(encoding="utf-8")
+    section = text.split(f"\n{heading}\n", 1)[1]
     return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def quick_start(path: Path) -> str:
+    return first_block(path, "## Quick start")
 
 
 def test_the_docs_home_shows_the_readmes_quick_start_as_it_is() -> None:
@@ -166,6 +171,12 @@ def test_the_docs_home_shows_the_readmes_quick_start_as_it_is() -> None:
     assert quick_start(DOCS / "index.md") == readme_block
     under = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Quick start\n", 1)[1]
     assert under.lstrip("\n").startswith("```sh\n"), "the commands come directly under the heading"
+
+
+def test_the_commands_page_shows_the_readmes_usage_as_it_is() -> None:
+    assert first_block(DOCS / "usage.md", "# Commands and flags") == first_block(
+        ROOT / "README.md", "## Usage"
+    )
 
 
 def test_the_readme_stays_short() -> None:
