@@ -6,7 +6,7 @@ console at 4 Hz), and prints each run's TTFT p50/p99 from its record, and the co
 
     python scripts/bench_console.py [--streams 256] [--seconds 10] [--rounds 2]
 
-A benchmark that prints numbers (README), not a test.
+A benchmark that prints numbers (docs/numbers.md), not a test.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scaling benchmark (README, "Scale out"): `ramp selftest` grows the load workers 1, 2, 4, 8 ... as far
+# The scaling benchmark (docs/numbers.md): `ramp selftest` grows the load workers 1, 2, 4, 8 ... as far
 # as the machine has a core for each (plus one for the controller and at least one for a simulator), each
 # worker with the same streams, against one simulator fast-mode process per core left over, served as one
 # multi-URL target. One short run; it prints the table (achieved/ideal, scaling: N workers' tokens/s over N

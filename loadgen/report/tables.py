@@ -40,7 +40,7 @@ def _cell(value: object) -> object:
 
 
 def csv_report(reports: Sequence[ReportRun]) -> str:
-    """One row per step of every record, the run's conditions on each; column names in the README."""
+    """One row per step of every record, the run's conditions on each; columns in docs/records.md."""
     fields, rows = table_rows(reports)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=fields, restval="", lineterminator="\n")

@@ -6,7 +6,7 @@ deltas of the window each request was sent in; ``RequestDetail`` keeps the rows 
 until their step is reported, then writes them (flushed and fsync'ed) with the step's index, as the record
 writes its step line: Ctrl-C or a dead server leaves every reported step's rows on disk. Warm-up requests
 and those sent between steps are not written (no step counts them). ``COLUMNS`` is the file's header, in
-order; the README's "Per-request export" section says what each column holds.
+order; docs/records.md ("Per-request export") says what each column holds.
 """
 
 from __future__ import annotations
