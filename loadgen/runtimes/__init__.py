@@ -1,20 +1,15 @@
 """Every server runtime ramp knows, one adapter each (``base.Runtime``), and the lookup by name.
 
 To add a backend: a module here with its ``Runtime`` (metric names, KV-capacity key, cache reset,
-identity, launch command), its name in ``base.RuntimeName`` and its value in ``RUNTIMES``. The
+identity, launch command), then its name in ``RuntimeName`` and its value in ``RUNTIMES`` below. The
 telemetry, target and launch modules ask these values; none of them names a runtime itself.
 """
 
 from __future__ import annotations
 
-from loadgen.runtimes.base import (
-    CacheResetRoute,
-    LaunchCommand,
-    MetricIndex,
-    MetricNames,
-    Runtime,
-    RuntimeName,
-)
+from typing import Literal
+
+from loadgen.runtimes.base import CacheResetRoute, LaunchCommand, MetricIndex, MetricNames, Runtime
 from loadgen.runtimes.generic import GENERIC
 from loadgen.runtimes.sglang import SGLANG
 from loadgen.runtimes.sim import SIM
@@ -38,6 +33,9 @@ __all__ = [
     "named",
 ]
 
+# The closed set of runtimes ramp names: the two servers it reads, its simulator, and anything else that
+# serves the OpenAI API.
+RuntimeName = Literal["vllm", "sglang", "ramp-sim", "openai-compatible"]
 # In order of preference: a /metrics page with two runtimes' names (a proxy) reads as the first.
 RUNTIMES: tuple[Runtime, ...] = (VLLM, SGLANG, SIM, GENERIC)
 METRIC_RUNTIMES: tuple[Runtime, ...] = tuple(r for r in RUNTIMES if r.metrics is not None)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-# The closed set of runtimes ramp names: the two servers it reads, its simulator, and anything else that
-# serves the OpenAI API.
-RuntimeName = Literal["vllm", "sglang", "ramp-sim", "openai-compatible"]
+if TYPE_CHECKING:  # the closed set of names sits beside the registry of runtimes (loadgen.runtimes)
+    from loadgen.runtimes import RuntimeName
+
 Combine = Literal["sum", "mean", "max"]  # how a metric's distinct series make one number
 BreakdownKind = Literal["gauge", "counter"]
 DEFAULT_KV_CAPACITY_KEY = "kv_cache_size_tokens"  # a capacity stated by --tag, or by an unnamed runtime
