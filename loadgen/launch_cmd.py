@@ -24,22 +24,24 @@ from loadgen.headless import finish, reachable, run_headless, say
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runargs import resolve, with_server_revision
 from loadgen.runflags import EXIT_UNREACHABLE, RunFlags, UsageError, add_run_flags
+from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
 
 __all__ = ["DESCRIPTION", "HELP", "LaunchFlags", "add_launch_flags", "launch_main"]
 
-HELP = "start vLLM or SGLang, measure its cold start, then ramp it (console or --headless)"
+_LABELS = " or ".join(runtime.label for runtime in LAUNCHABLE.values())  # "vLLM or SGLang"
+HELP = f"start {_LABELS}, measure its cold start, then ramp it (console or --headless)"
 DESCRIPTION = (
     "Start a server as a child process, wait until it is healthy (showing progress), record its "
     "cold start (process start, health OK, first token), then ramp it like `ramp run`. The server "
     "is stopped when ramp exits. Arguments after `--` go to the server unchanged, e.g. "
-    "`ramp launch vllm meta-llama/Llama-3.1-8B-Instruct --headless -- --max-model-len 8192`."
+    f"`ramp launch {VLLM.name} meta-llama/Llama-3.1-8B-Instruct --headless -- --max-model-len 8192`."
 )
 
 
 def add_launch_flags(p: argparse.ArgumentParser) -> None:
     """The ``launch`` subcommand's flags: the server's, then every flag of ``ramp run``."""
-    p.add_argument("kind", nargs="?", choices=sorted(KINDS), help="server to start: vllm or sglang")
+    p.add_argument("kind", nargs="?", choices=sorted(KINDS), help=f"server to start: {' or '.join(KINDS)}")
     p.add_argument(
         "server_model", nargs="?", metavar="MODEL", help="model path or name, passed to the server"
     )
@@ -77,7 +79,7 @@ class LaunchFlags:
     def from_namespace(cls, args: argparse.Namespace) -> LaunchFlags:
         if not args.kind or not args.server_model:
             raise UsageError(
-                "ramp launch vllm|sglang MODEL [flags] [-- server args], or ramp launch --attach URL"
+                f"ramp launch {'|'.join(KINDS)} MODEL [flags] [-- server args], or ramp launch --attach URL"
             )
         if args.port is not None and not 0 < args.port < 65536:
             raise UsageError(f"--port must be 1..65535, got {args.port}")

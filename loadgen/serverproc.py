@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING
 
 from loadgen.childproc import child_popen_args
+from loadgen.runtimes import LAUNCHABLE
 
 if TYPE_CHECKING:
     import httpx
@@ -51,10 +52,11 @@ __all__ = [
     "server_argv",
 ]
 
-# kind -> (python module run with -m, flag that names the model)
+# kind -> (python module run with -m, flag that names the model): each launchable runtime's own
 KINDS: Mapping[str, tuple[str, str]] = {
-    "vllm": ("vllm.entrypoints.openai.api_server", "--model"),
-    "sglang": ("sglang.launch_server", "--model-path"),
+    name: (runtime.launch.module, runtime.launch.model_flag)
+    for name, runtime in LAUNCHABLE.items()
+    if runtime.launch is not None
 }
 TAIL_LINES = 400
 _SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--admin-api-key")

@@ -15,6 +15,11 @@ Rules (see ../shared/ARCHITECTURE.md, "Rules that keep the house standing"):
 - ignore: no `# type: ignore[attr-defined]` comment, and no bare one (it hides attr-defined too).
 - reflection: no `getattr`/`hasattr`/`setattr`/`delattr` in loadgen/ or tui/, except on an imported module
   (`hasattr(os, "sched_setaffinity")`) or a call listed in REFLECTION_ALLOWED with its reason.
+- runtime: a runtime's name ("vllm", "sglang", any case) in a string of loadgen/ or tui/ only inside
+  loadgen/runtimes/ (each runtime's one adapter) and loadgen/sim/ (which imitates them). What a runtime's
+  name stands for (a metric name, an endpoint, a message) is its adapter's; everything else asks it.
+  Docstrings and comments may name them: prose that says why, not knowledge the code acts on. Tests and
+  benchmarks/ are outside the rule: they hold real servers' captures and measure against them.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_DIRS = ("loadgen", "tui", "tests", "benchmarks")
 REFLECTION_DIRS = ("loadgen", "tui")
+RUNTIME_DIRS = ("loadgen", "tui")  # the product: where a runtime's name is its adapter's alone
+RUNTIME_HOMES = ("loadgen/runtimes/", "loadgen/sim/")
+_RUNTIME_RE = re.compile(r"vllm|sglang", re.IGNORECASE)
 
 MAX_MODULE_LINES = 500
 MAX_CLASS_LINES = 300
@@ -277,6 +285,32 @@ def reflection_violations(p: Parsed) -> Iterator[Violation]:
             yield Violation(p.rel, node.lineno, "reflection", f"{source}: use the object's type instead")
 
 
+# ---- runtime names -------------------------------------------------------------------------------------
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ids of the docstring constants of the module, its classes and its functions."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def runtime_violations(p: Parsed) -> Iterator[Violation]:
+    if p.rel.split("/", 1)[0] not in RUNTIME_DIRS or p.rel.startswith(RUNTIME_HOMES):
+        return
+    docstrings = _docstrings(p.tree)
+    for node in ast.walk(p.tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docstrings:
+            continue
+        if _RUNTIME_RE.search(node.value):
+            what = f"{node.value[:60]!r} names a runtime: ask its adapter (loadgen.runtimes) instead"
+            yield Violation(p.rel, node.lineno, "runtime", what)
+
+
 # ---- the tests ----------------------------------------------------------------------------------------
 
 RULES = {
@@ -284,6 +318,7 @@ RULES = {
     "private": private_violations,
     "ignore": ignore_violations,
     "reflection": reflection_violations,
+    "runtime": runtime_violations,
 }
 FILES = source_files()
 
@@ -316,6 +351,23 @@ def test_no_type_ignore_attr_defined(rel: str) -> None:
 @pytest.mark.parametrize("rel", FILES)
 def test_no_reflection_on_project_objects(rel: str) -> None:
     _assert_clean(rel, "reflection")
+
+
+@pytest.mark.parametrize("rel", FILES)
+def test_runtime_names_stay_in_their_adapters(rel: str) -> None:
+    _assert_clean(rel, "runtime")
+
+
+def test_the_runtime_rule_sees_a_name_in_code_but_not_in_prose_or_its_homes() -> None:
+    code = (
+        '"""Reads vLLM."""\nPREFIX = "vllm:"\ndef f():\n    """SGLang\'s."""\n    return f"{x} SGLang"\n'
+        "# vllm in a comment\nNAME = 'VLLM_RESET'\n"
+    )
+    found = sorted((v.line, v.rule) for v in runtime_violations(parse_source("loadgen/fake.py", code)))
+    assert found == [(2, "runtime"), (5, "runtime"), (7, "runtime")]
+    assert not list(runtime_violations(parse_source("loadgen/runtimes/fake.py", code)))
+    assert not list(runtime_violations(parse_source("loadgen/sim/fake.py", code)))
+    assert not list(runtime_violations(parse_source("tests/test_fake.py", code)))
 
 
 def test_allowlists_say_why() -> None:

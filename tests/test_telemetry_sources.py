@@ -17,6 +17,7 @@ from typing import cast
 import pytest
 from aiohttp import web
 
+from loadgen import runtimes
 from loadgen.snapshot import GPUSample
 from loadgen.telemetry import (
     CommandGPUSource,
@@ -24,9 +25,9 @@ from loadgen.telemetry import (
     NVMLSource,
     PrometheusAutoSource,
     PrometheusSource,
+    RuntimeMetricsSource,
     SourceError,
     TelemetryHub,
-    VLLMMetricsSource,
     build_sources,
     discover,
 )
@@ -136,7 +137,9 @@ async def test_source_failing_mid_run_shows_reason_and_recovers(server: tuple[Sw
 async def test_polls_of_one_source_never_overlap(server: tuple[SwitchServer, str]) -> None:
     sw, url = server
     sw.mode = "hang"
-    hub = TelemetryHub([VLLMMetricsSource(url, interval_s=0.01, timeout_s=0.3)], max_backoff_s=0.05)
+    hub = TelemetryHub(
+        [RuntimeMetricsSource(url, runtimes.VLLM, interval_s=0.01, timeout_s=0.3)], max_backoff_s=0.05
+    )
     await hub.start()
     try:
         await wait_until(lambda: hub.latest().sources["vllm"].startswith("timeout"))

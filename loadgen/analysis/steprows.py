@@ -17,6 +17,7 @@ from typing import Literal
 from loadgen.analysis.conditions import conditions_of, show
 from loadgen.analysis.cost import Costs, StepCost
 from loadgen.analysis.reports import ReportRun
+from loadgen.runtimes import LAUNCHABLE
 from loadgen.snapshot import METRICS, StepSummary
 from loadgen.telemetry.window import WINDOW_KEYS
 from loadgen.types import ErrorKind
@@ -248,7 +249,7 @@ RUN_COLUMNS: tuple[tuple[str, str, Callable[[ReportRun], object]], ...] = (
 CONDITION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("model", "the served model"),
     ("model_revision", "its revision"),
-    ("runtime", "vllm, sglang ..."),
+    ("runtime", ", ".join(LAUNCHABLE) + " ..."),
     ("runtime_version", "the runtime's version"),
     ("gpu_model", "the GPU, from telemetry or --tag gpu"),
     ("gpu_count", "how many GPUs"),

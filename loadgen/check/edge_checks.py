@@ -11,6 +11,7 @@ import json
 from loadgen.check.api_checks import failure_text
 from loadgen.check.results import CheckResult
 from loadgen.check.session import Session
+from loadgen.runtimes import METRIC_RUNTIMES
 from loadgen.target.http import target_url
 from loadgen.target.ratelimit import ratelimit_line
 from loadgen.target.tokenize import TokenizeError, count_tokens, tokenize_body, tokenize_url
@@ -20,6 +21,7 @@ from loadgen.telemetry.reading import SourceError
 __all__ = ["bad_request", "context_overflow", "metrics", "rate_limits", "tokenize"]
 
 BAD_MESSAGES = "this is not a list of messages"
+_NAMED = " or ".join(r.label for r in METRIC_RUNTIMES)  # "vLLM or SGLang"
 OVERFLOW_MARGIN = 100  # words past max_model_len; each word is at least one token in any tokenizer
 
 
@@ -121,7 +123,7 @@ async def metrics(session: Session) -> CheckResult:
         return CheckResult(name, "fail", str(exc))
     runtime = detect_runtime(samples)
     if runtime is None:
-        return CheckResult(name, "fail", f"{len(samples)} samples, none with vLLM or SGLang names")
+        return CheckResult(name, "fail", f"{len(samples)} samples, none with {_NAMED} names")
     return CheckResult(name, "pass", f"{len(samples)} samples, {runtime} names", data={"runtime": runtime})
 
 

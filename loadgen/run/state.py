@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from loadgen.arrivals import ArrivalSpec
 from loadgen.config import Mode, RampPlan, RunConfig, RunState
+from loadgen.runtimes import RuntimeName
 
 
 @dataclass(slots=True)
@@ -21,7 +22,7 @@ class RunStatus:
     message: str = ""  # why it failed, or how it ended
     unreachable: bool = False
     model: str = ""
-    runtime: str | None = None
+    runtime: RuntimeName | None = None
     runtime_version: str | None = None
     warnings: list[str] = field(default_factory=list)  # found before the load started
     marks: list[tuple[float, str]] = field(default_factory=list)  # (elapsed s, note)

@@ -1,7 +1,8 @@
-"""The target's prefix-cache reset: vLLM's ``POST /reset_prefix_cache``, SGLang's ``POST /flush_cache``.
+"""The target's prefix-cache reset, through the runtime's own endpoint (``Runtime.cache_resets`` of
+``loadgen.runtimes``: vLLM's ``POST /reset_prefix_cache``, SGLang's ``POST /flush_cache``).
 
-Owns which endpoint a runtime offers (``reset_paths``), the call (the target's headers, a short timeout,
-proxies from the environment ignored) and what it tells: ``CacheReset``, whether the cache was reset and one
+Owns which endpoints are tried for a runtime (``reset_routes``), the call (the target's headers, a short
+timeout, proxies from the environment ignored) and what it tells: ``CacheReset``, whether the cache was reset and one
 line saying how (each request with its status, then why not), for the step's record. ``reset_prefix_cache``
 never raises: an HTTP answer, a refusal or an unreachable server all come back as a ``CacheReset``.
 
@@ -17,21 +18,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from loadgen.runtimes import RUNTIMES, CacheResetRoute, named
 from loadgen.target.http import api_key, describe_error, scrub, target_headers
 from loadgen.types import Target
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["SGLANG_FLUSH", "VLLM_RESET", "CacheReset", "reset_paths", "reset_prefix_cache"]
+__all__ = ["CacheReset", "reset_paths", "reset_prefix_cache", "reset_routes"]
 
-VLLM_RESET = "/reset_prefix_cache?reset_running_requests=true"
-SGLANG_FLUSH = "/flush_cache"
 _ABSENT = (404, 405)
-_NO_RESET = (
-    "the server offers no cache reset (vLLM serves /reset_prefix_cache only when started with "
-    "VLLM_SERVER_DEV_MODE=1; SGLang serves /flush_cache)"
-)
+# Every route any runtime serves, each named once, for the sentence said when none was there.
+_ROUTES: dict[str, CacheResetRoute] = {route.path: route for r in RUNTIMES for route in r.cache_resets}
+_NO_RESET = f"the server offers no cache reset ({'; '.join(route.hint for route in _ROUTES.values())})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +41,15 @@ class CacheReset:
     how: str
 
 
+def reset_routes(runtime: str | None) -> tuple[CacheResetRoute, ...]:
+    """The endpoints to try, in order, for a runtime as ``identify_runtime`` names it (every runtime's,
+    in turn, for one ramp cannot name)."""
+    return named(runtime).cache_resets
+
+
 def reset_paths(runtime: str | None) -> tuple[str, ...]:
-    """The endpoints to try, in order, for a runtime as ``identify_runtime`` names it."""
-    name = (runtime or "").lower()
-    if "sglang" in name:
-        return (SGLANG_FLUSH,)
-    if "vllm" in name:
-        return (VLLM_RESET,)
-    return (VLLM_RESET, SGLANG_FLUSH)
+    """The paths of ``reset_routes``."""
+    return tuple(route.path for route in reset_routes(runtime))
 
 
 def _url(target: Target, path: str) -> str:
@@ -59,23 +59,17 @@ def _url(target: Target, path: str) -> str:
     return url + ("&" if "?" in url else "?") + ours if ours else url
 
 
-def _refused(path: str, status: int, body: str) -> str | None:
-    """Why an answer is not a reset (``None``: it is one). Both runtimes may say so in a 200's body."""
+def _refused(route: CacheResetRoute, status: int, body: str) -> str | None:
+    """Why an answer is not a reset (``None``: it is one). A runtime may say so in a 200's body."""
     if 200 <= status < 300:
-        if path == VLLM_RESET and '"success":false' in body.replace(" ", "").lower():
-            return "vLLM could not reset: cache blocks are still held by running requests"
-        if path == SGLANG_FLUSH and "fail" in body.lower():
-            return "SGLang flushes only when no request is running or waiting"
+        if route.body_refusal in body.replace(" ", "").lower():
+            return route.body_refusal_why
         return None
     if status in (401, 403):
         return "not authorised (is the API key set?)"
-    if path == SGLANG_FLUSH:
-        if status == 400:
-            return "SGLang flushes only when no request is running or waiting"
-        return "the server has no /flush_cache" if status in _ABSENT else "SGLang refused the flush"
-    if status in _ABSENT:
-        return "vLLM serves /reset_prefix_cache only when started with VLLM_SERVER_DEV_MODE=1"
-    return "vLLM refused the reset: cache blocks are still held by running requests (an older vLLM?)"
+    if status in route.status_whys:
+        return route.status_whys[status]
+    return route.absent_why if status in _ABSENT else route.other_why
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +79,12 @@ class _Attempt:
     why: str | None  # why the answer is not a reset; None: it is one (or no answer came)
 
 
-async def _post(client: httpx.AsyncClient, target: Target, path: str, timeout_s: float) -> _Attempt:
+async def _post(
+    client: httpx.AsyncClient, target: Target, route: CacheResetRoute, timeout_s: float
+) -> _Attempt:
     import httpx
 
+    path = route.path
     try:
         response = await client.post(_url(target, path))
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -96,7 +93,7 @@ async def _post(client: httpx.AsyncClient, target: Target, path: str, timeout_s:
             scrub(describe_error(exc, plain, timeout_s), (api_key(target.api_key_env),)), None, None
         )
     status = response.status_code
-    return _Attempt(f"POST {path} → {status}", status, _refused(path, status, response.text[:2000]))
+    return _Attempt(f"POST {path} → {status}", status, _refused(route, status, response.text[:2000]))
 
 
 async def reset_prefix_cache(target: Target, runtime: str | None, timeout_s: float = 10.0) -> CacheReset:
@@ -109,8 +106,8 @@ async def reset_prefix_cache(target: Target, runtime: str | None, timeout_s: flo
     attempts: list[_Attempt] = []
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, target.connect_timeout_s))
     async with httpx.AsyncClient(timeout=timeout, headers=target_headers(target), trust_env=False) as client:
-        for path in reset_paths(runtime):
-            attempt = await _post(client, target, path, timeout_s)
+        for route in reset_routes(runtime):
+            attempt = await _post(client, target, route, timeout_s)
             attempts.append(attempt)
             if attempt.status is not None and attempt.why is None:
                 return CacheReset(True, ", then ".join(a.said for a in attempts))

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from loadgen.runtimes import GENERIC, SGLANG, SIM, VLLM, RuntimeName, lookup
 from loadgen.types import Target, server_root
 
 if TYPE_CHECKING:
@@ -236,12 +237,12 @@ def _is_httpx(exc: BaseException, name: str) -> bool:
 class RuntimeDocs:
     """What a server answered at the endpoints that name its runtime (``None``: no JSON object there)."""
 
-    sim: Mapping[str, object] | None = None  # ramp's simulator: /_sim/info
-    version: Mapping[str, object] | None = None  # vLLM (and the simulator): /version
-    sglang: Mapping[str, object] | None = None  # SGLang: /server_info (newer) or /get_server_info (older)
+    sim: Mapping[str, object] | None = None  # ramp's simulator: its info path (SIM.info_paths)
+    version: Mapping[str, object] | None = None  # VLLM.version_path (the simulator answers it too)
+    sglang: Mapping[str, object] | None = None  # SGLANG.info_paths: the newer, else the older
     owners: frozenset[str] = field(default_factory=frozenset)  # owned_by of /v1/models entries, lowercased
     models_answered: bool = False  # /v1/models answered with a model list
-    metrics_runtime: str | None = None  # detected from /metrics prefixes, when the caller scraped it
+    metrics_runtime: RuntimeName | None = None  # detected from /metrics prefixes, when the caller scraped it
 
     def with_models(self, models: object | None) -> RuntimeDocs:
         """The same answers plus the ``/v1/models`` document's owners (fetched apart, e.g. by the probe)."""
@@ -253,30 +254,32 @@ def _text(value: object) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def identify_runtime(docs: RuntimeDocs) -> tuple[str | None, str | None]:
+def identify_runtime(docs: RuntimeDocs) -> tuple[RuntimeName | None, str | None]:
     """(runtime, version), most specific answer first; (None, None) when nothing identifies the server.
 
     The simulator answers ``/_sim/info``; vLLM marks its models ``owned_by: "vllm"`` and serves ``/version``
     (``{"version": ...}``); SGLang marks them ``"sglang"`` and serves ``/server_info`` or
     ``/get_server_info`` (with ``version``, ``tp_size``, ``model_path``). Anything else that serves
-    ``/v1/models`` is ``"openai-compatible"``.
+    ``/v1/models`` is ``"openai-compatible"``. The names and markers are the runtimes' (``loadgen.runtimes``);
+    a simulator that names a runtime ramp does not know is ramp's simulator.
     """
     version = _text(docs.version.get("version")) if docs.version is not None else None
     if docs.sim is not None:
-        return str(docs.sim.get("runtime") or "ramp-sim"), _text(docs.sim.get("version")) or version
-    if "vllm" in docs.owners:
-        return "vllm", version
+        claimed = lookup(docs.sim.get("runtime"))
+        return (claimed or SIM).name, _text(docs.sim.get("version")) or version
+    if VLLM.owned_by in docs.owners:
+        return VLLM.name, version
     info = docs.sglang
-    if info is not None and ("version" in info or "tp_size" in info or "model_path" in info):
-        return "sglang", _text(info.get("version")) or version
-    if "sglang" in docs.owners:
-        return "sglang", version
+    if info is not None and any(key in info for key in SGLANG.info_keys):
+        return SGLANG.name, _text(info.get("version")) or version
+    if SGLANG.owned_by in docs.owners:
+        return SGLANG.name, version
     if docs.metrics_runtime is not None:
         return docs.metrics_runtime, version
     if version is not None:
-        return "vllm", version  # /version with a bare {"version": ...} is vLLM's answer
+        return VLLM.name, version  # /version with a bare {"version": ...} is vLLM's answer
     if docs.models_answered:
-        return "openai-compatible", None
+        return GENERIC.name, None
     return None, None
 
 
@@ -299,15 +302,20 @@ def _mapping(doc: object) -> Mapping[str, object] | None:
 
 
 async def fetch_runtime_docs(
-    client: httpx.AsyncClient, root: str, models: object | None = None, metrics_runtime: str | None = None
+    client: httpx.AsyncClient,
+    root: str,
+    models: object | None = None,
+    metrics_runtime: RuntimeName | None = None,
 ) -> RuntimeDocs:
     """Ask every runtime's info endpoint under ``root`` at once. ``models`` is the ``/v1/models`` document
     when the caller already has it (its ``owned_by`` names the runtime)."""
+    assert VLLM.version_path is not None
+    newer, older = SGLANG.info_paths
     sim, version, info, info_old = await asyncio.gather(
-        get_json(client, root + "/_sim/info"),
-        get_json(client, root + "/version"),
-        get_json(client, root + "/server_info"),
-        get_json(client, root + "/get_server_info"),
+        get_json(client, root + SIM.info_paths[0]),
+        get_json(client, root + VLLM.version_path),
+        get_json(client, root + newer),
+        get_json(client, root + older),
     )
     return docs_from(sim, version, _mapping(info) or _mapping(info_old), models, metrics_runtime)
 
@@ -317,7 +325,7 @@ def docs_from(
     version: object | None,
     sglang: object | None,
     models: object | None,
-    metrics_runtime: str | None = None,
+    metrics_runtime: RuntimeName | None = None,
 ) -> RuntimeDocs:
     """``RuntimeDocs`` from raw JSON documents as the endpoints returned them (anything, or ``None``)."""
     entries = models.get("data") if isinstance(models, Mapping) else None

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from loadgen.runtimes import RuntimeName
 from loadgen.target.connect import httpx_client, tls_hint
 from loadgen.target.http import (
     api_key,
@@ -45,7 +46,7 @@ class ServerInfo:
     models: tuple[str, ...] = ()
     model: str | None = None  # target.model when served, else the first model served
     max_model_len: int | None = None
-    runtime: str | None = None  # "vllm" | "sglang" | "ramp-sim" | "openai-compatible"
+    runtime: RuntimeName | None = None  # loadgen.runtimes names it
     runtime_version: str | None = None
     http_status: int | None = None  # status of the /v1/models answer
     note: str = ""  # worth a warning, but the run can go on (no model list, the model named by --model)

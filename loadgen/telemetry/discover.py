@@ -11,7 +11,8 @@ and merges what comes back; what the server does not say stays ``None`` for ``--
   labels: block size, KV cache dtype and size, prefix caching); vLLM exposes no parallel layout there.
 
 Which runtime answered is ``loadgen.target.http``'s call (``identify_runtime``, the probe's answer too);
-this module maps each runtime's documents to condition keys.
+which fields of its info document are conditions is the runtime's (``Runtime.conditions``,
+``loadgen.runtimes``); this module asks them all at once and merges the answers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from loadgen.runtimes import RuntimeName, lookup
 from loadgen.target.connect import route
 from loadgen.target.http import (
     auth_headers,
@@ -58,26 +60,6 @@ SERVER_KEYS = (
     "speculative_num_draft_tokens",
     "speculative_draft_model",
 )
-
-# SGLang ServerArgs / scheduler_info field -> condition key
-SGLANG_FIELDS = {
-    "version": "version",
-    "model_path": "model_path",
-    "served_model_name": "model",
-    "context_length": "max_model_len",
-    "tp_size": "tp_size",
-    "pp_size": "pp_size",
-    "dp_size": "dp_size",
-    "ep_size": "ep_size",
-    "dtype": "dtype",
-    "quantization": "quantization",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "page_size": "block_size",
-    "max_total_num_tokens": "kv_cache_tokens",
-    "speculative_algorithm": "speculative_algorithm",
-    "speculative_num_draft_tokens": "speculative_num_draft_tokens",
-    "speculative_draft_model_path": "speculative_draft_model",
-}
 
 # Aliases a simulator (or a proxy) may use for the same conditions.
 ALIASES = {
@@ -146,8 +128,8 @@ async def discover(
     out["runtime"] = runtime
     if docs.sim is not None:
         _override(out, _sim_conditions(docs.sim))
-    elif runtime == "sglang" and docs.sglang is not None:
-        _override(out, _sglang_conditions(docs.sglang))
+    elif (known := lookup(runtime)) is not None and known.conditions is not None and docs.sglang is not None:
+        _override(out, known.conditions(docs.sglang))  # the server info document (the runtime's own)
     if out["version"] is None and version is not None:
         out["version"] = version
     answered = any(x is not None for x in (docs.sim, docs.sglang, docs.version, models)) or isinstance(
@@ -164,8 +146,10 @@ async def discover(
     return out
 
 
-def _metrics_conditions(out: dict[str, object | None], metrics: str | BaseException, url: str) -> str | None:
-    """Fill what the /metrics page says (vLLM's cache config labels); return the runtime its names show."""
+def _metrics_conditions(
+    out: dict[str, object | None], metrics: str | BaseException, url: str
+) -> RuntimeName | None:
+    """Fill what the /metrics page says (a runtime's ``*_info`` labels); return the runtime its names show."""
     if not isinstance(metrics, str):
         return None
     try:
@@ -185,18 +169,6 @@ def _models_conditions(out: dict[str, object | None], models: object | None) -> 
         _fill(out, {"model": first.get("id"), "max_model_len": first.get("max_model_len")})
         if first.get("root") and first.get("root") != first.get("id"):
             _fill(out, {"model_path": first.get("root")})
-
-
-def _sglang_conditions(server_info: Mapping[str, object]) -> dict[str, object]:
-    """Condition keys from SGLang's server args and scheduler info."""
-    fields = {SGLANG_FIELDS[k]: v for k, v in server_info.items() if k in SGLANG_FIELDS}
-    if "disable_radix_cache" in server_info:
-        fields["prefix_caching"] = not server_info["disable_radix_cache"]
-    if not fields.get("model"):
-        fields.pop("model", None)
-    if fields.get("speculative_algorithm") in (None, "", "NONE"):
-        fields.pop("speculative_algorithm", None)
-    return fields
 
 
 def _sim_conditions(info: Mapping[str, object]) -> dict[str, object]:

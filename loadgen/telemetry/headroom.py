@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from loadgen.format import fmt_count, fmt_si
+from loadgen.runtimes import named
 from loadgen.snapshot import KVHeadroom
 
 __all__ = ["capacity", "headroom", "headroom_record", "level_warning", "plan_warning"]
@@ -44,7 +45,7 @@ def capacity(conditions: Mapping[str, object | None]) -> KVHeadroom | None:
     tokens = _positive_int(conditions.get("kv_cache_tokens"))
     if tokens is None:
         return None
-    source = "max_total_num_tokens" if conditions.get("runtime") == "sglang" else "kv_cache_size_tokens"
+    source = named(conditions.get("runtime")).kv_capacity_key
     blocks = tokens // block_size if block_size is not None else None
     return KVHeadroom(tokens, source, block_size, blocks)
 

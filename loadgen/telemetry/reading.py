@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from loadgen.runtimes import RuntimeName
 from loadgen.snapshot import EMPTY, GPUSample
 
 # Runtime-neutral names a Reading may carry. Sources fill what their server exposes; the rest is absent.
@@ -69,7 +70,7 @@ class Reading:
     """What one successful poll saw. ``t_ns`` is ``time.monotonic_ns()`` when the answer arrived."""
 
     t_ns: int
-    runtime: str | None = None  # "vllm" | "sglang" | None (GPU-only sources)
+    runtime: RuntimeName | None = None  # the runtime whose names were read; None: GPU-only sources
     gauges: Mapping[str, float] = EMPTY
     counters: Mapping[str, float] = EMPTY
     histograms: Mapping[str, CumulativeHistogram] = EMPTY

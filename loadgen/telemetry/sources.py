@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from loadgen.runtimes import METRIC_RUNTIMES, Runtime, RuntimeName, lookup
 from loadgen.target.connect import route
 from loadgen.target.http import auth_headers, describe_error, server_root
 from loadgen.telemetry.exposition import detect_runtime, has_dcgm, parse_samples, reading_from_samples
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # httpx imports its CLI (rich, click) when imported: only on 
     import httpx
 
 DEFAULT_TIMEOUT_S = 5.0  # a busy server can take seconds to render /metrics; polls are spaced politely
+_ANY_PREFIX = "/".join(r.metrics.prefix for r in METRIC_RUNTIMES if r.metrics is not None)
 
 
 @runtime_checkable
@@ -39,10 +41,11 @@ class Source(Protocol):
 
 
 class PrometheusSource:
-    """Scrapes one ``/metrics`` URL; reads vLLM or SGLang server metrics and/or DCGM GPU metrics.
+    """Scrapes one ``/metrics`` URL; reads a runtime's server metrics and/or DCGM GPU metrics.
 
-    ``runtime``: "vllm" or "sglang" to read only that server's names, ``None`` to detect the prefix on the
-    first good scrape (and again if it later disappears). ``server``/``gpus`` choose which parts to keep.
+    ``runtime``: a runtime's name (``loadgen.runtimes``) to read only its names, ``None`` to detect the
+    prefix on the first good scrape (and again if it later disappears). ``server``/``gpus`` choose which
+    parts to keep.
     """
 
     kind: SourceKind = "mixed"
@@ -52,7 +55,7 @@ class PrometheusSource:
         url: str,
         *,
         name: str = "metrics",
-        runtime: str | None = None,
+        runtime: RuntimeName | None = None,
         server: bool = True,
         gpus: bool = True,
         interval_s: float = 1.0,
@@ -70,7 +73,7 @@ class PrometheusSource:
         self.timeout_s = timeout_s
         self._headers = headers or {}
         self._client: httpx.AsyncClient | None = None
-        self._detected: str | None = None
+        self._detected: Runtime | None = None
         self.last_fetch_s: float | None = None
         self.last_mid_ns: int | None = None
 
@@ -114,14 +117,18 @@ class PrometheusSource:
         samples = await asyncio.to_thread(parse_samples, text, self.url)
         runtime = self.runtime
         if self.server and runtime is None:
-            if self._detected is None or not any(s.name.startswith(self._detected + ":") for s in samples):
-                self._detected = detect_runtime(samples)
-            runtime = self._detected
+            detected = self._detected
+            prefix = (
+                detected.metrics.prefix if detected is not None and detected.metrics is not None else None
+            )
+            if prefix is None or not any(s.name.startswith(prefix) for s in samples):
+                self._detected = lookup(detect_runtime(samples))
+            runtime = self._detected.name if self._detected is not None else None
         reading = reading_from_samples(samples, t_ns, runtime=runtime, server=self.server, gpus=self.gpus)
         if not reading.has_server and reading.gpus is None:
             wanted = []
             if self.server:
-                wanted.append(f"{runtime}:" if runtime else "vllm:/sglang:")
+                wanted.append(f"{runtime}:" if runtime else _ANY_PREFIX)
             if self.gpus:
                 wanted.append("DCGM_FI_")
             raise SourceError(f"no {' or '.join(wanted)} metrics at {self.url}")
@@ -157,45 +164,25 @@ class PrometheusAutoSource(PrometheusSource):
         )
 
 
-class VLLMMetricsSource(PrometheusSource):
+class RuntimeMetricsSource(PrometheusSource):
+    """A server's ``/metrics`` read as ``runtime``'s names only (no detection, no GPU names)."""
+
     kind: SourceKind = "server"
 
     def __init__(
         self,
         base_url: str,
+        runtime: Runtime,
         *,
-        name: str = "vllm",
+        name: str | None = None,
         interval_s: float = 1.0,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(
             server_root(base_url) + "/metrics",
-            name=name,
-            runtime="vllm",
-            gpus=False,
-            interval_s=interval_s,
-            timeout_s=timeout_s,
-            headers=headers,
-        )
-
-
-class SGLangMetricsSource(PrometheusSource):
-    kind: SourceKind = "server"
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        name: str = "sglang",
-        interval_s: float = 1.0,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(
-            server_root(base_url) + "/metrics",
-            name=name,
-            runtime="sglang",
+            name=name or runtime.name,
+            runtime=runtime.name,
             gpus=False,
             interval_s=interval_s,
             timeout_s=timeout_s,
@@ -266,9 +253,8 @@ __all__ = [
     "DCGMSource",
     "PrometheusAutoSource",
     "PrometheusSource",
-    "SGLangMetricsSource",
+    "RuntimeMetricsSource",
     "Source",
-    "VLLMMetricsSource",
     "build_sources",
     "has_dcgm",
 ]
