@@ -3,20 +3,30 @@ process group of its own inside ramp's session, with a Linux parent-death signal
 Python (a load worker), ending itself as soon as its parent is gone, whatever killed the parent.
 
 Owns ``own_process_group`` (why: its docstring), ``parent_death_signal`` and ``with_hook`` (a child hook
-chained after one already given), ``child_popen_args``, the three together, and ``exit_with_parent``.
+chained after one already given), ``child_popen_args``, the three together, ``exit_with_parent``, and
+``main_left_alone`` (a spawned worker that does not run the parent's ``__main__`` again).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["child_popen_args", "exit_with_parent", "own_process_group", "parent_death_signal", "with_hook"]
+__all__ = [
+    "child_popen_args",
+    "exit_with_parent",
+    "main_left_alone",
+    "own_process_group",
+    "parent_death_signal",
+    "with_hook",
+]
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 ORPHAN_EXIT = 3  # the exit code of a child that ended itself because its parent was gone
@@ -125,3 +135,43 @@ def _orphaned() -> None:
     except OSError:
         pass
     os._exit(ORPHAN_EXIT)
+
+
+class _MainStandIn(types.ModuleType):
+    """``__main__`` as a spawning parent shows it to multiprocessing while a worker starts: no file and no
+    spec (so the child leaves its own ``__main__`` alone), every other name read through to the real one."""
+
+    def __init__(self, real: types.ModuleType) -> None:
+        super().__init__("__main__")
+        self.__file__: str | None = None
+        self.__spec__ = None
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return vars(self._real)[name]
+        except KeyError:
+            raise AttributeError(f"module '__main__' has no attribute {name!r}") from None
+
+
+_MAIN_SWAP = threading.Lock()
+
+
+@contextlib.contextmanager
+def main_left_alone() -> Iterator[None]:
+    """Around ``Process.start()`` of a spawn context: the child does not run the parent's ``__main__`` again.
+
+    Spawn (and forkserver) children import the parent's main script as ``__mp_main__`` before they unpickle
+    their target, which is why scripts need ``if __name__ == "__main__":``: without the guard the child runs
+    the script's own ``Engine(...).start()`` and dies ("load worker exited with code 1"). A load worker's
+    target and arguments are ramp's own (importable by name), so it needs nothing from ``__main__``:
+    multiprocessing leaves main alone when ``__main__`` has neither a file nor a spec (as in an
+    interactive session), which the stand-in shows for the few milliseconds of the start. Other threads
+    reading a name of ``__main__`` meanwhile (pickle does) still find it, through the stand-in."""
+    with _MAIN_SWAP:
+        real = sys.modules["__main__"]
+        sys.modules["__main__"] = _MainStandIn(real)
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = real

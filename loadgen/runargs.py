@@ -5,7 +5,8 @@ Precedence, resolved here and nowhere else: a flag beats the profile, the profil
 The API (``--api``) becomes ``Target.api``: what the workers send, the sizer is fitted to and the record
 states. The mode travels with the levels: the profile's ``[ramp]`` levels run in the profile's mode,
 levels given with ``--steps`` in the flags' mode (closed loop unless ``--open-loop``). An explicit
-``--level`` or ``--rate`` without ``--steps`` is manual steering: the profile's plan is not used.
+``--level`` or ``--rate`` without ``--steps`` is manual steering: the profile's plan is not used; headless,
+where no one steers, it is one step of ``--step-seconds`` at that level or rate, then the usual end.
 Without ``--seed`` every run draws a fresh seed (so run after run sends new prompts and a server's prefix
 cache cannot warm across runs); ``--seed N`` replays run N's prompts. The record states which.
 The price flags override the profile's ``[pricing]`` one field at a time (``RunConfig.pricing``, stated in
@@ -69,6 +70,8 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
         if profile_levels is None or profile_levels.mode != "open":
             raise UsageError("open loop needs --rate R or --steps R1,R2,... (req/s)")
     levels = flags.steps or (profile_levels.levels if profile_levels is not None else None)
+    if manual and flags.headless:  # no one steers a headless run: the level given, held for one step
+        levels = (_held_level(flags, mode),)
     if flags.find_max is not None:
         if flags.steps is not None:
             raise UsageError("--find-max searches the levels itself: drop --steps (bounds: --find-max LO:HI)")
@@ -99,6 +102,16 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
         level=flags.level if flags.level is not None else (flags.max_concurrency if mode == "open" else 1),
         rate_rps=flags.rate if flags.rate is not None else (levels[0] if levels else 1.0),
     )
+
+
+def _held_level(flags: RunFlags, mode: Mode) -> float:
+    """The one level of a headless ``--rate R`` (open loop) or ``--level N`` (closed loop)."""
+    if mode == "open":
+        assert flags.rate is not None  # open loop without --rate or --steps was refused above
+        return flags.rate
+    if flags.level is None or flags.level < 1:
+        raise UsageError(f"--level {flags.level} runs no stream: give --level 1 or more with --headless")
+    return float(flags.level)
 
 
 def _profile(name: str) -> Profile:

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from loadgen.arrivals import ArrivalSpec, stream_seed
+from loadgen.childproc import main_left_alone
 from loadgen.config import RunConfig, SetupError
 from loadgen.run.protocol import (
     ClosedLoad,
@@ -275,7 +276,8 @@ class ProcessFleet(Fleet):
                 name=f"ramp-worker-{spec.worker_id}",
                 daemon=True,
             )
-            proc.start()
+            with main_left_alone():  # a script without the __main__ guard works too (the README's)
+                proc.start()
             self.procs.append(proc)
             self.cmd_queues.append(commands)
 
