@@ -8,16 +8,42 @@ from collections.abc import Callable
 
 from loadgen.snapshot import Snapshot
 
+SEEN_KEPT = 10_000  # snapshots kept for ``seen`` (40 minutes at 4 Hz)
+
 
 class Watch:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.snap: Snapshot | None = None
+        self.published: list[Snapshot] = []  # every snapshot, in order (``seen`` looks at each one)
 
     def __call__(self, snap: Snapshot) -> None:
         with self.cond:
             self.snap = snap
+            self.published.append(snap)
+            del self.published[:-SEEN_KEPT]
             self.cond.notify_all()
+
+    def seen(self, pred: Callable[[Snapshot], bool], timeout: float = 20.0, what: str = "") -> Snapshot:
+        """The first snapshot, the latest one included, that meets ``pred``: a state that lasts a snapshot
+        or two is found even when this thread was not scheduled while it lasted (``until`` looks only at the
+        latest snapshot each time it wakes)."""
+        with self.cond:
+            start = max(0, len(self.published) - 1)
+            found: list[Snapshot] = []
+
+            def met() -> bool:
+                nonlocal start
+                for snap in self.published[start:]:
+                    if pred(snap):
+                        found.append(snap)
+                        return True
+                start = len(self.published)
+                return False
+
+            self.cond.wait_for(met, timeout)
+        assert found, f"no snapshot within {timeout} s: {what}; {len(self.published)} seen"
+        return found[0]
 
     def until(self, pred: Callable[[Snapshot], bool], timeout: float = 20.0, what: str = "") -> Snapshot:
         with self.cond:

@@ -3,6 +3,7 @@ mean something, and a worker starved of CPU by other processes told apart from a
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -17,13 +18,35 @@ def _spin(seconds: float) -> None:
         pass
 
 
+class Clocks:
+    """The process's CPU time and the wall clock, moved by the test: a loaded machine cannot stretch them."""
+
+    def __init__(self) -> None:
+        self.cpu_s = self.wall_s = 0.0
+
+    def spin(self, cpu_s: float, wall_s: float) -> None:
+        self.cpu_s += cpu_s
+        self.wall_s += wall_s
+
+
 def test_cpu_share_is_taken_over_a_span_not_per_delta() -> None:
-    h = HealthSampler(span_s=0.05)
-    _spin(0.1)
+    clocks = Clocks()
+    h = HealthSampler(span_s=0.05, cpu_clock=lambda: clocks.cpu_s, wall_clock=lambda: clocks.wall_s)
+    clocks.spin(0.1, 0.1)
     first = h.take()["cpu_pct"]
     assert first > 50.0  # this thread did nothing but spin
     # A delta shipped right after: too short a span to judge, the last figure stands (no 0 %/100 % flicker)
+    clocks.spin(0.0, 0.001)
     assert h.take()["cpu_pct"] == first
+    # Once a span has passed, the share is taken again, over that span only: idle now, it reads 0 %.
+    clocks.spin(0.0, 0.05)
+    assert h.take()["cpu_pct"] == 0.0
+
+
+def test_the_cpu_share_is_read_from_the_real_clocks_by_default() -> None:
+    h = HealthSampler(span_s=0.0)
+    _spin(0.05)
+    assert 0.0 < h.take()["cpu_pct"] <= 100.0 * max(1, os.cpu_count() or 1)
 
 
 def test_a_fresh_worker_reads_no_cpu_share_before_a_full_span() -> None:

@@ -25,18 +25,28 @@ from tmux_harness import (
 
 pytestmark = needs_tmux
 
-# Short steps: a planned step is its warm-up, 4 s of window, then its closing (its requests finishing).
-# A key cuts a step only once it has counted a request (one with nothing sent, or cut within a second,
-# is no step): the tests wait for the step's "ok" count on screen. A chat request of the demo takes
-# about 1.5 s, some much longer: 4 streams count their first one well inside the window.
-PLAN = ["--step-seconds", "4", "--warmup", "1"]
-# Longer than a planned step with its closing: a level still in the plan's hands would have moved. (The
-# auto-ramp without a plan doubles every 30 s: that the header says "auto off" stands for it.)
-LONGER_THAN_A_STEP_S = 8.0
+# A planned step is its warm-up, 10 s of window, then its closing (its requests finishing). A key cuts a
+# step only once it has counted a request (one with nothing sent, or cut within a second, is no step): the
+# tests wait for the step's "ok" count on screen. A chat request of the demo takes about 1.5 s, some much
+# longer. The key must reach the step before the plan ends it: the test presses it only while the step's
+# clock shows at least KEY_MARGIN_S left (a loaded machine delays a key by up to a second or two), which
+# 10 s windows leave room for.
+PLAN = ["--step-seconds", "10", "--warmup", "1"]
+KEY_MARGIN_S = 4
+# Longer than what is left of a planned step with its closing: a level still in the plan's hands would
+# have moved. (The auto-ramp without a plan doubles every 30 s: that the header says "auto off" stands
+# for it.)
+LONGER_THAN_A_STEP_S = 14.0
 
 
 def measuring(screen: str) -> bool:
     return "MEASURING" in header_line(screen)
+
+
+def seconds_left(screen: str) -> int | None:
+    """What the header's step clock says is left of the planned step ('0:07 left')."""
+    m = re.search(r"(\d+):(\d\d) left", header_line(screen))
+    return int(m.group(1)) * 60 + int(m.group(2)) if m else None
 
 
 def found(pattern: str, screen: str) -> str:
@@ -55,9 +65,15 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
     # 5 is not a level of the plan: if the plan still drove, the level would go to 16 after a step.
     with ramp_session(["demo", "--steps", "4,16,32", *PLAN, "--out", str(record)]) as pane:
         pane.wait_for(
-            lambda s: measuring(s) and "auto on" in header_line(s) and level_of(s) == 4 and bool(ok_count(s)),
+            lambda s: (
+                measuring(s)
+                and "auto on" in header_line(s)
+                and level_of(s) == 4
+                and bool(ok_count(s))
+                and (seconds_left(s) or 0) >= KEY_MARGIN_S
+            ),
             60,
-            "the plan's first step measuring at level 4 with a request done, auto on",
+            f"the plan's first step measuring at level 4 with a request done, auto on, {KEY_MARGIN_S} s left",
         )
         pane.keys("Up")
         pane.wait_for(

@@ -117,7 +117,7 @@ def test_the_record_carries_closing_time_and_carried_share(sim: ProcessSimHandle
 
 
 def run_live(
-    sim: ProcessSimHandle, tmp_path: Path, plan: RampPlan | None, level: int = 4
+    sim: ProcessSimHandle, tmp_path: Path, plan: RampPlan | None, level: int = 4, snapshot_hz: float = 4.0
 ) -> tuple[Engine, Watch]:
     config = RunConfig(
         Target(sim.url),
@@ -128,6 +128,7 @@ def run_live(
         telemetry=False,
         seed=12,
         after_plan="idle",
+        snapshot_hz=snapshot_hz,
     )
     watch = Watch()
     engine = Engine(config, on_snapshot=watch)
@@ -246,10 +247,13 @@ def test_the_latest_error_of_each_kind_is_kept_whole_and_scrubbed(tmp_path: Path
 
 
 def test_a_closing_step_shows_its_own_figures_and_number(sim: ProcessSimHandle, tmp_path: Path) -> None:
-    engine, watch = run_live(sim, tmp_path, RampPlan((4.0, 8.0), step_s=2.5, warmup_s=0.5))
+    # Step 0 closes in about 0.26 s (its 4 streams' last requests landing): at 20 snapshots a second
+    # several show it, and ``seen`` looks at each of them, however late this thread is scheduled.
+    plan = RampPlan((4.0, 8.0), step_s=2.5, warmup_s=0.5)
+    engine, watch = run_live(sim, tmp_path, plan, snapshot_hz=20.0)
     try:
         # "this step" keeps the holding step's figures while its last requests land (it read empty before)
-        snap = watch.until(lambda s: s.phase == "closing" and s.windows["step"].ok > 0, 30)
+        snap = watch.seen(lambda s: s.phase == "closing" and s.windows["step"].ok > 0, 30, "a closing step")
         assert snap.step_index == 0 and snap.level == 4  # the step that holds is still step 0
     finally:
         finish(engine)

@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -332,6 +334,23 @@ class RampApp(EngineActions):
             self.start_restarted()
 
 
+def let_the_terminal_go() -> None:
+    """After a hang-up the terminal is gone: Textual's output (``sys.__stderr__``) goes to /dev/null from
+    now on, and a SIGCONT (the kernel sends one with the hang-up) no longer resumes application mode on it.
+    Otherwise Textual's writer thread dies of the first write (EIO), its bounded queue fills, and the app's
+    last writes block forever on it: ramp, its record finished, never exits."""
+    stream = sys.__stderr__
+    try:
+        if stream is not None:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, stream.fileno())
+            os.close(null)
+    except (OSError, ValueError):
+        pass
+    if hasattr(signal, "SIGCONT"):
+        signal.signal(signal.SIGCONT, signal.SIG_DFL)
+
+
 def run_console(config: RunConfig, *, refresh_hz: float = 4.0) -> RunOutcome | None:
     """Run the console on a new engine built from ``config`` and return the ``RunOutcome`` of the engine
     running when the app exited (the restarted one after a fit-context restart; None if it did not
@@ -342,6 +361,8 @@ def run_console(config: RunConfig, *, refresh_hz: float = 4.0) -> RunOutcome | N
     def on_signal(signum: int) -> None:
         # SIGTERM / SIGHUP (a dropped SSH session) stop the console like quitting does: the record is
         # finished, its end event names the signal, and ramp exits 128 + N. Runs in the app's thread.
+        if signum == getattr(signal, "SIGHUP", None):
+            let_the_terminal_go()
         if app.engine is not None:
             app.engine.interrupt(signum)
         asyncio.get_running_loop().call_soon_threadsafe(app.exit)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from loadgen.snapshot import ClientHealth
 
@@ -28,11 +28,18 @@ class HealthSampler:
     a worker that is busy from one that is ready but not given a core by the OS.
     """
 
-    def __init__(self, span_s: float = HEALTH_SPAN_S) -> None:
+    def __init__(
+        self,
+        span_s: float = HEALTH_SPAN_S,
+        *,
+        cpu_clock: Callable[[], float] = time.process_time,
+        wall_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.span_s = span_s
+        self.cpu_clock, self.wall_clock = cpu_clock, wall_clock
         self.lags_ms: list[float] = []
-        self._cpu0 = time.process_time()
-        self._wall0 = time.monotonic()
+        self._cpu0 = cpu_clock()
+        self._wall0 = wall_clock()
         self._wait0 = runqueue_wait_ns()
         self._cpu_pct = 0.0
         self._wait_pct: float | None = None
@@ -44,7 +51,7 @@ class HealthSampler:
             self.lags_ms.append(max(0.0, (time.perf_counter() - t0 - period_s) * 1000.0))
 
     def take(self) -> dict[str, float]:
-        cpu, wall = time.process_time(), time.monotonic()
+        cpu, wall = self.cpu_clock(), self.wall_clock()
         span = wall - self._wall0
         if span >= self.span_s:
             self._cpu_pct = 100.0 * (cpu - self._cpu0) / span
