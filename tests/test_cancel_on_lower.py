@@ -69,7 +69,11 @@ def test_the_lowered_step_reads_as_the_level_alone(sim: ProcessSimHandle, tmp_pa
     # Its 1 Hz series within its window never reads 0: no tokens are taken back from it.
     series = lines[1]["series"]
     t0 = (low.window_t0_ns - outcome_t0(lines)) / 1e9
-    inside = [v for t, v in zip(series["t_s"], series["out_tok_s"]) if t0 + 1.0 <= t <= t0 + low.window_s]
+    inside = [
+        v
+        for t, v in zip(series["t_s"], series["out_tok_s"], strict=True)
+        if t0 + 1.0 <= t <= t0 + low.window_s
+    ]
     assert inside and min(inside) > 0.5 * truth, (inside, truth)
 
 
