@@ -254,6 +254,11 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         if replayed is None
         else LoadShape(replayed, "open", flags.max_concurrency, replayed.levels[0])
     )
+    if flags.cancel_on_lower and shape.mode == "open":
+        raise UsageError(
+            "--cancel-on-lower cancels a closed loop's surplus streams when its level is lowered; an open "
+            "loop has none (a lower rate sends fewer arrivals, each request runs to its end): drop the flag"
+        )
     out = _record_path(flags, profile)
     problem = plan_problem(shape.plan, flags) or out_problem(out) or save_requests_problem(flags)
     if problem is None and flags.save_requests_detail and os.path.exists(detail_path(out)):

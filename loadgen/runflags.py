@@ -13,6 +13,7 @@ from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, CacheResets
 
 EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
+EXIT_WORKER_LOST = 4  # a load worker died during a step: that step is flagged worker_lost, never the best
 
 
 class UsageError(Exception):
@@ -177,7 +178,12 @@ def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     p.add_argument(
         "--max-concurrency", type=int, default=d.max_concurrency, help="open loop concurrency cap (0 = none)"
     )
-    p.add_argument("--cancel-on-lower", action="store_true", help="cancel surplus streams when lowering")
+    p.add_argument(
+        "--cancel-on-lower",
+        action="store_true",
+        help="closed loop: cancel the surplus streams when the level is lowered (their tokens count nowhere) "
+        "instead of settling; refused in open loop, which has none",
+    )
     p.add_argument(
         "--workers", type=int, default=d.workers, help="load worker processes (one per core at most)"
     )

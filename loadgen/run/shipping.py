@@ -93,12 +93,15 @@ class WindowBook:
             self.rows.setdefault(window, []).append(request_row(self.worker_id, result))
         if window != self.window and self.window_inflight[window] == 0:
             self.ship_closed()
-        self._account(result)
+        self._account(result, window == self.window)
 
-    def _account(self, result: RequestResult) -> None:
+    def _account(self, result: RequestResult, sent_in_current: bool) -> None:
         """Settle one finished request against the live token count: usage's exact count for a success,
         nothing for a failure (the live count covers successful output tokens only): the tokens a failed
-        request streamed are taken back, from what ``ship`` sends later (see there)."""
+        request streamed are taken back, from what ``ship`` sends later (see there) — only when it was sent
+        in the current window, so that all of them went to it. One sent earlier (a surplus stream cancelled
+        when the level is lowered, sent while the last step closed) streamed into earlier windows: taking
+        its tokens back from the current one would debit the next step for what it never counted."""
         units = (result.output_tokens if result.outcome is Outcome.OK else 0) - Recorder.live_correction(
             result
         )
@@ -114,13 +117,17 @@ class WindowBook:
                 self.ratio_tokens = 0.98 * self.ratio_tokens + result.output_tokens
                 self.ratio_units = 0.98 * self.ratio_units + units
                 self.tokens_per_unit = self.ratio_tokens / self.ratio_units
-        else:
+        elif sent_in_current:
             self.live_carry -= counted
 
     # ---- windows ----------------------------------------------------------------------------------------
     def open(self, window: int) -> None:
-        """Requests sent from now on belong to ``window`` (a flush already shipped the earlier ones)."""
+        """Requests sent from now on belong to ``window`` (a flush already shipped the earlier ones). What was
+        left to take back (a negative carry) was owed by the window just shipped: it is dropped, never taken
+        from the new one (the surplus streams a lowering cancels while it settles would otherwise debit the
+        next step for tokens it never counted)."""
         self.window = window
+        self.live_carry = max(0.0, self.live_carry)
         self.recorders.setdefault(window, Recorder(worker_id=self.worker_id, slo=self.slo))
 
     def ship(self, queued: int, health: Callable[[], Mapping[str, float]], backing_off: int = 0) -> None:
