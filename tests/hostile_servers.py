@@ -6,6 +6,12 @@ kept apart from that module's TLS helpers."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 from fault_servers import MODELS, FaultServer, Handler, models_ok, stream_ok
@@ -112,3 +118,36 @@ def finishing_with(reason: str) -> Handler:
         return resp
 
     return reply
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A finished ``ramp`` process: its exit status, output and peak RSS (its own and its workers')."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss_mb: float
+
+
+def ramp_measured(
+    args: list[str], folder: Path, timeout_s: float = 90, env: dict[str, str] | None = None
+) -> Measured:
+    """Run ``python -m loadgen.cli ARGS`` and read its peak RSS from ``wait4`` (the kernel's high-water mark
+    of the process and the children it waited for), not by sampling: a spike between samples counts."""
+    out, err = folder / "ramp.stdout", folder / "ramp.stderr"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen.cli", *args],
+            stdout=o,
+            stderr=e,
+            env=dict(os.environ, OPENAI_API_KEY="", **(env or {})),
+        )
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return Measured(proc.returncode, out.read_text(), err.read_text(), usage.ru_maxrss / 1024)
