@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
-from fault_servers import MODELS, FaultServer, Handler, models_ok, stream_ok
+from fault_servers import MODELS, REPLY, FaultServer, Handler, models_ok, stream_ok
 
 CHUNK = b"x" * 65536
 
@@ -151,3 +151,18 @@ def ramp_measured(
             timer.cancel()
         proc.returncode = os.waitstatus_to_exitcode(status)
     return Measured(proc.returncode, out.read_text(), err.read_text(), usage.ru_maxrss / 1024)
+
+
+def line_then_reply(line_bytes: int) -> Handler:
+    """A 200 SSE stream that opens with one event of ``line_bytes`` bytes (a data line of x's), then a
+    normal reply: an event under the bound must still read."""
+
+    async def reply(req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        await resp.write(b": " + b"x" * line_bytes + b"\n\n")
+        await resp.write(REPLY)
+        await resp.write_eof()
+        return resp
+
+    return reply
