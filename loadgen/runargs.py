@@ -133,6 +133,7 @@ def _target(flags: RunFlags, url: str, profile: Profile) -> Target:
         ttft_timeout_s=flags.ttft_timeout,
         idle_timeout_s=flags.idle_timeout,
         total_timeout_s=flags.total_timeout,
+        max_event_bytes=flags.max_event_bytes,
     )
 
 

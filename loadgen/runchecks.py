@@ -89,6 +89,7 @@ def _positive(flags: RunFlags) -> str | None:
         ("--total-timeout", flags.total_timeout, "seconds a request may take, e.g. --total-timeout 1800"),
         ("--refresh", flags.refresh, "snapshots per second, e.g. --refresh 1"),
         ("--rate", flags.rate, "arrivals per second, e.g. --rate 4"),
+        ("--max-event-bytes", flags.max_event_bytes, "the largest SSE event, e.g. --max-event-bytes 1048576"),
     ]
     for flag, value, meaning in given:
         if value is not None and not value > 0:

@@ -62,6 +62,7 @@ class RunFlags:
     ttft_timeout: float = 300.0
     idle_timeout: float = 120.0
     total_timeout: float = 1800.0
+    max_event_bytes: int = 1 << 20
     no_metrics: bool = False
     gpu_cmd: str | None = None
     nvml: bool = False
@@ -320,6 +321,12 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttft-timeout", type=float, default=d.ttft_timeout)
     p.add_argument("--idle-timeout", type=float, default=d.idle_timeout)
     p.add_argument("--total-timeout", type=float, default=d.total_timeout)
+    p.add_argument(
+        "--max-event-bytes",
+        type=int,
+        default=d.max_event_bytes,
+        help="a longer SSE event is a malformed error",
+    )
     p.add_argument("--no-metrics", action="store_true", help="do not poll the server's /metrics")
     p.add_argument(
         "--gpu-cmd", default=d.gpu_cmd, help='command printing nvidia-smi CSV, e.g. "ssh gpu1 nvidia-smi ..."'

@@ -19,7 +19,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-__all__ = ["DONE", "TEXT_CHUNK", "Event", "SSEParser", "classify"]
+__all__ = ["DONE", "MAX_EVENT_BYTES", "TEXT_CHUNK", "Event", "EventTooLarge", "SSEParser", "classify"]
+
+# The largest SSE event a stream may send (``--max-event-bytes``). A token chunk is ~200 bytes, a final
+# chunk with logprobs a few KB; an event that never ends (a line without a newline) would otherwise grow
+# the buffer, and the time spent copying it, until the first-token timeout.
+MAX_EVENT_BYTES = 1 << 20
+
+
+class EventTooLarge(ValueError):
+    """An SSE event grew past the parser's ``max_event_bytes`` before it ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +66,13 @@ class SSEParser:
     without data is not dispatched.
     """
 
-    __slots__ = ("_buf", "_cr", "_started")
+    __slots__ = ("_buf", "_cr", "_max", "_started")
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buf = b""  # bytes after the last complete event, line endings already normalised to \n
         self._cr = False  # the previous piece ended in \r: its meaning depends on the next byte
         self._started = False
+        self._max = max_event_bytes  # past this, an unfinished event raises EventTooLarge
 
     def feed(self, piece: bytes) -> list[bytes]:
         # The hot case under light load: a read that is exactly one ``data: ...\n\n`` event.
@@ -93,10 +103,14 @@ class SSEParser:
             piece = piece.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         buf = self._buf + piece if self._buf else piece
         if b"\n\n" not in buf:
+            if len(buf) > self._max:  # O(1): only the unfinished event is measured, once per read
+                self._too_large(buf)
             self._buf = buf
             return []
         blocks = buf.split(b"\n\n")
         self._buf = blocks.pop()
+        if len(self._buf) > self._max:
+            self._too_large(self._buf)
         out: list[bytes] = []
         for block in blocks:
             # The hot case: one ``data: {...}`` line making the whole event.
@@ -124,6 +138,13 @@ class SSEParser:
             buf = buf[: cut + 1] if cut >= 0 else b""
         payload = _parse_block(buf.rstrip(b"\n")) if buf else None
         return [] if payload is None else [payload]
+
+    def _too_large(self, buf: bytes) -> None:
+        self._buf = b""
+        raise EventTooLarge(
+            f"SSE event larger than {self._max:,} bytes without an end (--max-event-bytes): "
+            + _preview(buf, 80)
+        )
 
     @property
     def pending(self) -> bytes:

@@ -17,7 +17,7 @@ import asyncio
 import time
 from typing import Any
 
-from loadgen.sse import DONE, TEXT_CHUNK, Event, SSEParser, classify
+from loadgen.sse import DONE, TEXT_CHUNK, Event, EventTooLarge, SSEParser, classify
 from loadgen.target.http import header_secrets, scrub
 from loadgen.types import ErrorKind, Target
 
@@ -85,6 +85,7 @@ class Stream:
         "request_id",
         "retry_after",
         "ratelimit",
+        "max_event_bytes",
     )
 
     def __init__(
@@ -113,6 +114,7 @@ class Stream:
         self.retry_after: str | None = None  # the Retry-After header of a non-2xx answer
         self.ratelimit: list[tuple[str, str]] | None = None  # the answer's x-ratelimit-* headers, if any
         self.handle: asyncio.TimerHandle | None = None
+        self.max_event_bytes = target.max_event_bytes
         # Never sleep longer than one idle period: the first token may arrive meanwhile, and from then on
         # the idle deadline (possibly far earlier than the TTFT one) applies.
         self._arm(min(self.ttft_deadline, self.total_deadline, sent_ns + self.idle_ns))
@@ -214,7 +216,7 @@ class StreamSink:
 
     def __init__(self, st: Stream, keep_text: bool, live: LiveCounter | None) -> None:
         self.st = st
-        self.parser = SSEParser()
+        self.parser = SSEParser(st.max_event_bytes)
         self.feed = self.parser.feed
         self.add_time = st.chunk_times.append
         self.live = live
@@ -243,7 +245,14 @@ class StreamSink:
         if self.stopped:
             return  # draining after [DONE] so the connection can be reused
         live = self.live
-        for payload in self.feed(piece):
+        try:
+            payloads = self.feed(piece)
+        except (
+            EventTooLarge
+        ) as exc:  # an endless line: malformed now, not a spinning core until the TTFT timeout
+            st.end_ns = t
+            raise TransportError(ErrorKind.MALFORMED, str(exc)) from None
+        for payload in payloads:
             event = classify(payload, self.keep_text)
             if event is TEXT_CHUNK:
                 self.add_time(t)

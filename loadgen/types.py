@@ -129,6 +129,7 @@ class Target:
     ttft_timeout_s: float = 300.0
     idle_timeout_s: float = 120.0
     total_timeout_s: float = 1800.0
+    max_event_bytes: int = 1 << 20  # --max-event-bytes: a longer SSE event is a malformed error (sse.py)
     headers: tuple[tuple[str, str], ...] = field(default=())
     ca_cert: str | None = None  # --ca-cert: the CA bundle to verify an https server with (else the system's)
     insecure: bool = False  # --insecure: no TLS verification at all (warned of on screen and in the record)

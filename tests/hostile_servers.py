@@ -6,9 +6,15 @@ kept apart from that module's TLS helpers."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
-from fault_servers import MODELS, FaultServer, Handler, models_ok, stream_ok
+from fault_servers import MODELS, REPLY, FaultServer, Handler, models_ok, stream_ok
 
 CHUNK = b"x" * 65536
 
@@ -108,6 +114,54 @@ def finishing_with(reason: str) -> Handler:
         await resp.write(b"data: " + chunk.encode() + b"\n\n")
         await resp.write(b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n')
         await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    return reply
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A finished ``ramp`` process: its exit status, output and peak RSS (its own and its workers')."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss_mb: float
+
+
+def ramp_measured(
+    args: list[str], folder: Path, timeout_s: float = 90, env: dict[str, str] | None = None
+) -> Measured:
+    """Run ``python -m loadgen.cli ARGS`` and read its peak RSS from ``wait4`` (the kernel's high-water mark
+    of the process and the children it waited for), not by sampling: a spike between samples counts."""
+    out, err = folder / "ramp.stdout", folder / "ramp.stderr"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen.cli", *args],
+            stdout=o,
+            stderr=e,
+            env=dict(os.environ, OPENAI_API_KEY="", **(env or {})),
+        )
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return Measured(proc.returncode, out.read_text(), err.read_text(), usage.ru_maxrss / 1024)
+
+
+def line_then_reply(line_bytes: int) -> Handler:
+    """A 200 SSE stream that opens with one event of ``line_bytes`` bytes (a data line of x's), then a
+    normal reply: an event under the bound must still read."""
+
+    async def reply(req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        await resp.write(b": " + b"x" * line_bytes + b"\n\n")
+        await resp.write(REPLY)
         await resp.write_eof()
         return resp
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loadgen.config import APIS, SLO, SLO_KEYS, Api
 from loadgen.distributions import parse_distribution
+from loadgen.profile.context import largest_tokens
 from loadgen.profile.fields import FieldReader, Where, show_value
 from loadgen.profile.model import (
     CACHE_CLASSES,
@@ -31,6 +32,7 @@ from loadgen.profile.model import (
 )
 from loadgen.profile.ramp import read_ramp
 from loadgen.profile.source import read_source
+from loadgen.sources.model import MAX_TOKENS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -245,6 +247,10 @@ class ProfileReader(FieldReader):
                     )
             input_dist = self.dist(w, t, "input", integer=True)
             output_dist = self.dist(w, t, "output", integer=True)
+            for key, dist in (("input", input_dist), ("output", output_dist)):
+                top = largest_tokens(dist)
+                if top is not None and top > MAX_TOKENS:
+                    self.fail(w, key, f"{top:,} tokens is past any model's context (at most {MAX_TOKENS:,})")
             group = self.string(w, t, "prefix_group", None)
             if group is not None and not any(g.name == group for g in groups):
                 defined = ", ".join(g.name for g in groups) or "none"

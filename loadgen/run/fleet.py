@@ -15,6 +15,8 @@ import asyncio
 import multiprocessing as mp
 import platform
 import queue
+import shutil
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
@@ -264,11 +266,14 @@ class ProcessFleet(Fleet):
         self.procs: list[BaseProcess] = []
         self.cmd_queues: list[Queue[WorkerCommand]] = []
         self.messages: Queue[WorkerMessage] | None = None  # one queue from every worker
+        self.log_dir: str | None = None  # the workers' logs: private, kept only when the run failed
 
     def spawn(self, model: str, sizer: PromptSizer) -> None:
         ctx = mp.get_context("spawn")
         self.messages = ctx.Queue()
+        self.log_dir = tempfile.mkdtemp(prefix="ramp-run-")  # mode 0700, a name nobody can guess
         for spec in worker_specs(self.config, model, sizer):
+            spec = replace(spec, log_dir=self.log_dir)
             commands: Queue[WorkerCommand] = ctx.Queue()
             proc = ctx.Process(
                 target=worker_main,
@@ -306,10 +311,16 @@ class ProcessFleet(Fleet):
         if self.stopping:
             return []  # told to stop: exiting is what it should do
         return [
-            self.lose(wid, f"worker {wid} (pid {proc.pid}) exited with code {proc.exitcode}")
+            self.lose(
+                wid, f"worker {wid} (pid {proc.pid}) exited with code {proc.exitcode}{self.log_of(wid)}"
+            )
             for wid, proc in enumerate(self.procs)
             if wid not in self.lost and wid in self.alive and proc.exitcode is not None
         ]
+
+    def log_of(self, wid: int) -> str:
+        """`` (its log: PATH)`` for worker ``wid``, named in the error (the folder is kept when it failed)."""
+        return f" (its log: {self.log_dir}/worker-{wid}.log)" if self.log_dir is not None else ""
 
     def drain(self) -> list[WorkerMessage]:
         msgs = drain(self.messages) if self.messages is not None else []
@@ -335,3 +346,5 @@ class ProcessFleet(Fleet):
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=1.0)
+        if self.log_dir is not None and not self.fatal and not self.lost:
+            shutil.rmtree(self.log_dir, ignore_errors=True)  # a run that did not fail leaves nothing behind

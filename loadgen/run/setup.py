@@ -16,6 +16,7 @@ from loadgen.run.recording import RunRecord, record_header
 from loadgen.run.sizing import fit_sizer
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.sources.model import first_overflow
 from loadgen.target.connect import connection_warnings
 from loadgen.target.probe import ServerInfo, probe
 from loadgen.telemetry.headroom import headroom_record, plan_warning
@@ -87,6 +88,11 @@ async def prepare(
     # The resolved API (flags over profile, merged once into the target) is what the workers speak.
     sizer, sized_by = await fit_sizer(config, status.model)  # /tokenize, else --tokenizer, else estimated
     await link.start(config)
+    source = config.profile.replay
+    if source is not None and isinstance(info.max_model_len, int) and not config.fit_context:
+        overflow = first_overflow(source, info.max_model_len)  # before any prompt is built
+        if overflow is not None:
+            raise SetupError(overflow)
     warning = context_warning(config.profile, info.max_model_len, fit=config.fit_context, sizer=sizer)
     if warning is not None:
         status.warnings.append(warning)

@@ -79,6 +79,7 @@ class WorkerSpec:
     slo: SLO | None = None  # the run's SLO (the profile's or the flags'), for goodput
     detail: bool = False  # --save-requests-detail: ship a row per finished request
     save_requests: str | None = None  # --save-requests FILE: every request as sent (loadgen.sources.requests)
+    log_dir: str | None = None  # the run's private folder (mode 0700) for the workers' logs (ProcessFleet)
 
 
 class Inbox(Protocol):
@@ -109,7 +110,7 @@ def worker_main(spec: WorkerSpec, commands: Queue[WorkerCommand], deltas: Queue[
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    log_path = _quiet_output(spec.worker_id)
+    log_path = _quiet_output(spec.worker_id, spec.log_dir)
     cpus = os.environ.get("RAMP_WORKER_CPUS")  # e.g. "0" or "0,1": pin workers (the selftest does)
     if cpus and hasattr(os, "sched_setaffinity"):
         allowed = [int(c) for c in cpus.split(",") if c.strip()]
@@ -135,14 +136,22 @@ def _die_with_controller() -> None:
     exit_with_parent(parent.pid, parent.sentinel, kernel=kernel)
 
 
-def _quiet_output(worker_id: int) -> str:
+def _quiet_output(worker_id: int, log_dir: str | None) -> str:
     """Point the worker's stdout/stderr at a log file: a library warning printed into the operator's
-    terminal would tear the console's screen. Returns the log's path (named in fatal errors)."""
+    terminal would tear the console's screen. Returns the log's path (named in fatal errors).
+
+    The file is created, never opened if it exists (O_EXCL, no symlink followed), in the run's private
+    folder; without one (a worker started alone) under a random name in the temp dir: a predictable name
+    in a shared /tmp lets another user plant a symlink there."""
     import sys
 
-    path = os.path.join(tempfile.gettempdir(), f"ramp-worker-{worker_id}-{os.getpid()}.log")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if log_dir is not None:
+            path = os.path.join(log_dir, f"worker-{worker_id}.log")
+            fd = os.open(path, flags, 0o600)
+        else:
+            fd, path = tempfile.mkstemp(prefix=f"ramp-worker-{worker_id}-", suffix=".log")
     except OSError:
         return "stderr"
     sys.stdout.flush()

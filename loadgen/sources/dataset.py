@@ -29,6 +29,7 @@ from loadgen.sources.model import (
     DialogTurn,
     Source,
     SourceError,
+    check_tokens,
     decode_text,
     file_hash,
     jsonl_lines,
@@ -119,6 +120,8 @@ def json_records(path: str, text: str) -> Iterator[Record]:
             raise SourceError(
                 path, exc.lineno, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
             ) from None
+        except RecursionError:
+            raise SourceError(path, 1, "json", "nested too deeply to read (thousands of levels)") from None
         if not isinstance(values, list):
             raise SourceError(path, 1, "json", "expected an array of records")
         for index, value in enumerate(values, 1):
@@ -200,7 +203,7 @@ def _max_tokens(path: str, where: int | str, value: dict[str, object]) -> int | 
             given = value[key]
             if not isinstance(given, int) or isinstance(given, bool) or given < 1:
                 raise SourceError(path, where, key, f"expected a positive integer, got {given!r}")
-            return given
+            return check_tokens(path, where, key, given)
     return None
 
 

@@ -30,6 +30,13 @@ HISTORY_SOURCES: tuple[HistorySource, ...] = get_args(HistorySource)
 TIME_UNITS: tuple[TimeUnit, ...] = get_args(TimeUnit)
 DEFAULT_BLOCK_TOKENS = 512  # a Mooncake trace's hash id stands for a block of 512 tokens
 SCHEDULE_TAIL_S = 0.5  # a trace step lasts its window (time-scaled) plus this: the last arrivals land inside
+# The most tokens a length read from a file (or a profile) may ask when the server's max_model_len is not
+# known: the largest context any open model advertises today (Llama 4 Scout: 10M). A prompt is built as
+# ~4 bytes of text per token, so this bounds one prompt at ~40 MB instead of whatever a typo asks (1e12).
+MAX_TOKENS = 10_000_000
+# The longest schedule a trace or request file may span (its window, before --trace-time-scale): a week.
+# Longer is a unit mix-up or a damaged timestamp (1e300 would make the run wait forever).
+MAX_SPAN_S = 7 * 24 * 3600.0
 
 
 class SourceError(ValueError):
@@ -209,12 +216,39 @@ def jsonl_lines(path: str, text: str) -> Iterator[tuple[int, object]]:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SourceError(
-                path, number, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from None
+        yield number, parse_json(path, number, line)
+
+
+def parse_json(path: str, where: int | str, text: str) -> object:
+    """``json.loads``, its failures as ``SourceError`` naming ``where``: invalid JSON, and JSON nested past
+    Python's recursion limit (``[[[[...`` raises RecursionError, not a JSON error)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(path, where, "json", f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise SourceError(path, where, "json", "nested too deeply to read (thousands of levels)") from None
+
+
+def check_tokens(path: str, where: int | str, field: str, value: int) -> int:
+    """``value`` when it is at most ``MAX_TOKENS``, else ``SourceError`` naming the file, line and field."""
+    if value > MAX_TOKENS:
+        raise SourceError(
+            path, where, field, f"{value:,} tokens is past any model's context (at most {MAX_TOKENS:,})"
+        )
+    return value
+
+
+def check_span(path: str, where: int | str | None, field: str, span_s: float) -> None:
+    """``SourceError`` when a schedule spans more than ``MAX_SPAN_S``."""
+    if span_s > MAX_SPAN_S:
+        raise SourceError(
+            path,
+            where,
+            field,
+            f"{span_s:.3g} s after the first arrival: longer than a week; check the unit "
+            "(--trace-time-unit) or keep a part (--trace-window START:END)",
+        )
 
 
 def jsonl_objects(path: str, text: str) -> Iterator[tuple[int, dict[str, object]]]:
@@ -223,3 +257,33 @@ def jsonl_objects(path: str, text: str) -> Iterator[tuple[int, dict[str, object]
         if not isinstance(value, dict):
             raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
         yield number, value
+
+
+def first_overflow(source: Source, max_model_len: int) -> str | None:
+    """The first item of ``source`` that asks more than ``max_model_len`` tokens, as ``file:line: field:
+    what`` (None when all fit). Checked before any prompt is built: a trace's ``input_length`` of 1e12
+    must not become a prompt. A dataset's prompt length is only known once sized; its max_tokens is."""
+    for e in source.entries:
+        if e.input_tokens + e.output_tokens > max_model_len:
+            ask = f"{e.input_tokens:,} + {e.output_tokens:,} tokens"
+            return str(
+                SourceError(source.path, e.line, "input_length + output_length", _past(ask, max_model_len))
+            )
+    for r in source.requests:
+        if r.input_tokens_target + r.max_tokens > max_model_len:
+            ask = f"{r.input_tokens_target:,} + {r.max_tokens:,} tokens"
+            return str(
+                SourceError(
+                    source.path, r.line, "input_tokens_target + max_tokens", _past(ask, max_model_len)
+                )
+            )
+    for c in source.conversations:
+        for turn in c.turns:
+            if turn.max_tokens is not None and turn.max_tokens > max_model_len:
+                ask = f"{turn.max_tokens:,} tokens"
+                return str(SourceError(source.path, c.line, "max_tokens", _past(ask, max_model_len)))
+    return None
+
+
+def _past(ask: str, max_model_len: int) -> str:
+    return f"{ask} is past the server's max_model_len {max_model_len:,}: --fit-context clamps such requests"

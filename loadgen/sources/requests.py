@@ -16,6 +16,7 @@ them in order. A hand-written file may give ``t_s`` instead of ``intended_ns`` (
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 
@@ -24,6 +25,8 @@ from loadgen.sources.model import (
     RecordedRequest,
     Source,
     SourceError,
+    check_span,
+    check_tokens,
     decode_text,
     file_hash,
     jsonl_objects,
@@ -76,8 +79,9 @@ def load_requests(path: str) -> Source:
         rows.append(_row(path, number, value))
     if not rows:
         raise SourceError(path, None, None, "no requests in the file")
-    rows.sort(key=lambda r: r[:3])
+    rows.sort(key=lambda r: r[:3])  # the file's order is not trusted: by time, then worker and sequence
     first = rows[0][0]
+    check_span(path, rows[-1][3].line, "t_s", rows[-1][0] - first)  # intended_ns read as t_s
     requests = tuple(
         RecordedRequest(
             t_s=t - first,
@@ -148,16 +152,18 @@ def _row(path: str, line: int, value: Mapping[str, object]) -> tuple[float, int,
         t = _int(path, line, value, "intended_ns", None, 0) / 1e9
     else:
         t_s = value.get("t_s", 0.0)
-        if isinstance(t_s, bool) or not isinstance(t_s, (int, float)) or t_s < 0:
+        if isinstance(t_s, bool) or not isinstance(t_s, (int, float)) or not math.isfinite(t_s) or t_s < 0:
             raise SourceError(path, line, "t_s", f"expected seconds >= 0, got {t_s!r}")
         t = float(t_s)
     request = RecordedRequest(
         t_s=0.0,
         api=chat,
-        max_tokens=_int(path, line, value, "max_tokens", None, 1),
+        max_tokens=check_tokens(path, line, "max_tokens", _int(path, line, value, "max_tokens", None, 1)),
         messages=messages,
         prompt=prompt,
-        input_tokens_target=_int(path, line, value, "input_tokens_target", 0, 0),
+        input_tokens_target=check_tokens(
+            path, line, "input_tokens_target", _int(path, line, value, "input_tokens_target", 0, 0)
+        ),
         session=_int(path, line, value, "session", 0, 0),
         turn=_int(path, line, value, "turn", 0, 0),
         line=line,

@@ -12,8 +12,8 @@ Fields (a JSONL object's keys, or a CSV file's header row), the Mooncake trace's
 
 The time unit: ``time_unit`` (``--trace-time-unit s|ms``) when given; else the field's suffix
 (``timestamp_ms``, ``timestamp_s``); else milliseconds when every timestamp is a whole number (as in
-Mooncake's traces) and seconds when any has a fraction. The note says which rule decided. Times are taken
-from the first arrival; ``window`` (``--trace-window START:END``, seconds) keeps the arrivals with
+Mooncake's traces) and seconds when any has a fraction. The note says which rule decided. Arrivals are sorted by time (a file
+out of order is read in time order); times are taken from the first arrival; ``window`` (``--trace-window START:END``, seconds) keeps the arrivals with
 START <= t < END, timed from START.
 """
 
@@ -31,6 +31,8 @@ from loadgen.sources.model import (
     TimeUnit,
     TraceEntry,
     TraceOptions,
+    check_span,
+    check_tokens,
     decode_text,
     file_hash,
     jsonl_objects,
@@ -52,13 +54,13 @@ def load_trace(options: TraceOptions) -> Source:
     data = read_bytes(path)
     text = decode_text(path, data)
     csv_file = path.lower().endswith(".csv")
-    rows = _csv_rows(text) if csv_file else _jsonl_rows(path, text)
+    rows = _csv_rows(path, text) if csv_file else _jsonl_rows(path, text)
     raw = [_entry(path, number, row) for number, row in rows]
     if not raw:
         raise SourceError(path, None, None, "no arrivals in the file")
     unit, why = _unit(options.time_unit, raw)
     factor = 0.001 if unit == "ms" else 1.0
-    raw.sort(key=lambda r: r[1])
+    raw.sort(key=lambda r: r[1])  # arrivals in time order, whatever the file's order
     origin = raw[0][1]
     start, end = options.window if options.window is not None else (0.0, None)
     entries = []
@@ -74,7 +76,9 @@ def load_trace(options: TraceOptions) -> Source:
             "window",
             f"no arrivals in {start:g}:{'' if end is None else f'{end:g}'} s (the trace spans 0:{span:g} s)",
         )
+    check_span(path, entries[-1].line, raw[0][6], entries[-1].t_s)  # 1e300 would make the run wait forever
     duration = (end - start) if end is not None else entries[-1].t_s
+    check_span(path, None, "window", duration)
     note = f"{len(entries)} arrivals over {duration:g} s; timestamps read as {unit} ({why})"
     return Source(
         kind="trace",
@@ -105,9 +109,17 @@ def _jsonl_rows(path: str, text: str) -> Iterator[Row]:
     yield from jsonl_objects(path, text)
 
 
-def _csv_rows(text: str) -> Iterator[Row]:
+def _csv_rows(path: str, text: str) -> Iterator[Row]:
     reader = csv.DictReader(io.StringIO(text))
-    for row in reader:
+    rows = iter(reader)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # a field past csv's limit (128 KiB), a NUL byte: one line, not a traceback
+            # line_num counts the lines read whole: the row that failed is the next one
+            raise SourceError(path, reader.line_num + 1, "csv", f"cannot read the row: {exc}") from None
         if any((v or "").strip() for v in row.values() if isinstance(v, str)):
             yield reader.line_num, {k.strip(): v for k, v in row.items() if k is not None}
 
@@ -159,8 +171,8 @@ def _entry(path: str, line: int, row: Mapping[str, object]) -> Raw:
         found.append(hit)
     (t_key, t_val), (in_key, in_val), (out_key, out_val) = found
     t = _number(path, line, t_key, t_val, integer=False)
-    n_in = int(_number(path, line, in_key, in_val, integer=True))
-    n_out = int(_number(path, line, out_key, out_val, integer=True))
+    n_in = check_tokens(path, line, in_key, int(_number(path, line, in_key, in_val, integer=True)))
+    n_out = check_tokens(path, line, out_key, int(_number(path, line, out_key, out_val, integer=True)))
     ids = _hash_ids(path, line, row["hash_ids"]) if row.get("hash_ids") not in (None, "") else ()
     session = _pick(row, SESSION_KEYS)
     return line, t, n_in, n_out, ids, None if session is None else str(session[1]), t_key

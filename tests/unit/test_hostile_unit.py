@@ -48,3 +48,29 @@ def test_csv_text_neutralises_formula_leads_and_keeps_numbers() -> None:
         assert csv_text(lead + "cmd") == "'" + lead + "cmd"
     assert csv_text("-1.5") == "-1.5" and csv_text("+3") == "+3" and csv_text(-1.5) == -1.5
     assert csv_text("plain") == "plain" and csv_text(None) is None
+
+
+def test_a_profile_length_past_any_context_is_refused() -> None:
+    import pytest
+
+    from loadgen.profile import ProfileError, parse_profile
+
+    with pytest.raises(
+        ProfileError, match=r"<p>:3: .*output.*past any model's context \(at most 10,000,000\)"
+    ):
+        parse_profile("[[bucket]]\ninput = 8\noutput = 1000000000000\n", source="<p>")
+
+
+def test_the_sse_parser_bounds_an_unfinished_event() -> None:
+    import pytest
+
+    from loadgen.sse import EventTooLarge, SSEParser
+
+    parser = SSEParser(1000)
+    assert parser.feed(b"data: " + b"x" * 990 + b"\n\n") == [b"x" * 990]  # under the bound: read
+    parser.feed(b"data: " + b"y" * 500)
+    with pytest.raises(EventTooLarge, match="larger than 1,000 bytes"):
+        parser.feed(b"y" * 500)  # the same event, over two reads
+    parser = SSEParser(1000)
+    with pytest.raises(EventTooLarge):  # a complete event then an endless one, in one read
+        parser.feed(b"data: a\n\ndata: " + b"z" * 2000)
