@@ -71,11 +71,11 @@ def run(
 def test_each_level_runs_its_repeats_with_their_own_lines(sim: ProcessSimHandle, tmp_path: Path) -> None:
     outcome, lines = run(sim, tmp_path, plan=RampPlan((2.0, 4.0), step_s=1.5, warmup_s=0.3, repeat=2))
     steps = [line for line in lines if line.get("type") == "step"]
-    assert [(s["index"], s["level"], s["repeat"]) for s in steps] == [
-        (0, 2, 0),
-        (1, 2, 1),
-        (2, 4, 0),
-        (3, 4, 1),
+    assert [(s["step"], s["level"], s["repeat"]) for s in steps] == [
+        (1, 2, 0),
+        (2, 2, 1),
+        (3, 4, 0),
+        (4, 4, 1),
     ]
     header = lines[0]
     assert header["plan"]["repeat"] == 2  # type: ignore[index]

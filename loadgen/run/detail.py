@@ -20,7 +20,7 @@ from loadgen.config import SetupError
 from loadgen.run.protocol import RequestRow
 
 COLUMNS = (
-    "step",  # the step line's index (0-based) in the record
+    "step",  # the step line's ``step`` in the record (counted from 1, as on the screen and in steps.csv)
     "request_id",  # sent as X-Request-Id
     "worker",
     "outcome",  # ok | error | cancelled
