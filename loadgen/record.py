@@ -47,12 +47,14 @@ __all__ = [
     "RecordWriter",
     "ramp_version",
     "read_record",
+    "renumber_from_zero",
     "step_from_line",
     "step_line",
     "strip_url_credentials",
 ]
 
-SCHEMA_VERSION = 1
+# 2: steps are numbered from 1 everywhere, as on the screen; 1 counted from 0 (``renumber_from_zero``)
+SCHEMA_VERSION = 2
 JsonObject = dict[str, Any]  # one line of a record, as ``json.loads`` returns it
 _SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _NOT_SECRET_ENV = re.compile(r"(_ENV|_FILE|_PATH|_DIR|_SOCK|AUTHORITY)$", re.IGNORECASE)
@@ -197,7 +199,7 @@ def _replicas(data: Any) -> tuple[ReplicaStats, ...]:
 
 STEP_LINE: tuple[StepKey, ...] = (
     # key in the line, written from, read by, into, default when absent
-    StepKey("index", _step(lambda s: s.index), int, "index", 0),
+    StepKey("step", _step(lambda s: s.index + 1), lambda n: int(n) - 1, "index", 1),
     StepKey("mode", _step(lambda s: s.mode), str, "mode", "closed"),
     StepKey("level", _step(lambda s: s.level), int, "level", 0),
     StepKey("rate_rps", _step(lambda s: s.rate_rps), _as_is, "rate_rps"),
@@ -314,7 +316,9 @@ def _views(line: Mapping[str, Any]) -> dict[str, HistogramView]:
 
 
 def step_from_line(line: Mapping[str, Any]) -> StepSummary:
-    """Rebuild a StepSummary from a step line (drawing bins recomputed from the stored histograms)."""
+    """Rebuild a StepSummary from a step line (bins recomputed from the stored histograms), schema 1 too."""
+    if "step" not in line and isinstance(line.get("index"), int):
+        line = {**line, "step": line["index"] + 1}
     # each value passed its key's reader: the constructors below get the types they declare
     parts: dict[str, JsonObject] = {
         "": {},
@@ -418,6 +422,23 @@ class Record:
     truncated: bool = False  # the last line was cut short (the run was killed mid-write) and skipped
 
 
+def _plus_one(value: object) -> object:  # an int step number, one on; anything else as it was
+    return value + 1 if type(value) is int else value
+
+
+def renumber_from_zero(steps: list[JsonObject], events: list[JsonObject]) -> None:
+    """A schema 1 record's step numbers (from 0) as schema 2 writes them (from 1), in place: each step line
+    gets its ``step``, a mark its ``step``, the end its ``best_step``, find-max its probes' steps."""
+    for line in steps:
+        line.setdefault("step", _plus_one(line.get("index")))
+    for event in events:
+        key = {"mark": "step", "end": "best_step", "find_max": "step"}.get(str(event.get("kind")), "")
+        if key in event:
+            event[key] = _plus_one(event[key])
+        for probe in event.get("probes") or () if key else ():
+            probe["step"] = _plus_one(probe.get("step"))
+
+
 def read_record(path: str | os.PathLike[str]) -> Record:
     """Read a record; a truncated last line is skipped, any other bad line is a ``RecordError``."""
     name = os.fspath(path)
@@ -474,4 +495,6 @@ def read_record(path: str | os.PathLike[str]) -> Record:
             raise RecordError(f"{name} line {number}: unknown line type {kind!r}")
     if header is None:
         raise RecordError(f"{name}: empty, not a run record")
+    if not isinstance(header.get("schema"), int) or header["schema"] < 2:
+        renumber_from_zero(steps, events)
     return Record(path=name, header=header, steps=steps, events=events, truncated=truncated)

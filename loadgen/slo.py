@@ -12,7 +12,7 @@ from loadgen.config import SLO
 from loadgen.format import fmt_num_trimmed
 from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 
-__all__ = ["best_step", "evaluate"]
+__all__ = ["best_step", "evaluate", "margin"]
 
 
 def _above(failures: list[str], label: str, value: float | None, limit: float | None, unit: str) -> None:
@@ -59,6 +59,39 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
                 f"error rate {fmt_num_trimmed(rate * 100)} % > {fmt_num_trimmed(slo.max_error_rate * 100)} %"
             )
     return SLOVerdict(met=not failures, failures=tuple(failures))
+
+
+def _room(value: float | None, limit: float, at_most: bool) -> float | None:
+    if value is None:
+        return None
+    if limit <= 0:  # a zero limit (errors at most 0 %) has no scale: met or missed, by all of it
+        return 1.0 if (value <= limit if at_most else value >= limit) else -1.0
+    return max(-1.0, min(1.0, (limit - value) / limit if at_most else (value - limit) / limit))
+
+
+def margin(slo: SLO, stats: WindowStats) -> float | None:
+    """How far the window is from its SLO's tightest objective, as a share of that objective's limit:
+    above 0 it meets the SLO with that much room, below 0 it misses by that much (``evaluate`` says met
+    exactly when this is at least 0). None without an SLO or a figure to judge; -1 with no success at all.
+    The SLA search (``loadgen.run.search``) treats a window within its noise band of 0 as uncertain."""
+    if slo.is_empty() or stats.ok + stats.error_count == 0:
+        return None
+    ttft, e2e = stats.pct("ttft_ms"), stats.pct("e2e_ms").p95
+    judged = (
+        (ttft.p95, slo.ttft_p95_ms, True),
+        (ttft.p99, slo.ttft_p99_ms, True),
+        (stats.pct("decode_tok_s").p50, slo.decode_p50_tok_s, False),
+        (stats.pct("itl_ms").p99, slo.itl_p99_ms, True),
+        (None if e2e is None else e2e / 1000.0, slo.e2e_p95_s, True),
+    )
+    if stats.ok == 0 and slo.max_error_rate is None:
+        return -1.0
+    rooms = [_room(value, limit, at_most) for value, limit, at_most in judged if limit is not None]
+    rooms = rooms if stats.ok > 0 else []
+    if slo.max_error_rate is not None:
+        rooms.append(_room(stats.error_count / (stats.ok + stats.error_count), slo.max_error_rate, True))
+    known = [r for r in rooms if r is not None]
+    return min(known) if known and len(known) == len(rooms) else None
 
 
 def _eligible(step: StepSummary) -> bool:

@@ -57,7 +57,7 @@ def found(pattern: str, screen: str) -> str:
 
 
 def steps_summary(record: Path) -> list[tuple[object, ...]]:
-    return [(s["index"], s["mode"], s["level"], s["rate_rps"], s["ended_by"]) for s in step_lines(record)]
+    return [(s["step"], s["mode"], s["level"], s["rate_rps"], s["ended_by"]) for s in step_lines(record)]
 
 
 def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
@@ -117,13 +117,13 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
         quit_run(pane, record)
 
     steps = steps_summary(record)
-    assert [line[0] for line in steps] == [0, 1, 2, 3]
-    assert steps[0] == (0, "closed", 4, None, "level")  # the plan's step cut by ↑
-    assert steps[1] == (1, "closed", 5, None, "mode")  # the manual level, held until o
-    index, mode, cap, asked, ended_by = steps[2]
+    assert [line[0] for line in steps] == [1, 2, 3, 4]  # counted from 1, as the header
+    assert steps[0] == (1, "closed", 4, None, "level")  # the plan's step cut by ↑
+    assert steps[1] == (2, "closed", 5, None, "mode")  # the manual level, held until o
+    number, mode, cap, asked, ended_by = steps[2]
     assert (mode, cap, ended_by) == ("open", 0, "mode")  # the open step keeps its own mode, no cap
     assert isinstance(asked, float) and abs(asked - rate) <= 0.01
-    assert steps[3] == (3, "closed", streams, None, "stop")
+    assert steps[3] == (4, "closed", streams, None, "stop")
 
 
 def test_up_after_finished_starts_a_step(tmp_path: Path) -> None:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from snapshot_watch import Watch
 
+from loadgen.cli import main as cli_main
 from loadgen.config import RampPlan, RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
@@ -70,8 +73,8 @@ def test_one_row_per_counted_request_in_time_order(sim: Any, tmp_path: Path) -> 
         rows = list(reader)
     assert len(record.steps) == 2
     for step in record.steps:
-        mine = [r for r in rows if int(r["step"]) == step["index"]]
-        assert len(mine) == step["ok"] + step["error_count"] + step["cancelled"], step["index"]
+        mine = [r for r in rows if int(r["step"]) == step["step"]]
+        assert len(mine) == step["ok"] + step["error_count"] + step["cancelled"], step["step"]
         assert sum(r["outcome"] == "ok" for r in mine) == step["ok"]
         errors: dict[str, int] = {}
         for r in mine:
@@ -129,3 +132,43 @@ def test_the_flag_reaches_the_config_and_refuses_an_existing_file(tmp_path: Path
     Path(detail_path(str(out))).write_text("taken\n")
     with pytest.raises(UsageError, match="requests.csv already exists"):
         config("--save-requests-detail")
+
+
+def test_one_step_number_in_the_header_a_mark_the_record_steps_csv_and_requests_csv(
+    sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 19 (9): the step the header names while a mark is made is the number the mark, the step line,
+    the end's best step, steps.csv and requests.csv all give it — counted from 1."""
+    out = tmp_path / "numbers.jsonl"
+    config = RunConfig(
+        target=Target(url=sim.url),
+        profile=parse_profile(PROFILE, source="<detail-small>"),
+        plan=RampPlan((2, 4), step_s=1.5, warmup_s=0.3),
+        out=str(out),
+        save_requests_detail=True,
+    )
+    watch = Watch()
+    engine = Engine(config, on_snapshot=watch)
+    engine.start()
+    snap = watch.until(lambda s: s.step_index == 1 and s.phase == "measure", 30, "the second step measuring")
+    header_number = snap.step_index + 1  # what the console's header and headless print: "step 2/2"
+    engine.mark("at four streams")
+    outcome = engine.wait(40)
+    assert outcome is not None and outcome.state == "finished", outcome
+    record = read_record(out)
+    (mark,) = [e for e in record.events if e["kind"] == "mark"]
+    line = next(s for s in record.steps if s["level"] == 4)
+    assert header_number == 2 and mark["step"] == 2 and line["step"] == 2
+    assert "at four streams" in line["marks"]
+    assert [s["step"] for s in record.steps] == [1, 2] and "index" not in line
+    best = record.events[-1]["best_step"]
+    assert outcome.best_step is not None and best == outcome.steps[outcome.best_step].index + 1
+    with Path(detail_path(str(out))).open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    mine = [r for r in rows if int(r["step"]) == 2]
+    assert mine and len(mine) == line["ok"] + line["error_count"] + line["cancelled"]
+    assert {int(r["step"]) for r in rows} == {1, 2}
+    assert cli_main(["report", str(out), "--format", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(int(r["step"]), int(r["level"])) for r in table] == [(1, 2), (2, 4)]
+    assert [r["step"] for r in table if r["best"] == "true"] == [str(best)]

@@ -71,11 +71,11 @@ def run(
 def test_each_level_runs_its_repeats_with_their_own_lines(sim: ProcessSimHandle, tmp_path: Path) -> None:
     outcome, lines = run(sim, tmp_path, plan=RampPlan((2.0, 4.0), step_s=1.5, warmup_s=0.3, repeat=2))
     steps = [line for line in lines if line.get("type") == "step"]
-    assert [(s["index"], s["level"], s["repeat"]) for s in steps] == [
-        (0, 2, 0),
-        (1, 2, 1),
-        (2, 4, 0),
-        (3, 4, 1),
+    assert [(s["step"], s["level"], s["repeat"]) for s in steps] == [
+        (1, 2, 0),
+        (2, 2, 1),
+        (3, 4, 0),
+        (4, 4, 1),
     ]
     header = lines[0]
     assert header["plan"]["repeat"] == 2  # type: ignore[index]
@@ -87,13 +87,46 @@ def test_the_search_finds_the_known_knee(sim: ProcessSimHandle, tmp_path: Path) 
     )
     (event,) = [line for line in lines if line.get("type") == "event" and line.get("kind") == "find_max"]
     data = event
-    # the model's knee; one below if this shared machine slowed the simulator by more than 5 %
+    # the model's knee (8); one below if this shared machine slowed the simulator by more than 5 %
     assert data["max_level"] in (7.0, 8.0), data  # type: ignore[index]
-    probes = data["probes"]  # type: ignore[index]
-    assert probes[0]["level"] == 2 and probes[1]["level"] == 32 and len(probes) <= 8
+    # the bracket: the answer and the lowest level above it that missed, each side probed near the limit
+    bracket = data["bracket"]
+    assert bracket["met"] == data["max_level"] and bracket["missed"] == data["max_level"] + 1, bracket
+    levels = {d["level"]: d for d in data["levels"]}
+    assert levels[bracket["met"]]["met"] and not levels[bracket["missed"]]["met"]
+    assert levels[bracket["missed"]]["probes"] >= 2  # 9 streams read within 10 % of the limit: probed again
+    probes = data["probes"]
+    assert probes[0]["level"] == 2 and probes[1]["level"] == 32 and len(probes) <= 16
     steps = [line for line in lines if line.get("type") == "step"]
     assert len(steps) == len(probes) and all(s["closing_s"] >= 0 for s in steps)
+    # each probe names its step line (counted from 1), at its level, with that line's verdict
+    by_number = {s["step"]: s for s in steps}
+    for probe in probes:
+        line = by_number[probe["step"]]
+        assert line["level"] == probe["level"] and line["slo_met"] is probe["met"]
+    assert by_number[data["step"]]["level"] == data["max_level"]
     assert outcome.message.startswith(f"max {data['max_level']:g} streams")  # type: ignore[index]
+    assert f"between {data['max_level']:g} (met) and {bracket['missed']:g} (missed)" in outcome.message
+
+
+def test_the_search_honours_repeat(sim: ProcessSimHandle, tmp_path: Path) -> None:
+    """--repeat 2 --find-max: every level is probed at least twice and decided on the median; each probe's
+    step line says which repeat of its level it is."""
+    _, lines = run(
+        sim,
+        tmp_path,
+        plan=RampPlan((4.0,), step_s=1.5, warmup_s=0.3, repeat=2),
+        level=4,
+        find_max=(6.0, 10.0),
+    )
+    (data,) = [line for line in lines if line.get("type") == "event" and line.get("kind") == "find_max"]
+    assert data["repeat"] == 2 and data["max_level"] in (7.0, 8.0, 9.0), data
+    assert data["bracket"]["missed"] == data["max_level"] + 1
+    steps = [line for line in lines if line.get("type") == "step"]
+    for decided in data["levels"]:
+        at = [s for s in steps if s["level"] == decided["level"]]
+        assert decided["probes"] == len(at) >= 2
+        assert [s["repeat"] for s in at] == list(range(len(at)))
 
 
 def test_bisection_logic_without_a_server() -> None:

@@ -170,7 +170,7 @@ def test_a_step_cut_by_a_signal_is_never_the_best(sim: SimHandle, tmp_path: Path
     _stopped_by(record, signal.SIGTERM)
     first, cut = record.steps
     assert cut["out_tok_s"] > first["out_tok_s"]
-    assert record.events[-1]["best_step"] == 0
+    assert record.events[-1]["best_step"] == 1
 
 
 # ---- ramp launch ---------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_the_record_carries_closing_time_and_carried_share(sim: ProcessSimHandle
     assert outcome.record_path is not None
     lines = [json.loads(line) for line in Path(outcome.record_path).read_text().splitlines()]
     steps = [line for line in lines if line.get("type") == "step"]
-    assert [s["index"] for s in steps] == [0, 1]
+    assert [s["step"] for s in steps] == [1, 2]
     assert all(s["carried_share"] == 0.0 and s["closing_s"] > 0 for s in steps)
 
 

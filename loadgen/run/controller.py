@@ -103,10 +103,10 @@ class Controller:
         self.wake.set()
 
     def _mark(self, note: str) -> None:
-        t = self.status.elapsed_s(time.monotonic_ns())
-        self.status.marks.append((t, note))
+        self.status.marks.append((t := self.status.elapsed_s(time.monotonic_ns()), note))
         self.steps.marks.append(note)
-        self.record.event("mark", {"elapsed_s": round(t, 3), "note": note, "step": self.steps.index})
+        step = self.steps.shown_index() + 1  # the step the header names (records count from 1)
+        self.record.event("mark", {"elapsed_s": round(t, 3), "note": note, "step": step})
 
     def _pause(self) -> None:
         if self.status.state == "running":
@@ -328,7 +328,7 @@ class Controller:
                 "state": state if state != "running" else "stopped",
                 "message": self.status.message,
                 "steps": len(self.steps.summaries),
-                "best_step": self.steps.best,
+                "best_step": None if self.steps.best is None else self.steps.best + 1,  # counted from 1
                 "elapsed_s": round(self.status.elapsed_s(time.monotonic_ns()), 3),
                 "series": self.snapshots.take_series(),  # the points after the last step line's
             }

@@ -21,7 +21,7 @@ from loadgen.format import csv_text
 from loadgen.run.protocol import RequestRow
 
 COLUMNS = (
-    "step",  # the step line's index (0-based) in the record
+    "step",  # the step line's ``step`` in the record (counted from 1, as on the screen and in steps.csv)
     "request_id",  # sent as X-Request-Id
     "worker",
     "outcome",  # ok | error | cancelled

@@ -178,7 +178,7 @@ class RunRecord:
         if self.writer is not None:
             self.writer.write_step(summary, hists, **(extra or {}))
         if window is not None:
-            self.detail.write_step(summary.index, window)
+            self.detail.write_step(summary.index + 1, window)  # counted from 1, as the step line
 
     def close(self, end: Mapping[str, object]) -> None:
         """The end line, then the file is closed."""

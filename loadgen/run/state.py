@@ -49,6 +49,7 @@ class Load:
     auto: bool = False
     plan: RampPlan | None = None
     plan_index: int = 0
+    probe_repeat: int | None = None  # the SLA search's probe of its level (0, 1 ...): the step's ``repeat``
 
     @classmethod
     def of(cls, config: RunConfig) -> Load:
@@ -77,6 +78,12 @@ class Load:
             self.level = int(value)
         else:
             self.rate = float(value)
+
+    def repeat_now(self) -> int:
+        """Which repeat of its level the step beginning now is (``--repeat``, or the search's probes)."""
+        if self.plan is None:  # a level set by hand: no repeat
+            return 0
+        return self.probe_repeat if self.probe_repeat is not None else self.plan.repeat_at(self.plan_index)
 
     def warmup_s(self) -> float:
         """One warm-up for every step: the plan's while it runs, and after a key left it too (the run's

@@ -169,7 +169,7 @@ class Steps:
         self.level = load.level
         self.rate = load.rate if load.mode == "open" else None
         self.mode, self.arrival = load.mode, load.arrival_label()
-        self.repeat = load.plan.repeat_at(load.plan_index) if load.plan is not None else 0
+        self.repeat = load.repeat_now()
         self.step_cache, self.cache = self.cache, ("kept", "")  # a reset counts for the step right after it
         self.marks = []
         self.starts_s.append((now - self.t0_ns) / 1e9)

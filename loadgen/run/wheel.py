@@ -55,7 +55,8 @@ class Wheel:
         self.finished_search: Search | None = None  # set once the search is over: the record gets its event
         if config.find_max is not None:
             lo, hi = config.find_max
-            self.search = Search(lo, hi, integer=config.mode == "closed")
+            repeat, slo = config.plan.repeat if config.plan else 1, config.slo or config.profile.slo
+            self.search = Search(lo, hi, integer=config.mode == "closed", repeat=repeat, slo=slo)
 
     # ---- what the snapshot shows ------------------------------------------------------------------------
     def phase(self) -> StepPhase:
@@ -167,6 +168,7 @@ class Wheel:
             self.load.level = int(nxt)
         else:
             self.load.rate = nxt
+        self.load.probe_repeat = search.trials_at(nxt)  # the step line's ``repeat``: its probe at the level
         return True
 
     def step_plan_level(self) -> bool:
