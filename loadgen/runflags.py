@@ -232,8 +232,8 @@ def _add_ray_flags(p: argparse.ArgumentParser) -> None:
         const="",
         default=None,
         metavar="ADDRESS",
-        help="run the --workers as Ray actors over a cluster's nodes (default: RAY_ADDRESS, else a local Ray; "
-        "extra: ray)",
+        help="run the --workers as Ray actors over a cluster's nodes (ADDRESS, or auto: a cluster started on "
+        "this machine; none: RAY_ADDRESS, else a new local Ray on 127.0.0.1 only; extra: ray)",
     )
 
 
