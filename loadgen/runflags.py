@@ -278,7 +278,12 @@ def _add_url_flags(p: argparse.ArgumentParser) -> None:
 def _add_client_flags(p: argparse.ArgumentParser) -> None:
     """How the load is sent, recorded and watched."""
     d = _DEFAULT
-    p.add_argument("--out", default=d.out, help="JSONL record path (default runs/<time>-<profile>.jsonl)")
+    p.add_argument(
+        "--out",
+        default=d.out,
+        help="JSONL record path (default <time>-<profile>.jsonl in $RAMP_RUNS_DIR, else runs/ here if writable, "
+        "else $XDG_STATE_HOME/llm-ramp/runs)",
+    )
     p.add_argument(
         "--tag", type=parse_tag, action="append", default=[], help="condition key=value, repeatable"
     )
