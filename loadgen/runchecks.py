@@ -67,7 +67,10 @@ def check_urls(url: str, more: Sequence[str] = ()) -> tuple[tuple[str, ...], str
     (``check_url``) and in order; (the URLs, what is wrong or None). One URL: exactly ``check_url``'s."""
     given = [u for text in (url, *more) for u in _NEXT_URL.split(text.strip()) if u.strip()]
     if not given:
-        return (), "no target URL: ramp run URL (several replicas: ramp run --url A --url B, or A,B)"
+        return (), (
+            "no target URL: ramp run URL, or set OPENAI_BASE_URL (several replicas: ramp run --url A --url B, "
+            "or A,B)"
+        )
     urls = []
     for text in given:
         checked, problem = check_url(text)

@@ -67,18 +67,8 @@ def sim() -> Iterator[Any]:
 
 def test_a_read_only_working_folder_puts_the_record_in_the_xdg_state_folder(sim: Any, tmp_path: Path) -> None:
     cwd = read_only_folder(tmp_path)
-    args = [
-        "run",
-        sim.url,
-        "--headless",
-        "--steps",
-        "1",
-        "--step-seconds",
-        "1",
-        "--warmup",
-        "0.2",
-        "--no-metrics",
-    ]
+    plan = ["--steps", "2", "--step-seconds", "3", "--warmup", "0.5", "--no-metrics"]
+    args = ["run", sim.url, "--headless", *plan]
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen.cli", *args],
         capture_output=True,
