@@ -13,7 +13,11 @@ the profile are ``loadgen.runargs``'s; the headless face is ``loadgen.headless``
     ramp replay RECORD                          the console on a finished record (read-only)
     ramp selftest                               the client's own speed and accuracy ceiling
     ramp check URL [--model M] [--format json]  spot-check a deployment through the OpenAI SDK
+    ramp completion bash|zsh|fish               a shell completion script (shtab, from this parser)
     ramp --version
+
+Without a URL (and no --url), ``OPENAI_BASE_URL`` is the target. Without a terminal the console is not
+drawn: the run is headless, and says so.
 
 Exit codes: 0 = the SLO was met at some step, 1 = at none, 2 = usage error, 3 = target unreachable,
 130 = interrupted.
@@ -31,7 +35,7 @@ from loadgen import __version__
 from loadgen.check.flags import DESCRIPTION as CHECK_HELP
 from loadgen.check.flags import add_check_flags
 from loadgen.config import RunOutcome
-from loadgen.headless import finish, reachable, run_headless
+from loadgen.headless import console_refused, finish, reachable, run_headless, say
 from loadgen.launch_cmd import DESCRIPTION as LAUNCH_DESCRIPTION
 from loadgen.launch_cmd import HELP as LAUNCH_HELP
 from loadgen.launch_cmd import add_launch_flags, launch_main
@@ -45,26 +49,52 @@ from loadgen.runflags import (
     UsageError,
     add_run_flags,
 )
+from loadgen.target.http import scrub
 
-__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+__all__ = ["SHELLS", "SUBCOMMANDS", "build_parser", "build_parsers", "main", "target_url"]
 
-SUBCOMMANDS = {"demo", "run", "sim", "profiles", "report", "compare", "selftest", "launch", "replay", "check"}
+SUBCOMMANDS = {
+    "demo",
+    "run",
+    "sim",
+    "profiles",
+    "report",
+    "compare",
+    "selftest",
+    "launch",
+    "replay",
+    "check",
+    "completion",
+}
+SHELLS = ("bash", "zsh", "fish")
 DEMO_LEVELS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+DEMO_STEP_S, DEMO_WARMUP_S = 15.0, 3.0
+# Measured headless on the 2-core VM: 212 s (135 s of steps, the rest each step draining its streams).
+DEMO_HELP = (
+    f"console against the embedded simulator: {len(DEMO_LEVELS)} steps of {DEMO_STEP_S:g} s, 1 → 256 streams; "
+    "headless (the default without a terminal) it ends by itself after about 3.5 min"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ramp`` command line (``build_parsers``' first)."""
+    return build_parsers()[0]
+
+
+def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``ramp`` parser and each subcommand's, by name (``ramp completion`` and the tests read them)."""
     parser = argparse.ArgumentParser(prog="ramp", description="Live load testing of LLM inference servers.")
     parser.add_argument("--version", action="version", version=f"ramp {__version__}")
     sub = parser.add_subparsers(dest="command")
 
-    demo = sub.add_parser("demo", help="console against the embedded simulator")
+    demo = sub.add_parser("demo", help=DEMO_HELP, description=DEMO_HELP)
     add_run_flags(demo, url=False)
-    demo.add_argument("--preset", default="h200-llama8b", help="simulator preset")
-    demo.add_argument("--headless", action="store_true")
+    demo.add_argument_group("simulator").add_argument(
+        "--preset", default="h200-llama8b", help="simulator preset (h200-llama8b, tiny-cpu, fast)"
+    )
 
     run = sub.add_parser("run", help="ramp a server (console, or --headless)")
     add_run_flags(run)
-    run.add_argument("--headless", action="store_true", help="no console: progress, step table, exit code")
 
     sub.add_parser("sim", help="serve the simulator (ramp sim --help: its engine and fault flags)")
 
@@ -82,7 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser("replay", help="the console on a finished record: ← → between its steps")
     replay.add_argument("file", metavar="RECORD", help="a run record (JSONL)")
-    return parser
+    completion = sub.add_parser(
+        "completion", help='shell completion: eval "$(ramp completion bash)" (zsh, fish alike)'
+    )
+    completion.add_argument(
+        "shell", choices=SHELLS, help="the shell to complete ramp's commands and flags in"
+    )
+    return parser, dict(sub.choices)
 
 
 def _add_record_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -176,6 +212,11 @@ def _main(argv: list[str]) -> int:
 
 
 def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
+    if args.command in ("demo", "run", "launch") and not args.headless:
+        refused = console_refused()
+        if refused is not None:  # a full-screen app into a pipe or a log is escape codes, and never ends
+            say(f"ramp: {refused}: running headless (progress on stderr, the step table on stdout)\n")
+            args.headless = True
     if args.command == "profiles":
         return _profiles(args.action, args.name)
     if args.command == "report":
@@ -194,6 +235,11 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
         from loadgen.check.main import check_main
 
         return check_main(args)
+    if args.command == "completion":
+        import shtab
+
+        print(shtab.complete(build_parser(), shell=args.shell))
+        return EXIT_OK
     if args.command == "selftest":
         from loadgen.selftest import selftest_main
 
@@ -241,8 +287,8 @@ def _demo(flags: RunFlags, preset: str) -> int:
         flags = dataclasses.replace(
             flags,
             steps=DEMO_LEVELS,
-            step_seconds=15.0 if flags.step_seconds is None else flags.step_seconds,
-            warmup=3.0 if flags.warmup is None else flags.warmup,
+            step_seconds=DEMO_STEP_S if flags.step_seconds is None else flags.step_seconds,
+            warmup=DEMO_WARMUP_S if flags.warmup is None else flags.warmup,
         )
     handle = spawn_sim_process(sim_config(preset))
     try:
@@ -251,9 +297,20 @@ def _demo(flags: RunFlags, preset: str) -> int:
         handle.stop()
 
 
+def target_url(flags: RunFlags, url: str) -> str:
+    """The URL given; without one (and no ``--url``), ``OPENAI_BASE_URL`` (the OpenAI SDK's convention),
+    said in the run's first line."""
+    if url or flags.urls:
+        return url
+    given = os.environ.get("OPENAI_BASE_URL", "").strip()
+    if given:
+        say(f"ramp: target {scrub(given)} (from OPENAI_BASE_URL)\n")
+    return given
+
+
 def _run(flags: RunFlags, url: str) -> int:
     """Probe, then the console (or the headless face) on a run of ``flags`` against ``url``."""
-    config = resolve(flags, url)
+    config = resolve(flags, target_url(flags, url))
     if not reachable(config):
         return EXIT_UNREACHABLE
     outcome: RunOutcome | None

@@ -172,8 +172,8 @@ class RunConfig:
     # --tokenizer PATH: a local tokenizer.json sizes the prompts when the server has no /tokenize
     # (``loadgen.run.sizing``; the record header's ``tokenizer`` says which sized them)
     tokenizer: str | None = None
-    # --ray [ADDRESS]: the workers as Ray actors over the cluster's nodes (loadgen.run.ray_fleet); "": Ray's
-    # own choice of cluster (RAY_ADDRESS, one started here, else a new local one); None: local processes
+    # --ray [ADDRESS]: the workers as Ray actors over the cluster's nodes (loadgen.run.ray_fleet); "":
+    # RAY_ADDRESS, else a new local Ray on 127.0.0.1 ("auto": one started here); None: local processes
     ray: str | None = None
     # --save-requests FILE: every request as sent, one JSON line each (loadgen.sources.requests), for
     # --requests FILE to replay against another server; None: not saved

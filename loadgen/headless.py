@@ -1,7 +1,8 @@
 """The headless face: a run with no console. A sibling of the console (``tui``): both drive the same
 ``Engine`` and end with the same ``RunOutcome``; neither imports the other.
 
-Owns the reachability check before the load (``reachable``), the run itself (``run_headless``: start the
+Owns the choice of face where there is no terminal (``console_refused``), the reachability check before the
+load (``reachable``), the run itself (``run_headless``: start the
 engine, print progress to stderr until it finishes; Ctrl-C, SIGTERM and SIGHUP stop it with the finished
 steps kept), the progress line (``progress_line``), output that survives a terminal gone away (``say``) and
 the end (``finish``: the step table on stdout, the record's path, the exit code). On a terminal the
@@ -33,7 +34,16 @@ from loadgen.target.refusals import refusal_text
 if TYPE_CHECKING:
     from loadgen.snapshot import Snapshot, StepSummary
 
-__all__ = ["WatchedRun", "finish", "progress_line", "reachable", "run_headless", "say", "wait_with_progress"]
+__all__ = [
+    "WatchedRun",
+    "console_refused",
+    "finish",
+    "progress_line",
+    "reachable",
+    "run_headless",
+    "say",
+    "wait_with_progress",
+]
 
 _CLEAR_LINE = "\r\033[K"
 _EXCEPTION_PREFIX = re.compile(r"^(?:[A-Z]\w*(?:Error|Exception): )?(?:\[Errno \d+\] )?")
@@ -49,6 +59,25 @@ class WatchedRun(Protocol):
     def latest(self) -> Snapshot | None: ...
     def stop(self, cancel: bool = True) -> None: ...
     def interrupt(self, signum: int) -> None: ...
+
+
+def console_refused() -> str | None:
+    """Why the console cannot be drawn here (stdin or stdout is not a terminal: a pipe, a CI job, a
+    Kubernetes Job), None when it can. ``TEXTUAL_DRIVER`` naming a web driver (textual-serve sets it) draws
+    it without a terminal: None then too."""
+    if "web" in os.environ.get("TEXTUAL_DRIVER", "").lower():
+        return None
+    missing = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if not _tty(stream)]
+    if not missing:
+        return None
+    return f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not a terminal"
+
+
+def _tty(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):  # closed
+        return False
 
 
 def reachable(config: RunConfig) -> bool:

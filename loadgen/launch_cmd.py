@@ -23,7 +23,7 @@ from loadgen.config import RunConfig, RunOutcome
 from loadgen.headless import finish, reachable, run_headless, say
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runargs import resolve, with_server_revision
-from loadgen.runflags import EXIT_UNREACHABLE, RunFlags, UsageError, add_run_flags
+from loadgen.runflags import EXIT_UNREACHABLE, Flags, RunFlags, UsageError, add_run_flags
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
 
@@ -40,7 +40,13 @@ DESCRIPTION = (
 
 
 def add_launch_flags(p: argparse.ArgumentParser) -> None:
-    """The ``launch`` subcommand's flags: the server's, then every flag of ``ramp run``."""
+    """The ``launch`` subcommand's flags: the server's (a group of their own), then every flag of ``ramp run``."""
+    server = p.add_argument_group("server")
+    _add_server_flags(server)
+    add_run_flags(p, url=False)
+
+
+def _add_server_flags(p: Flags) -> None:
     p.add_argument("kind", nargs="?", choices=sorted(KINDS), help=f"server to start: {' or '.join(KINDS)}")
     p.add_argument(
         "server_model", nargs="?", metavar="MODEL", help="model path or name, passed to the server"
@@ -59,8 +65,6 @@ def add_launch_flags(p: argparse.ArgumentParser) -> None:
         "--health-timeout", type=float, default=900.0, help="seconds to wait for health (default 900)"
     )
     p.add_argument("--server-log", default=None, help="server log file (default: beside the record)")
-    p.add_argument("--headless", action="store_true", help="no console: progress, step table, exit code")
-    add_run_flags(p, url=False)
 
 
 @dataclass(frozen=True, slots=True)

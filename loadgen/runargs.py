@@ -28,7 +28,7 @@ from loadgen.analysis.baseline import baseline_problem
 from loadgen.config import Mode, RampPlan, RunConfig
 from loadgen.profile import Pricing, Profile, ProfileError, load_profile
 from loadgen.run.detail import detail_path
-from loadgen.runchecks import check_urls, flag_problem, out_problem, plan_problem
+from loadgen.runchecks import check_urls, flag_problem, folder_writable, out_problem, plan_problem
 from loadgen.runflags import RunFlags, UsageError
 from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem
 from loadgen.target.tokenizer_file import tokenizer_problem
@@ -46,6 +46,7 @@ __all__ = [
     "resolve_pricing",
     "run_warmup_s",
     "revision_from_server_args",
+    "runs_folder",
     "with_server_revision",
 ]
 
@@ -137,10 +138,31 @@ def _target(flags: RunFlags, url: str, profile: Profile) -> Target:
     )
 
 
+def runs_folder() -> str:
+    """Where records go without ``--out``: ``$RAMP_RUNS_DIR``; else ``runs/`` here when it can be written
+    (a container's read-only root cannot); else ``$XDG_STATE_HOME/llm-ramp/runs`` (~/.local/state/...).
+    A folder that cannot be written is a usage error naming both ways out."""
+    given = os.environ.get("RAMP_RUNS_DIR", "").strip()
+    if given:
+        folder, why = os.path.expanduser(given), "RAMP_RUNS_DIR"
+    elif folder_writable("runs"):
+        return "runs"
+    else:
+        state = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
+        folder, why = os.path.join(state, "llm-ramp", "runs"), "XDG_STATE_HOME, as runs/ here is not writable"
+    if not folder_writable(folder):
+        raise UsageError(
+            f"records cannot be written to {folder!r} ({why}): give --out FILE, "
+            "or set RAMP_RUNS_DIR to a writable folder"
+        )
+    return folder
+
+
 def _record_path(flags: RunFlags, profile: Profile) -> str:
     if flags.out:
         return flags.out
-    return os.path.join("runs", f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{profile.name}.jsonl")
+    name = f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{profile.name}.jsonl"
+    return os.path.join(runs_folder(), name)
 
 
 def _given(flag: float | None, profile: float | None) -> float | None:

@@ -32,6 +32,7 @@ __all__ = [
     "check_url",
     "check_urls",
     "flag_problem",
+    "folder_writable",
     "out_problem",
     "plan_problem",
     "proxy_problem",
@@ -66,7 +67,10 @@ def check_urls(url: str, more: Sequence[str] = ()) -> tuple[tuple[str, ...], str
     (``check_url``) and in order; (the URLs, what is wrong or None). One URL: exactly ``check_url``'s."""
     given = [u for text in (url, *more) for u in _NEXT_URL.split(text.strip()) if u.strip()]
     if not given:
-        return (), "no target URL: ramp run URL (several replicas: ramp run --url A --url B, or A,B)"
+        return (), (
+            "no target URL: ramp run URL, or set OPENAI_BASE_URL (several replicas: ramp run --url A --url B, "
+            "or A,B)"
+        )
     urls = []
     for text in given:
         checked, problem = check_url(text)
@@ -173,16 +177,28 @@ def plan_problem(plan: RampPlan | None, flags: RunFlags) -> str | None:
     )
 
 
-def out_problem(path: str) -> str | None:
-    """Why a record cannot be written at ``path`` (its folder is made when missing), or None."""
-    if os.path.isdir(path):
-        return f"--out {path!r} is a folder: name a file, e.g. --out {os.path.join(path, 'run.jsonl')}"
-    folder = os.path.dirname(os.path.abspath(path))
+def _nearest(folder: str) -> str:
+    """``folder``, or the nearest of its parents that exists (a missing folder is made when written to)."""
+    folder = os.path.abspath(folder)
     while not os.path.exists(folder):
         parent = os.path.dirname(folder)
         if parent == folder:
             break
         folder = parent
+    return folder
+
+
+def folder_writable(folder: str) -> bool:
+    """Whether files can be written in ``folder`` (made, with its missing parents, when it is missing)."""
+    nearest = _nearest(folder)
+    return os.path.isdir(nearest) and os.access(nearest, os.W_OK | os.X_OK)
+
+
+def out_problem(path: str) -> str | None:
+    """Why a record cannot be written at ``path`` (its folder is made when missing), or None."""
+    if os.path.isdir(path):
+        return f"--out {path!r} is a folder: name a file, e.g. --out {os.path.join(path, 'run.jsonl')}"
+    folder = _nearest(os.path.dirname(os.path.abspath(path)))
     if not os.path.isdir(folder):
         return f"--out {path!r}: {folder!r} is a file, not a folder: choose another path"
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -1,6 +1,6 @@
 """The run's flags, defined once: ``RunFlags`` (the flags, typed: ``None`` means "not given"), the flag
-definitions shared by ``ramp run``, ``ramp demo`` and ``ramp launch`` (``add_run_flags``; their defaults are
-``RunFlags``' own), the small value parsers, the usage error and the exit codes every face returns.
+definitions shared by ``ramp run``, ``ramp demo`` and ``ramp launch`` (``add_run_flags``, in the argument
+groups of ``RUN_GROUPS`` that ``--help`` shows apart; their defaults are ``RunFlags``' own), the small value parsers, the usage error and the exit codes every face returns.
 ``loadgen.runargs`` merges these flags with the profile into a ``RunConfig``.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, CacheResets, Transport
 
@@ -132,69 +133,6 @@ def parse_tag(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
-    """The flags of a run (``url``: with the positional URL); their defaults are ``RunFlags``' own."""
-    d = _DEFAULT
-    if url:
-        _add_url_flags(p)
-    p.add_argument(
-        "--profile", default=d.profile, help="built-in profile name or a .toml file (default: chat)"
-    )
-    p.add_argument(
-        "--model", default=d.model, help="model name (default: the profile's, else the server's first)"
-    )
-    p.add_argument("--api", choices=APIS, default=d.api, help="override the profile's API")
-    p.add_argument(
-        "--steps",
-        type=parse_levels,
-        default=d.steps,
-        help="ramp levels, e.g. 1,2,4,8,16 (rates in open loop)",
-    )
-    p.add_argument(
-        "--step-seconds", type=float, default=d.step_seconds, help="seconds per step (default: profile or 30)"
-    )
-    p.add_argument(
-        "--warmup", type=float, default=d.warmup, help="warm-up seconds per step, excluded (default 5)"
-    )
-    p.add_argument("--early-stop", action="store_true", help="stop at the first step that breaks the SLO")
-    p.add_argument(
-        "--repeat", type=int, default=d.repeat, help="run each level N times in a row (median and range)"
-    )
-    p.add_argument(
-        "--find-max",
-        type=parse_bounds,
-        nargs="?",
-        const=(1.0, 512.0),
-        default=d.find_max,
-        metavar="LO:HI",
-        help="bisect to the highest level that meets the SLO (default bounds 1:512)",
-    )
-    p.add_argument("--level", type=int, default=d.level, help="starting concurrency when no plan is given")
-    p.add_argument("--open-loop", action="store_true", help="arrival-rate load instead of fixed concurrency")
-    p.add_argument("--rate", type=float, default=d.rate, help="open loop arrival rate, req/s")
-    p.add_argument("--arrival", choices=ARRIVALS, default=d.arrival)
-    p.add_argument(
-        "--burstiness", type=float, default=d.burstiness, help="gamma shape k (<1 bursty; --arrival gamma)"
-    )
-    p.add_argument(
-        "--max-concurrency", type=int, default=d.max_concurrency, help="open loop concurrency cap (0 = none)"
-    )
-    p.add_argument(
-        "--cancel-on-lower",
-        action="store_true",
-        help="closed loop: cancel the surplus streams when the level is lowered (their tokens count nowhere) "
-        "instead of settling; refused in open loop, which has none",
-    )
-    p.add_argument(
-        "--workers", type=int, default=d.workers, help="load worker processes (one per core at most)"
-    )
-    _add_client_flags(p)
-    _add_source_flags(p)
-    _add_detail_flags(p)
-    _add_tokenizer_flags(p)
-    _add_ray_flags(p)
-
-
 def parse_window(text: str) -> tuple[float, float | None]:
     """``--trace-window START:END`` (seconds on the trace's clock; END may be left out)."""
     start, colon, end = text.partition(":")
@@ -209,7 +147,156 @@ def parse_window(text: str) -> tuple[float, float | None]:
     return window
 
 
-def _add_source_flags(p: argparse.ArgumentParser) -> None:
+class Flags(Protocol):
+    """Where flags are added: a parser or one of its argument groups (``--help`` shows each group apart)."""
+
+    def add_argument(self, *names: str, **options: Any) -> argparse.Action: ...
+
+
+RUN_GROUPS = ("target", "load shape", "steps", "workload", "SLO", "telemetry", "output", "client", "pricing")
+
+
+def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> dict[str, Flags]:
+    """The flags of a run (``url``: with the positional URL), in the argument groups of ``RUN_GROUPS`` (returned
+    by title, for a command's own flags); their defaults are ``RunFlags``' own."""
+    groups: dict[str, Flags] = {title: p.add_argument_group(title) for title in RUN_GROUPS}
+    _add_target_flags(groups["target"], url)
+    _add_shape_flags(groups["load shape"])
+    _add_step_flags(groups["steps"])
+    _add_workload_flags(groups["workload"])
+    _add_source_flags(groups["workload"])
+    _add_slo_flags(groups["SLO"])
+    _add_telemetry_flags(groups["telemetry"])
+    _add_output_flags(groups["output"])
+    _add_client_flags(groups["client"])
+    _add_price_flags(groups["pricing"])
+    return groups
+
+
+def _add_target_flags(p: Flags, url: bool) -> None:
+    """The server: its URL (several replicas: ``loadgen.run.replicas``), the model and API, how it is reached
+    (TLS verification and the proxy: ``loadgen.target.connect``'s rule) and the key."""
+    d = _DEFAULT
+    if url:
+        p.add_argument(
+            "url",
+            nargs="?",
+            default="",
+            help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (several replicas: A,B; "
+            "default: $OPENAI_BASE_URL)",
+        )
+        p.add_argument(
+            "--url",
+            dest="urls",
+            action="append",
+            default=None,
+            metavar="URL",
+            help="a replica of the target (repeat for each; streams are spread round robin by session)",
+        )
+    p.add_argument(
+        "--model", default=d.model, help="model name (default: the profile's, else the server's first)"
+    )
+    p.add_argument("--api", choices=APIS, default=d.api, help="override the profile's API")
+    p.add_argument(
+        "--revision", default=d.revision, help="the model's revision (commit or tag), recorded for compare"
+    )
+    p.add_argument("--api-key-env", default=d.api_key_env, help="env var holding the API key")
+    p.add_argument("--ca-cert", metavar="FILE", help="CA bundle (PEM) to verify an https server with")
+    p.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
+    p.add_argument("--proxy", metavar="URL", help="HTTP proxy for every call (default: the environment's)")
+    p.add_argument("--no-proxy", action="store_true", help="no proxy, whatever the environment says")
+
+
+def _add_shape_flags(p: Flags) -> None:
+    """What the load is: closed-loop streams or open-loop arrivals, and how they arrive."""
+    d = _DEFAULT
+    p.add_argument(
+        "--level",
+        type=int,
+        default=d.level,
+        help="concurrency when no plan is given (headless: one step of --step-seconds at it)",
+    )
+    p.add_argument("--open-loop", action="store_true", help="arrival-rate load instead of fixed concurrency")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=d.rate,
+        help="open loop arrival rate, req/s (without --steps, headless: one step of --step-seconds at it)",
+    )
+    p.add_argument(
+        "--arrival",
+        choices=ARRIVALS,
+        default=d.arrival,
+        help="open loop arrival times: constant, poisson (the default) or gamma (--burstiness)",
+    )
+    p.add_argument(
+        "--burstiness", type=float, default=d.burstiness, help="gamma shape k (<1 bursty; --arrival gamma)"
+    )
+    p.add_argument(
+        "--max-concurrency", type=int, default=d.max_concurrency, help="open loop concurrency cap (0 = none)"
+    )
+    p.add_argument(
+        "--cancel-on-lower",
+        action="store_true",
+        help="closed loop: cancel the surplus streams when the level is lowered (their tokens count nowhere) "
+        "instead of settling; refused in open loop, which has none",
+    )
+
+
+def _add_step_flags(p: Flags) -> None:
+    """The plan: its levels, how long each step is measured, and what happens between steps."""
+    d = _DEFAULT
+    p.add_argument(
+        "--steps",
+        type=parse_levels,
+        default=d.steps,
+        help="ramp levels, e.g. 1,2,4,8,16 (rates in open loop)",
+    )
+    p.add_argument(
+        "--step-seconds", type=float, default=d.step_seconds, help="seconds per step (default: profile or 30)"
+    )
+    p.add_argument(
+        "--warmup", type=float, default=d.warmup, help="warm-up seconds per step, excluded (default 5)"
+    )
+    p.add_argument(
+        "--repeat", type=int, default=d.repeat, help="run each level N times in a row (median and range)"
+    )
+    p.add_argument(
+        "--reset-prefix-cache",
+        nargs="?",
+        choices=("step", "run"),
+        const="step",
+        default=d.reset_prefix_cache,
+        help="reset the server's prefix cache before each step (step, the default) or once (run)",
+    )
+
+
+def _add_workload_flags(p: Flags) -> None:
+    """What each request is: the profile, its seed, its fit to the server's context, its sizing."""
+    d = _DEFAULT
+    p.add_argument(
+        "--profile", default=d.profile, help="built-in profile name or a .toml file (default: chat)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        help="replay a run's prompts (default: a fresh seed per run; the record states it)",
+    )
+    p.add_argument(
+        "--fit-context",
+        action="store_true",
+        help="clamp requests that cannot fit the server's max_model_len (max_tokens first, then the prompt)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        default=None,
+        help="a local tokenizer.json that sizes prompts when the server has no /tokenize (extra: tokenizer)",
+    )
+
+
+def _add_source_flags(p: Flags) -> None:
     """Replay real requests instead of synthetic ones (``loadgen.sources``, ``loadgen.workload.replay``)."""
     p.add_argument(
         "--dataset", metavar="FILE", help="replay a dataset: ShareGPT, OpenAI-style JSONL or text lines"
@@ -228,111 +315,60 @@ def _add_source_flags(p: argparse.ArgumentParser) -> None:
         "--time-scale", type=float, help="replay a trace or request file this much faster (2 = twice as fast)"
     )
     p.add_argument("--requests", metavar="FILE", help="replay a --save-requests file: the same requests")
-    p.add_argument("--save-requests", metavar="FILE", help="write every request as sent, one JSON line each")
 
 
-def _add_ray_flags(p: argparse.ArgumentParser) -> None:
-    """Scale out past one machine: the same workers as Ray actors (``loadgen.run.ray_fleet``)."""
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="run the --workers as Ray actors over a cluster's nodes (default: RAY_ADDRESS, else a local Ray; "
-        "extra: ray)",
-    )
-
-
-def _add_tokenizer_flags(p: argparse.ArgumentParser) -> None:
-    """Prompt sizing where the server has no /tokenize (``loadgen.run.sizing``)."""
-    p.add_argument(
-        "--tokenizer",
-        metavar="PATH",
-        default=None,
-        help="a local tokenizer.json that sizes prompts when the server has no /tokenize (extra: tokenizer)",
-    )
-
-
-def _add_detail_flags(p: argparse.ArgumentParser) -> None:
-    """The per-request export (``loadgen.run.detail``): off unless asked for."""
-    p.add_argument(
-        "--save-requests-detail",
-        action="store_true",
-        help="also write one CSV row per request beside the record (RECORD.requests.csv)",
-    )
-
-
-def _add_url_flags(p: argparse.ArgumentParser) -> None:
-    """The target: the positional URL and, for several replicas as one target (``loadgen.run.replicas``),
-    ``--url`` once per replica."""
-    p.add_argument(
-        "url",
-        nargs="?",
-        default="",
-        help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (several replicas: A,B)",
-    )
-    p.add_argument(
-        "--url",
-        dest="urls",
-        action="append",
-        default=None,
-        metavar="URL",
-        help="a replica of the target (repeat for each; streams are spread round robin by session)",
-    )
-
-
-def _add_client_flags(p: argparse.ArgumentParser) -> None:
-    """How the load is sent, recorded and watched."""
+def _add_slo_flags(p: Flags) -> None:
+    """What the profile's [slo] is used for: stopping, searching, holding the run against another."""
     d = _DEFAULT
-    p.add_argument("--out", default=d.out, help="JSONL record path (default runs/<time>-<profile>.jsonl)")
+    p.add_argument("--early-stop", action="store_true", help="stop at the first step that breaks the SLO")
     p.add_argument(
-        "--tag", type=parse_tag, action="append", default=[], help="condition key=value, repeatable"
-    )
-    p.add_argument("--api-key-env", default=d.api_key_env, help="env var holding the API key")
-    _add_connection_flags(p)
-    p.add_argument("--transport", choices=TRANSPORTS, default=d.transport, help="streaming HTTP client")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=d.seed,
-        help="replay a run's prompts (default: a fresh seed per run; the record states it)",
-    )
-    p.add_argument(
-        "--fit-context",
-        action="store_true",
-        help="clamp requests that cannot fit the server's max_model_len (max_tokens first, then the prompt)",
-    )
-    p.add_argument(
-        "--reset-prefix-cache",
+        "--find-max",
+        type=parse_bounds,
         nargs="?",
-        choices=("step", "run"),
-        const="step",
-        default=d.reset_prefix_cache,
-        help="reset the server's prefix cache before each step (step, the default) or once (run)",
-    )
-    p.add_argument(
-        "--revision", default=d.revision, help="the model's revision (commit or tag), recorded for compare"
+        const=(1.0, 512.0),
+        default=d.find_max,
+        metavar="LO:HI",
+        help="bisect to the highest level that meets the SLO (default bounds 1:512)",
     )
     p.add_argument(
         "--baseline", default=d.baseline, metavar="RECORD", help="a record to hold this run against, live"
     )
-    _add_price_flags(p)
-    p.add_argument("--ttft-timeout", type=float, default=d.ttft_timeout)
-    p.add_argument("--idle-timeout", type=float, default=d.idle_timeout)
-    p.add_argument("--total-timeout", type=float, default=d.total_timeout)
-    p.add_argument(
-        "--max-event-bytes",
-        type=int,
-        default=d.max_event_bytes,
-        help="a longer SSE event is a malformed error",
-    )
+
+
+def _add_telemetry_flags(p: Flags) -> None:
+    """The server's side of each step: its /metrics and the GPUs."""
+    d = _DEFAULT
     p.add_argument("--no-metrics", action="store_true", help="do not poll the server's /metrics")
     p.add_argument(
         "--gpu-cmd", default=d.gpu_cmd, help='command printing nvidia-smi CSV, e.g. "ssh gpu1 nvidia-smi ..."'
     )
     p.add_argument("--nvml", action="store_true", help="read local GPUs through NVML (extra: gpu)")
     p.add_argument("--dcgm-url", default=d.dcgm_url, help="DCGM exporter metrics URL")
+
+
+def _add_output_flags(p: Flags) -> None:
+    """Where the run is shown and kept: the face, the record and what goes beside it."""
+    d = _DEFAULT
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="no console: progress, step table, exit code (the default without a terminal)",
+    )
+    p.add_argument(
+        "--out",
+        default=d.out,
+        help="JSONL record path (default <time>-<profile>.jsonl in $RAMP_RUNS_DIR, else runs/ here if writable, "
+        "else $XDG_STATE_HOME/llm-ramp/runs)",
+    )
+    p.add_argument(
+        "--tag", type=parse_tag, action="append", default=[], help="condition key=value, repeatable"
+    )
+    p.add_argument("--save-requests", metavar="FILE", help="write every request as sent, one JSON line each")
+    p.add_argument(
+        "--save-requests-detail",
+        action="store_true",
+        help="also write one CSV row per request beside the record (RECORD.requests.csv)",
+    )
     p.add_argument(
         "--refresh",
         type=float,
@@ -342,7 +378,49 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rolling", type=float, default=d.rolling, help="rolling window, seconds")
 
 
-def _add_price_flags(p: argparse.ArgumentParser) -> None:
+def _add_client_flags(p: Flags) -> None:
+    """How the load is sent: the workers (local processes or Ray actors), the HTTP client, its timeouts."""
+    d = _DEFAULT
+    p.add_argument(
+        "--workers", type=int, default=d.workers, help="load worker processes (one per core at most)"
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the --workers as Ray actors over a cluster's nodes (ADDRESS, or auto: a cluster started on "
+        "this machine; none: RAY_ADDRESS, else a new local Ray on 127.0.0.1 only; extra: ray)",
+    )
+    p.add_argument("--transport", choices=TRANSPORTS, default=d.transport, help="streaming HTTP client")
+    p.add_argument(
+        "--ttft-timeout",
+        type=float,
+        default=d.ttft_timeout,
+        help=f"seconds a request may wait for its first token (default {d.ttft_timeout:g})",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d.idle_timeout,
+        help=f"seconds a stream may stay silent between tokens (default {d.idle_timeout:g})",
+    )
+    p.add_argument(
+        "--total-timeout",
+        type=float,
+        default=d.total_timeout,
+        help=f"seconds a request may take in all (default {d.total_timeout:g})",
+    )
+    p.add_argument(
+        "--max-event-bytes",
+        type=int,
+        default=d.max_event_bytes,
+        help=f"a longer SSE event is a malformed error (default {d.max_event_bytes})",
+    )
+
+
+def _add_price_flags(p: Flags) -> None:
     """What the run costs (over the profile's [pricing]): token prices, or GPU hours."""
     for name, what in (("input", "prompt"), ("output", "output"), ("cache-read", "cached prompt")):
         p.add_argument(
@@ -350,11 +428,3 @@ def _add_price_flags(p: argparse.ArgumentParser) -> None:
         )
     p.add_argument("--gpu-usd-per-hour", type=float, default=None, help="price of one GPU hour, USD")
     p.add_argument("--gpus", type=int, default=None, help="GPUs the server uses (with --gpu-usd-per-hour)")
-
-
-def _add_connection_flags(p: argparse.ArgumentParser) -> None:
-    """How the target is reached: TLS verification and the proxy (``loadgen.target.connect``'s rule)."""
-    p.add_argument("--ca-cert", metavar="FILE", help="CA bundle (PEM) to verify an https server with")
-    p.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
-    p.add_argument("--proxy", metavar="URL", help="HTTP proxy for every call (default: the environment's)")
-    p.add_argument("--no-proxy", action="store_true", help="no proxy, whatever the environment says")

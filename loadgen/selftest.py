@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadgen.config import RampPlan, RunConfig, Transport
 from loadgen.profile import parse_profile
+from loadgen.run.ray_fleet import shown_address
 from loadgen.types import Target
 
 if TYPE_CHECKING:
@@ -341,16 +342,14 @@ def _start_ray(address: str | None) -> bool:
     """``--ray``: one Ray for every row (a row's fleet finds it started and leaves it up)."""
     if address is None:
         return True
-    try:
-        import ray
-    except ImportError:
-        print("ramp selftest: --ray needs Ray: pip install 'llm-ramp[ray]'", file=sys.stderr)
-        return False
-    import logging
+    from loadgen.config import SetupError
+    from loadgen.run.ray_fleet import init_ray
 
-    ray.init(
-        address=address or None, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
-    )
+    try:
+        init_ray(address)  # ramp's own Ray listens on 127.0.0.1 only; messages keep no password
+    except SetupError as exc:
+        print(f"ramp selftest: {exc}", file=sys.stderr)
+        return False
     return True
 
 
@@ -402,7 +401,8 @@ def selftest_main(args: argparse.Namespace) -> int:
 
 def _banner(plan: Layout, bench: Bench, per_worker: bool) -> str:
     sims = ",".join(str(c) for c in plan.sim_cpus)
-    fleet = "Ray actors" + (f" at {bench.ray}" if bench.ray else "") if bench.ray is not None else "processes"
+    at = f" at {shown_address(bench.ray, bench.ray)}" if bench.ray else ""
+    fleet = "Ray actors" + at if bench.ray is not None else "processes"
     return (
         f"ramp selftest: {len(bench.urls)} simulator(s) 'fast' (TTFT {TTFT_MS:.0f} ms, {TPOT_MS:.0f} ms/token, "
         f"{OUTPUT_TOKENS} tokens) on CPU {sims}, load workers ({fleet}) on CPU "

@@ -15,6 +15,10 @@ the round trip measured at setup, each step line's ``fleet`` the flushes since t
 A dead actor or node (its long poll fails) is a lost worker (``Fleet.lose``), never a silent drop in load.
 Every actor is killed at the end of the run, whatever ended it; a driver that dies takes its actors with it
 (Ray's owner fate-sharing: none is detached).
+
+Which Ray (``init_ray``): the address given (``auto``: a cluster started on this machine), else
+``RAY_ADDRESS``, else a new local Ray that listens on 127.0.0.1 only. Every address ramp shows (messages, the
+record) goes through ``shown_address``: no password, with or without a scheme.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import platform
 import queue
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -36,7 +41,7 @@ from loadgen.config import RunConfig, SetupError
 from loadgen.run.fleet import READY_S, Fleet, host_table, worker_specs
 from loadgen.run.protocol import Flush, StopLoad, WorkerCommand, WorkerMessage
 from loadgen.run.worker import WorkerSpec, serve
-from loadgen.target.http import scrub
+from loadgen.target.http import scrub, url_secrets
 
 if TYPE_CHECKING:
     from loadgen.run.health import BoundJudge
@@ -47,6 +52,58 @@ TAKE_S = 0.5  # an actor's long poll: it answers at once when it has messages, e
 PINGS = 5  # round trips per actor measured at setup
 ACTOR_CONCURRENCY = 4  # a long poll and the commands at the same time
 ORPHAN_S = 15.0  # an actor whose driver has not polled it for this long stops its load and exits
+
+
+LOOPBACK = "127.0.0.1"
+# Read by Ray when it is imported: on Linux Ray turns a node address of 127.0.0.1 into the machine's
+# routable one (a cluster's nodes must reach it) and its servers then listen on every interface. "0" tells
+# it this Ray is local: its GCS, raylet, agents and workers listen on 127.0.0.1.
+RAY_LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def ramp_starts_ray(address: str | None) -> bool:
+    """``--ray`` without an address and without ``RAY_ADDRESS``: a Ray that ramp starts itself."""
+    return not address and not os.environ.get("RAY_ADDRESS")
+
+
+def shown_address(text: str, address: str | None) -> str:
+    """``text`` (a message, an address) with the Ray ``address``'s password masked, also where the address
+    has no scheme (``user:pw@host:6379``, which ``scrub`` alone cannot tell from other text)."""
+    if not address:
+        return scrub(text)
+    as_url = address if "://" in address else "ray://" + address
+    return scrub(text, url_secrets(as_url))
+
+
+def init_ray(address: str | None) -> ModuleType:
+    """``ray.init`` for ``--ray [ADDRESS]`` (which Ray: the module docstring); the ``ray`` module.
+    ``SetupError`` (secrets masked) when the cluster cannot be reached."""
+    local = ramp_starts_ray(address)
+    before = os.environ.get(RAY_LOCAL_ONLY_ENV)
+    if local:  # before the import, and in the environment its processes start with
+        os.environ[RAY_LOCAL_ONLY_ENV] = "0"
+    try:
+        ray = import_ray()
+        where: dict[str, Any] = (
+            {"address": "local", "_node_ip_address": LOOPBACK} if local else {"address": address or None}
+        )
+        ray.init(
+            **where,
+            include_dashboard=False,
+            log_to_driver=False,  # the workers' output must not tear the console's screen
+            logging_level=logging.ERROR,  # its notices would tear the console too
+        )
+    except SetupError:
+        raise
+    except Exception as exc:
+        said = shown_address(str(exc), address)
+        raise SetupError(f"--ray: cannot reach the Ray cluster ({said})") from None
+    finally:
+        if local and before is None:
+            os.environ.pop(RAY_LOCAL_ONLY_ENV, None)
+        elif local and before is not None:
+            os.environ[RAY_LOCAL_ONLY_ENV] = before
+    return ray
 
 
 def import_ray() -> ModuleType:
@@ -169,18 +226,10 @@ class RayFleet(Fleet):
         return await asyncio.to_thread(self.place_blocking)
 
     def place_blocking(self) -> dict[str, object]:
-        ray = self.ray = import_ray()
-        if not ray.is_initialized():
-            try:
-                ray.init(
-                    address=self.address,
-                    include_dashboard=False,
-                    log_to_driver=False,  # the workers' output must not tear the console's screen
-                    logging_level=logging.ERROR,  # its notices would tear the console too
-                )
-            except Exception as exc:
-                raise SetupError(f"--ray: cannot reach the Ray cluster ({scrub(str(exc))})") from None
-            self.started_ray = True
+        # Imported only here when no Ray runs yet: init_ray must set the environment before the import.
+        running = "ray" in sys.modules and import_ray().is_initialized()
+        ray = self.ray = import_ray() if running else init_ray(self.address)
+        self.started_ray = not running
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -211,11 +260,12 @@ class RayFleet(Fleet):
             rtts = self.locate(ray)
         except ray.exceptions.RayError as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise SetupError(f"--ray: the workers' actors did not start: {scrub(first)}") from None
+            said = shown_address(first, self.address)
+            raise SetupError(f"--ray: the workers' actors did not start: {said}") from None
         return {
             "kind": self.kind,
             # the cluster joined (never a password in a record)
-            "address": scrub(self.address or ray.get_runtime_context().gcs_address),
+            "address": shown_address(self.address or ray.get_runtime_context().gcs_address, self.address),
             "workers": self.size,
             "hosts": host_table(self.hosts, self.size),
             "actors": list(self.names),
