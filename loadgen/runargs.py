@@ -277,20 +277,8 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         if replayed is None
         else LoadShape(replayed, "open", flags.max_concurrency, replayed.levels[0])
     )
-    if flags.cancel_on_lower and shape.mode == "open":
-        raise UsageError(
-            "--cancel-on-lower cancels a closed loop's surplus streams when its level is lowered; an open "
-            "loop has none (a lower rate sends fewer arrivals, each request runs to its end): drop the flag"
-        )
     out = _record_path(flags, profile)
-    problem = plan_problem(shape.plan, flags) or out_problem(out) or save_requests_problem(flags)
-    if problem is None and flags.save_requests_detail and os.path.exists(detail_path(out)):
-        problem = f"--save-requests-detail: {detail_path(out)} already exists; choose another --out"
-    problem = problem or (baseline_problem(flags.baseline) if flags.baseline is not None else None)
-    if problem is not None:
-        raise UsageError(problem)
-    if flags.find_max is not None and profile.slo.is_empty():
-        raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
+    _refuse_what_cannot_run(flags, profile, shape, out)
     return RunConfig(
         target=replace(_target(flags, urls[0], profile), replicas=urls if len(urls) > 1 else ()),
         profile=profile,
@@ -328,6 +316,23 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
         nvml=flags.nvml,
         dcgm_url=flags.dcgm_url,
     )
+
+
+def _refuse_what_cannot_run(flags: RunFlags, profile: Profile, shape: LoadShape, out: str) -> None:
+    """The combinations of flags, plan, record path and profile that cannot run: a UsageError naming each."""
+    if flags.cancel_on_lower and shape.mode == "open":
+        raise UsageError(
+            "--cancel-on-lower cancels a closed loop's surplus streams when its level is lowered; an open "
+            "loop has none (a lower rate sends fewer arrivals, each request runs to its end): drop the flag"
+        )
+    problem = plan_problem(shape.plan, flags) or out_problem(out) or save_requests_problem(flags)
+    if problem is None and flags.save_requests_detail and os.path.exists(detail_path(out)):
+        problem = f"--save-requests-detail: {detail_path(out)} already exists; choose another --out"
+    problem = problem or (baseline_problem(flags.baseline) if flags.baseline is not None else None)
+    if problem is not None:
+        raise UsageError(problem)
+    if flags.find_max is not None and profile.slo.is_empty():
+        raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
 
 
 def run_warmup_s(flags: RunFlags, profile: Profile, plan: RampPlan | None) -> float:

@@ -116,7 +116,11 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
         pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the closed step measuring")
         quit_run(pane, record)
 
-    steps = steps_summary(record)
+    check_each_step_kept(steps_summary(record), rate, streams)
+
+
+def check_each_step_kept(steps: list[tuple[object, ...]], rate: float, streams: int) -> None:
+    """↑ cut the plan's step, o twice kept each mode's own step, the last ended by the stop."""
     assert [line[0] for line in steps] == [1, 2, 3, 4]  # counted from 1, as the header
     assert steps[0] == (1, "closed", 4, None, "level")  # the plan's step cut by ↑
     assert steps[1] == (2, "closed", 5, None, "mode")  # the manual level, held until o
