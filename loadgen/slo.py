@@ -12,7 +12,7 @@ from loadgen.config import SLO
 from loadgen.format import fmt_num_trimmed
 from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 
-__all__ = ["best_step", "evaluate", "margin"]
+__all__ = ["best_step", "eligible", "evaluate", "margin"]
 
 
 def _above(failures: list[str], label: str, value: float | None, limit: float | None, unit: str) -> None:
@@ -94,7 +94,8 @@ def margin(slo: SLO, stats: WindowStats) -> float | None:
     return min(known) if known and len(known) == len(rooms) else None
 
 
-def _eligible(step: StepSummary) -> bool:
+def eligible(step: StepSummary) -> bool:
+    """Whether ``step`` may be a run's best: clean, and it met the SLO (or there is none)."""
     # Only a clean step can be best: one measured start to finish under its own load. A step cut by a key
     # (its requests ran into the next load) or stopped part-way (a signal, a stop) says nothing certain.
     if not step.clean or step.ended_by == "stop":
@@ -115,7 +116,7 @@ def best_step(steps: Sequence[StepSummary]) -> int | None:
     best_at: int | None = None
     for at, step in enumerate(steps):
         out = step.stats.out_tok_s
-        if out is None or not _eligible(step):
+        if out is None or not eligible(step):
             continue
         load = step.rate_rps if step.mode == "open" and step.rate_rps is not None else float(step.level)
         key = (-out, load, at)

@@ -137,13 +137,16 @@ class Fig:
     goodput_req_s: float | None = None
     goodput_tok_s: float | None = None
     extra: Mapping[str, object] = field(default_factory=dict)  # keys after the step line's own
+    # which repeat of its level (the step line's ``repeat``); None: as --repeat numbers them, counting on
+    # along consecutive steps at one level
+    repeat: int | None = None
 
 
 def _view(metric: str, **pct: float) -> HistogramView:
     return HistogramView(metric=metric, unit=METRICS[metric], pct=Percentiles(count=100, **pct))
 
 
-def step_of(index: int, fig: Fig) -> StepSummary:
+def step_of(index: int, fig: Fig, repeat: int = 0) -> StepSummary:
     stats = WindowStats(
         window="step",
         duration_s=fig.window_s,
@@ -180,6 +183,7 @@ def step_of(index: int, fig: Fig) -> StepSummary:
         bound_reason="load worker at 97% CPU: add --workers" if fig.client_bound else "",
         server=dict(fig.server),
         carried_share=fig.carried_share,
+        repeat=repeat,
     )
 
 
@@ -188,8 +192,14 @@ def write_record(
 ) -> Path:
     with RecordWriter(path) as writer:
         writer.write_header(copy.deepcopy(dict(header if header is not None else base_header())))
+        repeat = 0
         for index, fig in enumerate(figs):
-            writer.write_step(step_of(index, fig), {}, **fig.extra)
+            again = index > 0 and (figs[index - 1].level, figs[index - 1].rate_rps) == (
+                fig.level,
+                fig.rate_rps,
+            )
+            repeat = fig.repeat if fig.repeat is not None else (repeat + 1 if again else 0)
+            writer.write_step(step_of(index, fig, repeat), {}, **fig.extra)
         if end:
             writer.write_event("end", {"state": "finished"})
     return path

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fault_servers import CountingProxy, Flaws, openai_like
@@ -16,7 +17,16 @@ from loadgen.cli import main
 from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.types import Target
 
-REQUIRED = {"models", "chat", "chat stream", "usage chunk", "max_tokens", "error shape", "ramp"}
+REQUIRED = {
+    "models",
+    "chat",
+    "chat stream",
+    "run request",
+    "usage chunk",
+    "max_tokens",
+    "error shape",
+    "ramp",
+}
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +94,7 @@ def test_the_flawed_check_fails_with_its_reason(
     assert code == 1, out
     failed = [line for line in out.splitlines() if line.strip().startswith("FAIL ")]
     assert len(failed) == 1 and name in failed[0] and reason in failed[0], out
-    assert f"FAILED: 5 of 7 required checks pass, 1 n/a (failing: {name})" in out  # the ramp: skipped
+    assert f"FAILED: 6 of 8 required checks pass, 1 n/a (failing: {name})" in out  # the ramp: skipped
 
 
 def test_a_sound_server_passes_and_its_rate_limits_are_shown() -> None:
@@ -163,10 +173,11 @@ def test_the_sdk_goes_through_the_proxy_asked_for(capsys: pytest.CaptureFixture[
     assert code == 0, out.out
     assert f"through the proxy {proxy.url}" in out.err  # warned of before anything is sent
     # The proxy notes each connection's first request: the probe's and the SDK's (models.list(), then kept
-    # alive for every later call) /v1/models, the edge client's /metrics, ramp's own client's chat (baseline).
+    # alive for every later call) /v1/models, the edge client's /metrics, ramp's own client's chat (the run
+    # request, then the baseline: a new client, a new connection each).
     seen = " ".join(proxy.lines)
     assert seen.count("GET " + server.url + "/v1/models") == 2 and "GET " + server.url + "/metrics" in seen
-    assert seen.count("POST " + server.url + "/v1/chat/completions") == 1, proxy.lines
+    assert seen.count("POST " + server.url + "/v1/chat/completions") == 2, proxy.lines
 
 
 def test_unreachable_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,7 +186,7 @@ def test_unreachable_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert main(["check", f"http://127.0.0.1:{port}", "--ramp-seconds", "0"]) == 1
+    assert main(["check", f"http://127.0.0.1:{port}", "--ramp-seconds", "0"]) == 3  # as ramp run exits
     out = capsys.readouterr().out
     assert "FAIL  models" in out and "cannot connect" in out and len(out.splitlines()) == 5
     assert main(["check", "127.0.0.1:8000"]) == 2
@@ -184,3 +195,100 @@ def test_unreachable_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         "URL must start with http://" in err and "--ramp-seconds must be 0" in err and "Traceback" not in err
     )
+
+
+# ---- issue 19 (7): ramp check tests what ramp run will send ------------------------------------------------
+
+
+def test_run_request_sends_the_runs_own_body(sim: SimHandle) -> None:
+    """The check's request is the run's first request: the chat profile's sampling keys, max_tokens from
+    its first draw, stream_options — the very bytes ``build_body`` makes for the run."""
+    from loadgen.check.run_body import first_request
+    from loadgen.client import build_body
+    from loadgen.profile import load_profile
+
+    spec = first_request(load_profile("chat"), "sim-llama-8b", None)
+    body = json.loads(build_body(spec))
+    assert body["ignore_eos"] is True and body["temperature"] == 0.7 and body["top_p"] == 0.95
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert 16 <= body["max_tokens"] <= 2048  # the profile's output draw
+    report = run_checks(Target(sim.url), ramp_seconds=0)
+    status, reason = by_name(report)["run request"]
+    assert status == "pass", reason
+    assert "ignore_eos" in reason and "stream_options" in reason and "max_tokens" in reason
+
+
+@pytest.mark.parametrize("names_it", [True, False])
+def test_a_server_refusing_ignore_eos_fails_the_check_and_says_what_to_drop(
+    names_it: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from check_servers import refusing_field
+
+    server = refusing_field("ignore_eos", names_it=names_it)
+    try:
+        code = main(["check", server.url, "--ramp-seconds", "0", "--timeout", "10", "--format", "json"])
+    finally:
+        server.stop()
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["ok"] is False and doc["unreachable"] is False
+    checks = {c["name"]: c for c in doc["checks"]}
+    run = checks["run request"]
+    assert run["status"] == "fail" and run["required"] is True
+    assert run["data"]["field"] == "ignore_eos" and run["data"]["status"] == 400
+    assert "ignore_eos = true" in run["reason"] and "ignore_eos = false" in run["reason"]
+    assert "--profile FILE" in run["reason"]
+    # the SDK's own requests (no ignore_eos) pass: only the run's body is refused
+    assert checks["chat"]["status"] == "pass" and checks["chat stream"]["status"] == "pass"
+
+
+def test_a_profile_without_ignore_eos_passes_against_that_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from check_servers import refusing_field
+
+    profile = tmp_path / "no-eos.toml"
+    profile.write_text(
+        'name = "no-eos"\n[[bucket]]\ninput = 32\noutput = 16\n[sampling]\ntemperature = 0.5\n'
+    )
+    server = refusing_field("ignore_eos")
+    try:
+        code = main(
+            ["check", server.url, "--ramp-seconds", "0", "--profile", str(profile), "--format", "json"]
+        )
+    finally:
+        server.stop()
+    run = next(c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "run request")
+    assert run["status"] == "pass", run
+    assert run["data"]["sent"] == ["max_tokens", "stream_options", "temperature"] and code in (0, 1)
+
+
+def test_an_unreachable_server_exits_3_and_a_flawed_one_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from check_servers import closed_port
+
+    code = main(["check", f"http://127.0.0.1:{closed_port()}", "--ramp-seconds", "0", "--timeout", "3"])
+    out = capsys.readouterr().out
+    assert code == 3 and "cannot connect" in out
+    server = openai_like(Flaws(no_usage_chunk=True))
+    try:
+        assert main(["check", server.url, "--ramp-seconds", "0", "--timeout", "10"]) == 1
+    finally:
+        server.stop()
+
+
+def test_sse_to_a_non_streamed_request_is_a_clear_failed_check(capsys: pytest.CaptureFixture[str]) -> None:
+    from fault_servers import answering
+
+    server = answering()  # streams its reply whatever the request asked
+    try:
+        code = main(["check", server.url, "--ramp-seconds", "0", "--timeout", "10", "--format", "json"])
+    finally:
+        server.stop()
+    captured = capsys.readouterr()
+    assert code == 1 and "Traceback" not in captured.err
+    checks = {c["name"]: c for c in json.loads(captured.out)["checks"]}
+    for name in ("chat", "max_tokens"):
+        assert checks[name]["status"] == "fail"
+        reason = checks[name]["reason"]
+        assert "non-streamed request (stream false) with an SSE stream" in reason, reason
+        assert "AttributeError" not in reason and "'str' object" not in reason
+    assert checks["chat stream"]["status"] == "pass"

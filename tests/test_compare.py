@@ -206,8 +206,8 @@ def test_json_has_a_stable_schema(tmp_path: Path, capsys: pytest.CaptureFixture[
     ]
     level = doc["levels"][0]
     assert set(level) == {"mode", "level", "rate_rps", "label", "runs", "metrics"}
-    assert level["runs"] == [{"steps": 3, "left_out": 0, "client_bound": False}] * 1 + [
-        {"steps": 1, "left_out": 0, "client_bound": False}
+    assert level["runs"] == [{"steps": 3, "left_out": 0, "other_passes": 0, "client_bound": False}] * 1 + [
+        {"steps": 1, "left_out": 0, "other_passes": 0, "client_bound": False}
     ]
     out_tok = next(m for m in level["metrics"] if m["metric"] == "out_tok_s")
     assert out_tok["values"][0] == {"median": 1000.0, "min": 990.0, "max": 1030.0, "n": 3}
@@ -215,7 +215,7 @@ def test_json_has_a_stable_schema(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert out_tok["deltas"][0] is None
     assert out_tok["deltas"][1]["delta"] == pytest.approx(100.0)
     assert out_tok["deltas"][1]["pct"] == pytest.approx(10.0)
-    assert out_tok["deltas"][1]["mark"] == "better"
+    assert out_tok["deltas"][1]["mark"] == "better" and out_tok["deltas"][1]["noise"] is None
     assert set(out_tok) == {"metric", "label", "unit", "better", "values", "deltas"}
 
 
@@ -348,3 +348,94 @@ def test_simulator_runs_with_and_without_speculation(
 
 def test_run_labels() -> None:
     assert [run_label(n) for n in (0, 1, 25, 26)] == ["A", "B", "Z", "R27"]
+
+
+# ---- issue 19 (6): the cap, the noise floor, the knee's median, passes, the client-bound refusal ----------
+
+
+def test_the_open_loops_concurrency_cap_is_a_compared_condition(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def open_run(name: str, cap: int) -> str:
+        figs = [Fig(level=cap, mode="open", rate_rps=r, ttft_p50=100.0 * r) for r in (2.0, 8.0)]
+        return str(write_record(tmp_path / name, figs, header_with(mode="open", arrival="poisson")))
+
+    uncapped, capped, again = open_run("a.jsonl", 0), open_run("b.jsonl", 2), open_run("c.jsonl", 0)
+    code, _, err = run_compare(capsys, uncapped, capped)
+    assert code == 2
+    row = next(line for line in err.splitlines() if line.strip().startswith("max_concurrency "))
+    assert "A none" in row and "B 2" in row and "--vary max_concurrency" in err
+    code, out, _ = run_compare(capsys, uncapped, again)
+    assert code == 0 and "max_concurrency" in out  # matched, and said so
+
+
+def test_one_run_per_level_calls_a_tiny_difference_within_noise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = write_record(tmp_path / "a.jsonl", [Fig(level=8, out_tok_s=1000.0, ttft_p50=100.0, ttft_p95=200.0)])
+    b = write_record(tmp_path / "b.jsonl", [Fig(level=8, out_tok_s=1003.0, ttft_p50=100.5, ttft_p95=260.0)])
+    code, out, _ = run_compare(capsys, str(a), str(b))
+    assert code == 0
+    assert metric_row(out, "8 streams", "out tok/s").endswith("within noise")  # +0.3 %
+    assert metric_row(out, "8 streams", "TTFT p50").endswith("within noise")  # +0.5 %
+    assert metric_row(out, "8 streams", "TTFT p95").endswith("worse")  # +30 %
+    assert 'under 2 % there reads "within noise" (the default floor)' in out
+    code, out, _ = run_compare(capsys, str(a), str(b), "--format", "json")
+    metrics = {m["metric"]: m for m in json.loads(out)["levels"][0]["metrics"]}
+    tok = metrics["out_tok_s"]["deltas"][1]
+    assert tok["mark"] == "within noise" and tok["noise"] == "floor" and tok["pct"] == pytest.approx(0.3)
+    assert metrics["ttft_p95_ms"]["deltas"][1]["mark"] == "worse"
+
+
+def test_the_knee_is_the_median_over_repeats_not_the_best_single_repeat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 8 streams: one lucky repeat at 1,500 but a median of 1,000; 4 streams: 1,100 every time
+    figs = [Fig(level=4, out_tok_s=1100.0)] * 3 + [Fig(level=8, out_tok_s=v) for v in (900.0, 1500.0, 1000.0)]
+    a = write_record(tmp_path / "a.jsonl", figs)
+    b = write_record(tmp_path / "b.jsonl", figs)
+    code, out, _ = run_compare(capsys, str(a), str(b))
+    assert code == 0
+    assert "knee A: 4 streams, 1,100 out tok/s (median of 3, 1,100–1,100)" in out
+    code, out, _ = run_compare(capsys, str(a), str(b), "--format", "json")
+    knee = json.loads(out)["runs"][0]["knee"]
+    assert knee["load"] == 4 and knee["out_tok_s"] == 1100.0 and knee["repeats"] == 3
+    # a level whose repeats mostly missed the SLO is no knee, whatever its best repeat did
+    missed = [Fig(level=4, out_tok_s=500.0)] + [
+        Fig(level=8, out_tok_s=v, met=m) for v, m in ((2000.0, True), (1900.0, False), (1950.0, False))
+    ]
+    c = write_record(tmp_path / "c.jsonl", missed)
+    code, out, _ = run_compare(capsys, str(c), str(c))
+    assert "knee A: 4 streams, 500 out tok/s" in out
+
+
+def test_two_passes_at_one_level_are_not_pooled_as_repeats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --steps 4,8,4: the second visit to 4 streams (after 8) is another pass, not a repeat of the first
+    ramp = [Fig(level=4, out_tok_s=400.0), Fig(level=8, out_tok_s=800.0), Fig(level=4, out_tok_s=300.0)]
+    a = write_record(tmp_path / "a.jsonl", ramp)
+    # --repeat 2: two consecutive steps at 4 numbered 0 and 1 are repeats
+    b = write_record(tmp_path / "b.jsonl", [Fig(level=4, out_tok_s=400.0), Fig(level=4, out_tok_s=420.0)])
+    code, out, _ = run_compare(capsys, str(a), str(b), "--format", "json")
+    assert code == 0
+    four = next(level for level in json.loads(out)["levels"] if level["level"] == 4)
+    assert four["runs"][0] == {"steps": 1, "left_out": 0, "other_passes": 1, "client_bound": False}
+    assert four["runs"][1]["steps"] == 2 and four["runs"][1]["other_passes"] == 0
+    tok = next(m for m in four["metrics"] if m["metric"] == "out_tok_s")
+    assert tok["values"][0] == {"median": 400.0, "min": 400.0, "max": 400.0, "n": 1}
+    assert tok["values"][1]["n"] == 2 and tok["values"][1]["median"] == 410.0
+    code, out, _ = run_compare(capsys, str(a), str(b))
+    assert "A ×1 (1 step of another pass left out: not a --repeat)" in out
+
+
+def test_a_client_bound_refusal_names_the_run_and_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = write_record(tmp_path / "a.jsonl", PAIR)
+    b = write_record(tmp_path / "b.jsonl", [PAIR[0], Fig(level=8, out_tok_s=700.0, client_bound=True)])
+    code, _, err = run_compare(capsys, str(a), str(b))
+    assert code == 2
+    assert f"Run B ({b}) was client-bound at 8 streams" in err
+    assert "--workers N" in err and "Rerun" in err and "--force" in err
+    assert "--vary client_bound" not in err and "Run A" not in err

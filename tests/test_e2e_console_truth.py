@@ -150,5 +150,5 @@ def test_up_after_finished_starts_a_step(tmp_path: Path) -> None:
         pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the new step measuring")
         quit_run(pane, record)
     wait_record(record, lambda r: len(step_lines(r)) == 3, 5, "the new step's line")
-    assert steps_summary(record)[2] == (2, "closed", 1, None, "stop")
+    assert steps_summary(record)[2] == (3, "closed", 1, None, "stop")  # the third step, counted from 1
     assert record_lines(record)[-1]["kind"] == "end"

@@ -19,7 +19,7 @@ import pytest
 from loadgen.config import RampPlan, RunConfig, RunOutcome
 from loadgen.profile import parse_profile
 from loadgen.run.engine import Engine
-from loadgen.run.search import Search
+from loadgen.run.search import CONFIRM, Search
 from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost
@@ -94,7 +94,8 @@ def test_the_search_finds_the_known_knee(sim: ProcessSimHandle, tmp_path: Path) 
     assert bracket["met"] == data["max_level"] and bracket["missed"] == data["max_level"] + 1, bracket
     levels = {d["level"]: d for d in data["levels"]}
     assert levels[bracket["met"]]["met"] and not levels[bracket["missed"]]["met"]
-    assert levels[bracket["missed"]]["probes"] >= 2  # 9 streams read within 10 % of the limit: probed again
+    for side in (levels[bracket["met"]], levels[bracket["missed"]]):  # near the limit: probed again
+        assert side["probes"] >= (2 if abs(side["margin"]) < CONFIRM else 1), side
     probes = data["probes"]
     assert probes[0]["level"] == 2 and probes[1]["level"] == 32 and len(probes) <= 16
     steps = [line for line in lines if line.get("type") == "step"]

@@ -240,10 +240,10 @@ def base_text(text: str, styles: Mapping[str, Style]) -> Text:
 def repeats_text(steps: Sequence[StepSummary], position: int) -> str:
     """The out tok/s of the level of ``steps[position]`` over its clean repeats, "" when it ran once."""
     level = levels_of(steps).get(level_key(steps[position]))
-    found = (
-        None if level is None or level.repeats < 2 else spread(steps[at].stats.out_tok_s for at in level.at)
-    )
-    if level is None or found is None:
+    if level is None or position not in level.at:  # another pass at the level: not one of its repeats
+        return ""
+    found = None if level.repeats < 2 else spread(steps[at].stats.out_tok_s for at in level.at)
+    if found is None:
         return ""
     return f"×{level.repeats}: {fmt_range(found.median, found.low, found.high, fmt_si)} tok/s"
 

@@ -11,8 +11,16 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from loadgen.analysis.comparison import Comparison, Delta, Knee, LevelComparison, MetricRow, warning_line
-from loadgen.analysis.conditions import Difference, conditions_of, show
+from loadgen.analysis.comparison import (
+    NOISE_FLOOR_PCT,
+    Comparison,
+    Delta,
+    Knee,
+    LevelComparison,
+    MetricRow,
+    warning_line,
+)
+from loadgen.analysis.conditions import CLIENT_BOUND, Difference, conditions_of, show
 from loadgen.analysis.runs import Run, Spread
 from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_pct_wide, fmt_range, fmt_signed
 
@@ -72,12 +80,31 @@ def format_refusal(comparison: Comparison) -> str:
         lines.append(
             f"  … and {len(unmatched) - len(shown)} more (ramp compare --format json lists them all)"
         )
-    suggest = " ".join(f"--vary {name}" for name in dict.fromkeys(d.vary for d in unmatched))
-    lines.append(
-        f"Name each variable under test with --vary (here: {suggest}), or add --force to compare anyway "
-        "(every table then carries a warning)."
-    )
+    lines += _client_bound_lines(comparison)
+    names = dict.fromkeys(d.vary for d in unmatched if d.key != CLIENT_BOUND)
+    if names:
+        suggest = " ".join(f"--vary {name}" for name in names)
+        lines.append(
+            f"Name each variable under test with --vary (here: {suggest}), or add --force to compare anyway "
+            "(every table then carries a warning)."
+        )
     return "\n".join(lines)
+
+
+def _client_bound_lines(comparison: Comparison) -> list[str]:
+    """A run that was client-bound is no variable to name: which run it was, where, and what to do."""
+    found = next((d for d in comparison.unmatched if d.key == CLIENT_BOUND), None)
+    if found is None:
+        return []
+    lines = []
+    for run, value in zip(comparison.runs, found.values, strict=True):
+        if value not in (None, "none"):
+            lines.append(
+                f"Run {run.label} ({run.path}) was client-bound at {show(value)}: the load generator may have "
+                "limited it there (its step lines say why). Rerun it on a quieter host or with more load "
+                "workers (--workers N), or add --force to compare anyway."
+            )
+    return lines
 
 
 def _run_line(run: Run) -> str:
@@ -95,7 +122,12 @@ def _run_line(run: Run) -> str:
 def _knee_line(run: Run, knee: Knee | None) -> str:
     if knee is None:
         return f"knee {run.label}: none (no clean step met the SLO)"
-    return f"knee {run.label}: {knee.level.label}, {fmt_num_wide(knee.out_tok_s)} out tok/s"
+    line = f"knee {run.label}: {knee.level.label}, {fmt_num_wide(knee.out_tok_s)} out tok/s"
+    if knee.spread is not None and knee.repeats > 1:
+        line += (
+            f" (median of {knee.repeats}, {fmt_num_wide(knee.spread.low)}–{fmt_num_wide(knee.spread.high)})"
+        )
+    return line
 
 
 def _matched_line(comparison: Comparison) -> list[str]:
@@ -148,6 +180,9 @@ def _title(level: LevelComparison, runs: Sequence[Run]) -> str:
             if steps.left_out
             else ""
         )
+        if steps.other_passes:
+            n = steps.other_passes
+            cut += f" ({fmt_count(n)} step{'s' * (n != 1)} of another pass left out: not a --repeat)"
         parts.append(f"{run.label} ×{steps.repeats}{cut}")
     return " · ".join(parts)
 
@@ -184,8 +219,9 @@ def format_comparison(comparison: Comparison) -> str:
         notes.append("no level was run by two of these runs: nothing to compare step by step")
     if any(s is not None and s.repeats == 1 for level in comparison.levels for s in level.steps):
         notes.append(
-            "levels measured once have no noise estimate: repeat each level (--repeat N) to tell a "
-            "difference from noise"
+            "levels measured once have no noise estimate: a difference under "
+            f'{NOISE_FLOOR_PCT:g} % there reads "within noise" (the default floor); repeat each level '
+            "(--repeat N) to tell a difference from noise"
         )
     if notes:
         blocks.append("\n".join(notes))

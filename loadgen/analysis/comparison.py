@@ -5,8 +5,10 @@ First the conditions (``loadgen.analysis.conditions``): a difference not covered
 comparison (exit 2, every difference named with each run's value) unless ``--force``, and then every table
 carries the warning. Then level by level (steps matched by mode and concurrency, or rate in open loop; the
 clean steps at one level are its repeats: their median and range), each figure of each run, and of every run
-after the first its delta and % against the first, "within noise" when the repeats' ranges overlap; each
-run's knee (its best clean step under the SLO, ``loadgen.slo.best_step``).
+after the first its delta and % against the first, "within noise" when the repeats' ranges overlap, or with
+no repeats to estimate the noise from, when the medians differ by less than ``NOISE_FLOOR_PCT``; each run's
+knee: its level with the highest median out tok/s over the repeats among the levels whose repeats met the
+SLO (the median verdict: more than half of them).
 
 Owns the comparison as data (``Comparison``, ``build``) and its JSON (``as_json``, schema ``SCHEMA``, every
 key always present); the terminal text is ``loadgen.analysis.compare_text``'s, the command
@@ -27,11 +29,10 @@ from loadgen.analysis.runs import (
     LevelSteps,
     Run,
     Spread,
-    level_key,
     levels_of,
     spread,
 )
-from loadgen.slo import best_step
+from loadgen.slo import eligible
 
 __all__ = [
     "SCHEMA",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 SCHEMA = 1
+# With one step per level there is no noise to measure: a difference this small (in %) is not called better
+# or worse. Repeats (--repeat N) measure the noise instead, by their ranges.
+NOISE_FLOOR_PCT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class Delta:
     delta: float  # against the first run's median
     pct: float | None  # 10.0 = +10 %; None when the first run's value is 0
     mark: str  # "within noise" | "better" | "worse" | "" (the same)
+    noise: str = ""  # why "within noise": "ranges" (the repeats' ranges overlap), "floor" (NOISE_FLOOR_PCT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +79,9 @@ class LevelComparison:
 @dataclass(frozen=True, slots=True)
 class Knee:
     level: LevelKey
-    out_tok_s: float | None
+    out_tok_s: float | None  # the median over the level's repeats
+    repeats: int = 1
+    spread: Spread | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +119,21 @@ def warning_line(comparison: Comparison) -> str:
 
 
 def figure_delta(figure: Figure, base: Spread | None, other: Spread | None) -> Delta | None:
-    """``other`` against ``base``: "within noise" when either has repeats and their ranges overlap, else
-    "better" or "worse" by the figure's direction ("" when the medians are equal)."""
+    """``other`` against ``base``: "within noise" when either has repeats and their ranges overlap, or when
+    neither has repeats and the medians differ by less than ``NOISE_FLOOR_PCT``; else "better" or "worse"
+    by the figure's direction ("" when the medians are equal)."""
     if base is None or other is None:
         return None
     delta = other.median - base.median
     pct = None if base.median == 0 else delta / abs(base.median) * 100.0
+    repeated = base.n > 1 or other.n > 1
     if delta == 0:
-        mark = ""
-    elif (base.n > 1 or other.n > 1) and base.overlaps(other):
-        mark = "within noise"
-    else:
-        mark = "better" if (delta > 0) == figure.higher_is_better else "worse"
-    return Delta(delta, pct, mark)
+        return Delta(delta, pct, "")
+    if repeated and base.overlaps(other):
+        return Delta(delta, pct, "within noise", "ranges")
+    if not repeated and pct is not None and abs(pct) < NOISE_FLOOR_PCT:
+        return Delta(delta, pct, "within noise", "floor")
+    return Delta(delta, pct, "better" if (delta > 0) == figure.higher_is_better else "worse")
 
 
 def _costs(run: Run) -> list[StepCost | None]:
@@ -155,11 +164,17 @@ def _level(key: LevelKey, runs: Sequence[Run], costs: Sequence[Sequence[StepCost
 
 
 def _knee(run: Run) -> Knee | None:
-    best = best_step(run.steps)
-    if best is None:
-        return None
-    step = run.steps[best]
-    return Knee(level_key(step), step.stats.out_tok_s)
+    """The level whose repeats met the SLO (more than half of them) with the highest median out tok/s;
+    ties to the lighter load."""
+    best: tuple[float, LevelKey, Spread] | None = None
+    for key, level in levels_of(run.steps).items():
+        met = sum(eligible(run.steps[at]) for at in level.at)
+        out = spread(run.steps[at].stats.out_tok_s for at in level.at)
+        if out is None or met * 2 <= level.repeats:
+            continue
+        if best is None or (-out.median, key) < (-best[0], best[1]):
+            best = (out.median, key, out)
+    return None if best is None else Knee(best[1], best[0], best[2].n, best[2])
 
 
 def _task_label(runs: Sequence[Run]) -> str:
@@ -221,7 +236,9 @@ def _run_json(run: Run, knee: Knee | None) -> dict[str, object]:
             "mode": knee.level.mode,
             "load": knee.level.load,
             "label": knee.level.label,
-            "out_tok_s": knee.out_tok_s,
+            "out_tok_s": knee.out_tok_s,  # the median over its repeats
+            "repeats": knee.repeats,
+            "range": None if knee.spread is None else [knee.spread.low, knee.spread.high],
         },
         "pricing": None if pricing is None else pricing.to_dict(),
         "conditions": {key: c.value for key, c in conditions_of(run).items()},
@@ -238,7 +255,12 @@ def _level_json(level: LevelComparison) -> dict[str, object]:
         "runs": [
             None
             if steps is None
-            else {"steps": steps.repeats, "left_out": steps.left_out, "client_bound": bound}
+            else {
+                "steps": steps.repeats,
+                "left_out": steps.left_out,
+                "other_passes": steps.other_passes,
+                "client_bound": bound,
+            }
             for steps, bound in zip(level.steps, level.client_bound, strict=True)
         ],
         "metrics": [
@@ -249,7 +271,9 @@ def _level_json(level: LevelComparison) -> dict[str, object]:
                 "better": "higher" if row.figure.higher_is_better else "lower",
                 "values": [None if v is None else v.as_dict() for v in row.values],
                 "deltas": [
-                    None if d is None else {"delta": d.delta, "pct": d.pct, "mark": d.mark}
+                    None
+                    if d is None
+                    else {"delta": d.delta, "pct": d.pct, "mark": d.mark, "noise": d.noise or None}
                     for d in row.deltas
                 ],
             }

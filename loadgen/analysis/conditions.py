@@ -5,7 +5,7 @@ its revision, the runtime and its version, the GPUs (model, count, interconnect)
 KV-cache dtype, parallel layout, speculative decoding, the server's other settings, the profile's content
 (distributions, prefixes, sessions, sampling), the API, the arrival pattern and the levels, the window
 lengths, warm or cold and the prefix cache's state, the SLO, the seed policy, the client side (workers,
-transport, context fitting) and which steps were client-bound. Each is read from the header (the server's
+transport, context fitting, the open loop's --max-concurrency cap) and which steps were client-bound. Each is read from the header (the server's
 own report in ``server_conditions`` first, then the operator's ``--tag``) or from the steps.
 
 Each condition has the ``--vary`` names that cover it: its key, a short name (``revision`` for
@@ -22,9 +22,19 @@ from dataclasses import dataclass
 from loadgen.analysis.runs import Run, level_key
 from loadgen.format import fmt_setting
 
-__all__ = ["Condition", "Difference", "conditions_of", "differences", "show", "unknown_vary", "vary_names"]
+__all__ = [
+    "CLIENT_BOUND",
+    "Condition",
+    "Difference",
+    "conditions_of",
+    "differences",
+    "show",
+    "unknown_vary",
+    "vary_names",
+]
 
 UNKNOWN = "unknown"
+CLIENT_BOUND = "client_bound"  # the levels a run was client-bound at: a refusal says which run and what to do
 PROFILE_PARTS = ("buckets", "prefix_groups", "prefix_role", "session", "sampling")
 # A replayed file is compared by its content and options, not by its path
 REPLAY_PARTS = ("kind", "content_hash", "format", "dataset", "trace")
@@ -217,14 +227,23 @@ def _client_bound(run: Run) -> object:
     return [key.label for key in levels] or "none"
 
 
+def _cap(run: Run) -> object:
+    """The open loop's --max-concurrency cap (its steps' ``level``: 0 = none); "closed loop" without one."""
+    caps = sorted({s.level for s in run.steps if s.mode == "open"})
+    if not caps:
+        return "closed loop"
+    return ", ".join("none" if cap == 0 else str(cap) for cap in caps)
+
+
 def conditions_of(run: Run) -> dict[str, Condition]:
     """Every condition of ``run``, named ones first, then the server's other settings, then other tags."""
     header = run.header
     src = _Sources(header, _mapping(header.get("server_conditions")), _mapping(header.get("tags")))
     found = {named.key: _condition(named, named.read(src)) for named in _NAMED}
-    found["client_bound"] = Condition(
-        _client_bound(run), "client_bound", frozenset({"client_bound", "client"})
+    found["max_concurrency"] = Condition(
+        _cap(run), "max_concurrency", frozenset({"max_concurrency", "client"})
     )
+    found[CLIENT_BOUND] = Condition(_client_bound(run), CLIENT_BOUND, frozenset({CLIENT_BOUND, "client"}))
     for key, value in src.server.items():
         # the telemetry merges the tags into the server's conditions: a tag is read as a tag, once
         if key not in _SERVER_READ and key not in src.tags:

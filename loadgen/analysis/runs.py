@@ -1,6 +1,6 @@
 """Records as the analysis reads them: a run (its header, its steps typed, its step lines as written), the
-levels its steps ran at, and the repeats of each level (several step lines at one level) as a median and a
-range.
+levels its steps ran at, and the repeats of each level (the ``--repeat`` steps of one pass at a level, as the
+step lines' ``repeat`` says; two visits to a level are two passes, not repeats) as a median and a range.
 
 Owns ``AnalysisError`` (one line naming the file and what to do), ``load_run``, ``LevelKey`` (a step's load:
 mode plus concurrency, or plus rate in open loop), ``Spread`` (median, min, max over repeats) and
@@ -27,6 +27,7 @@ __all__ = [
     "Spread",
     "level_key",
     "levels_of",
+    "passes_of",
     "load_run",
     "read_steps",
     "spread",
@@ -129,19 +130,36 @@ class LevelSteps:
     key: LevelKey
     at: tuple[int, ...]  # positions in ``Run.steps`` of the clean steps, in the order run
     left_out: int
+    other_passes: int = 0  # steps of other passes at this level (``--steps 4,8,4``): not repeats of it
 
     @property
     def repeats(self) -> int:
         return len(self.at)
 
 
-def levels_of(steps: Sequence[StepSummary]) -> dict[LevelKey, LevelSteps]:
-    """Each level the steps ran at, in the order first run."""
-    found: dict[LevelKey, tuple[list[int], list[int]]] = {}
+def passes_of(steps: Sequence[StepSummary]) -> dict[LevelKey, list[list[int]]]:
+    """Each level's passes, in the order run: a pass is a step and the ``--repeat`` repeats that followed it
+    (the step line's ``repeat`` counts them: 0 opens a pass, 1, 2 ... join the level's latest one). Two visits
+    to one level in one ramp are two passes, never repeats of each other."""
+    found: dict[LevelKey, list[list[int]]] = {}
     for at, step in enumerate(steps):
-        kept, out = found.setdefault(level_key(step), ([], []))
-        (kept if counts(step) else out).append(at)
-    return {key: LevelSteps(key, tuple(kept), len(out)) for key, (kept, out) in found.items()}
+        passes = found.setdefault(level_key(step), [])
+        if step.repeat == 0 or not passes:
+            passes.append([])
+        passes[-1].append(at)
+    return found
+
+
+def levels_of(steps: Sequence[StepSummary]) -> dict[LevelKey, LevelSteps]:
+    """Each level the steps ran at, in the order first run: its first pass with a clean step (its clean
+    steps are the level's repeats); the steps of its other passes are counted, not pooled."""
+    out: dict[LevelKey, LevelSteps] = {}
+    for key, passes in passes_of(steps).items():
+        chosen = next((p for p in passes if any(counts(steps[at]) for at in p)), passes[0])
+        kept = tuple(at for at in chosen if counts(steps[at]))
+        others = sum(len(p) for p in passes if p is not chosen)
+        out[key] = LevelSteps(key, kept, len(chosen) - len(kept), others)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.check.results import CheckResult
-from loadgen.check.session import Api, Reply, Session
+from loadgen.check.session import Api, NotOneObject, Reply, Session
 
 __all__ = ["PROMPT", "GenerationChecks", "failure_text"]
 
@@ -25,6 +25,8 @@ def failure_text(session: Session, exc: BaseException) -> str:
     """An SDK error as one line: the HTTP status and the server's message, or the connection failure."""
     from openai import APIConnectionError, APIStatusError, APITimeoutError
 
+    if isinstance(exc, NotOneObject):
+        return str(exc)
     if isinstance(exc, APIStatusError):
         return session.scrub(f"HTTP {exc.status_code}: {_message(exc.body) or exc.message}")[:300]
     if isinstance(exc, APITimeoutError):

@@ -11,14 +11,21 @@ __all__ = ["DESCRIPTION", "add_check_flags"]
 DESCRIPTION = (
     "Spot-check an OpenAI-compatible deployment through the official OpenAI SDK: models, chat and "
     "completions (streamed and not), usage, max_tokens, stop, errors, /metrics, /tokenize, rate limits, a "
-    "one-request baseline and a short ramp through ramp's own client. Exit 0 when every required check "
-    "passes, 1 otherwise."
+    "one-request baseline, the first request ramp run would send (--profile, --api) and a short ramp "
+    "through ramp's own client. Exit 0 when every required check passes, 1 otherwise, 3 when the server "
+    "cannot be reached."
 )
 
 
 def add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("url", help="base URL of the server, e.g. http://127.0.0.1:8000 or https://api.openai.com")
     p.add_argument("--model", default="", help="model to check (default: the first /v1/models lists)")
+    p.add_argument(
+        "--profile",
+        default="chat",
+        help="the profile ramp run will use: its first request is sent as the run sends it (default: chat)",
+    )
+    p.add_argument("--api", choices=("chat", "completions"), help="the API ramp run will use (--api)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
     p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
     p.add_argument(

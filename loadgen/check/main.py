@@ -1,6 +1,7 @@
 """``ramp check URL``: its flags (``add_check_flags``), the order the checks run in (``run_checks``) and the
 command (``check_main``: the report as text or JSON on stdout, exit 0 when every required check passed,
-1 otherwise, 2 for a usage error).
+1 otherwise, 2 for a usage error, 3 when the target cannot be reached or has no model to check — as ``ramp
+run`` exits).
 
 The target is reached as ``ramp run`` reaches it: the key from ``--api-key-env`` (never shown), TLS by
 ``--ca-cert`` / ``--insecure``, the proxy by ``--proxy`` / ``--no-proxy`` or the environment
@@ -14,12 +15,15 @@ import argparse
 import asyncio
 import sys
 import time
+from dataclasses import dataclass
 
-from loadgen.check import api_checks, edge_checks, speed
+from loadgen.check import api_checks, edge_checks, run_body, speed
 from loadgen.check.results import CheckReport, CheckResult
 from loadgen.check.session import Session, open_session
+from loadgen.config import Api
+from loadgen.profile import Profile, ProfileError, load_profile
 from loadgen.runchecks import ca_problem, check_url, proxy_problem
-from loadgen.runflags import EXIT_OK, EXIT_SLO, UsageError
+from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
 from loadgen.target.connect import connection_warnings
 from loadgen.target.http import target_root
 from loadgen.target.probe import ServerInfo, probe
@@ -85,12 +89,21 @@ def _context(info: ServerInfo) -> CheckResult:
     )
 
 
-async def _sdk_checks(session: Session, report: CheckReport, info: ServerInfo) -> None:
+@dataclass(frozen=True, slots=True)
+class RunShape:
+    """What ``ramp run`` would send: its profile (``--profile``, default chat) and ``--api``."""
+
+    profile: Profile
+    api: Api | None = None
+
+
+async def _sdk_checks(session: Session, report: CheckReport, info: ServerInfo, run: RunShape) -> None:
     report.add(await _models(session, info))
     report.add(_context(info))
     gen = api_checks.GenerationChecks(session)
     report.add(await gen.chat())
     report.add(await gen.chat_streamed())
+    report.add(await run_body.run_request(session, run.profile, run.api, session_timeout(session)))
     report.add(await gen.completions(stream=False))
     report.add(await gen.completions(stream=True))
     report.add(gen.usage_chunk())
@@ -105,28 +118,42 @@ async def _sdk_checks(session: Session, report: CheckReport, info: ServerInfo) -
     report.add(await speed.baseline(session))
 
 
-async def _probe_and_check(target: Target, report: CheckReport, timeout_s: float) -> Session | None:
+def session_timeout(session: Session) -> float:
+    return session.target.ttft_timeout_s or 60.0
+
+
+async def _probe_and_check(
+    target: Target, report: CheckReport, timeout_s: float, run: RunShape
+) -> Session | None:
     info = await probe(target, timeout_s=min(timeout_s, 10.0))
     if not info.ok or info.model is None:
         report.add(CheckResult("models", "fail", info.error or "no model to check: pass --model NAME", True))
+        report.unreachable = True  # ramp run would stop here too (exit 3)
         return None
     report.model, report.runtime, report.runtime_version = info.model, info.runtime, info.runtime_version
     session = open_session(target, info.model, timeout_s)
     session.max_model_len = info.max_model_len
     try:
-        await _sdk_checks(session, report, info)
+        await _sdk_checks(session, report, info, run)
     finally:
         await session.aclose()
     return session
 
 
 def run_checks(
-    target: Target, *, ramp_seconds: float = 10.0, streams: int = 8, timeout_s: float = 60.0
+    target: Target,
+    *,
+    ramp_seconds: float = 10.0,
+    streams: int = 8,
+    timeout_s: float = 60.0,
+    run: RunShape | None = None,
 ) -> CheckReport:
-    """Every check against ``target``, in order; never raises for what the server does."""
+    """Every check against ``target``, in order; never raises for what the server does. ``run``: what
+    ``ramp run`` would send (default: the chat profile, as ``ramp run``'s default)."""
     started = time.perf_counter()
     report = CheckReport(url=target_root(target))  # shown: without user:password@ or the query
-    session = asyncio.run(_probe_and_check(target, report, timeout_s))
+    shape = run if run is not None else RunShape(load_profile("chat"))
+    session = asyncio.run(_probe_and_check(target, report, timeout_s, shape))
     if session is not None:
         if ramp_seconds > 0:
             report.add(speed.ramp(target, session.model, ramp_seconds, streams))
@@ -138,11 +165,24 @@ def run_checks(
     return report
 
 
+def _run_shape(args: argparse.Namespace) -> RunShape:
+    try:
+        return RunShape(load_profile(args.profile), args.api)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def check_main(args: argparse.Namespace) -> int:
-    """``ramp check``: the report on stdout; 0 when every required check passed, 1 otherwise."""
+    """``ramp check``: the report on stdout; 0 when every required check passed, 1 otherwise, 3 when the
+    target cannot be reached (or serves no model to check), as ``ramp run``."""
     target = _target(args)
+    run = _run_shape(args)
     for warning in connection_warnings(target):  # --insecure, a proxy: said before anything is sent
         print(f"ramp: warning: {warning}", file=sys.stderr)
-    report = run_checks(target, ramp_seconds=args.ramp_seconds, streams=args.streams, timeout_s=args.timeout)
+    report = run_checks(
+        target, ramp_seconds=args.ramp_seconds, streams=args.streams, timeout_s=args.timeout, run=run
+    )
     sys.stdout.write((report.json() if args.format == "json" else report.text()) + "\n")
+    if report.unreachable:
+        return EXIT_UNREACHABLE
     return EXIT_OK if report.ok else EXIT_SLO

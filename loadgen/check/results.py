@@ -49,6 +49,7 @@ class CheckReport:
     checks: list[CheckResult] = field(default_factory=list)
     ratelimit: dict[str, str] = field(default_factory=dict)  # the latest x-ratelimit-* headers seen
     elapsed_s: float = 0.0
+    unreachable: bool = False  # the probe failed: no check beyond it ran (``ramp check`` exits 3)
 
     def add(self, result: CheckResult) -> CheckResult:
         self.checks.append(result)
@@ -97,6 +98,7 @@ class CheckReport:
             "runtime": self.runtime,
             "runtime_version": self.runtime_version,
             "ok": self.ok,
+            "unreachable": self.unreachable,
             "summary": self.summary(),
             "elapsed_s": round(self.elapsed_s, 3),
             "ratelimit": dict(self.ratelimit),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import parse_qsl
 
 from loadgen.target.connect import proxy_for, tls_context
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletionMessageParam
 
-__all__ = ["SEED", "Reply", "Session", "open_session"]
+__all__ = ["SEED", "NotOneObject", "Reply", "Session", "open_session"]
+
+T = TypeVar("T")
 
 SEED = 1234  # every generation's seed, with temperature 0: the same request, the same reply
 Api = Literal["chat", "completions"]
@@ -131,7 +133,7 @@ class Session:
                 stop=stop or omit,
             )
             self.note(raw.headers)
-            done = raw.parse()
+            done = _whole(raw.parse(), raw.headers)
             choice = done.choices[0] if done.choices else None
             reply.usage = done.usage
             if choice is not None:
@@ -180,7 +182,7 @@ class Session:
                 stop=stop or omit,
             )
             self.note(raw.headers)
-            done = raw.parse()
+            done = _whole(raw.parse(), raw.headers)
             reply.usage = done.usage
             if done.choices:
                 reply.text, reply.finish_reason = done.choices[0].text, done.choices[0].finish_reason
@@ -205,6 +207,23 @@ class Session:
             reply.finish_reason = chunk.choices[0].finish_reason or reply.finish_reason
         reply.text = "".join(reply.parts)
         return reply
+
+
+class NotOneObject(Exception):
+    """A non-streamed request answered with something the SDK cannot read as one JSON object."""
+
+
+def _whole(parsed: T | str, headers: Mapping[str, str]) -> T:
+    """The SDK's parse of a non-streamed reply, or a clear error when the server sent text instead (the SDK
+    hands back a ``str`` for an answer that is not JSON: an SSE stream, an HTML page)."""
+    if isinstance(parsed, str):
+        kind = headers.get("content-type", "no content type")
+        what = "an SSE stream" if "event-stream" in kind or parsed.startswith("data:") else f"{kind!r} text"
+        raise NotOneObject(
+            f"the server answered a non-streamed request (stream false) with {what}, not one JSON object: "
+            "an application using the SDK without streaming would break"
+        )
+    return parsed
 
 
 def _reasoning(extra: dict[str, object] | None) -> str | None:
