@@ -36,7 +36,10 @@ def tmux(session: str, *args: str) -> list[str]:
 
 
 def ramp_cmd() -> list[str]:
-    exe = shutil.which("ramp")
+    """The ``ramp`` of the interpreter running the tests (its venv's), else the one on PATH, else ``-m``: a
+    ``ramp`` of another install earlier on PATH would test other code."""
+    beside = Path(sys.executable).with_name("ramp")
+    exe = str(beside) if beside.exists() else shutil.which("ramp")
     return [exe] if exe else [sys.executable, "-m", "loadgen.cli"]
 
 

@@ -32,7 +32,7 @@ NAME = "run request"
 SAMPLING = ("ignore_eos", "temperature", "top_p", "stop")  # the profile's [sampling] keys, dropped to retry
 _TOLD = {
     "ignore_eos": "set ignore_eos = false (or drop the line) under [sampling] in a copy of the profile, and "
-    "run with --profile FILE: OpenAI and most managed APIs refuse this vLLM/SGLang extension (without it, "
+    "run with --profile FILE: OpenAI and most managed APIs refuse this extension of the open servers' (without it, "
     "replies may end before max_tokens)",
     "temperature": "drop temperature from [sampling] in a copy of the profile (--profile FILE)",
     "top_p": "drop top_p from [sampling] in a copy of the profile (--profile FILE)",
