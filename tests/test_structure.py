@@ -15,6 +15,10 @@ Rules (see ../shared/ARCHITECTURE.md, "Rules that keep the house standing"):
 - ignore: no `# type: ignore[attr-defined]` comment, and no bare one (it hides attr-defined too).
 - reflection: no `getattr`/`hasattr`/`setattr`/`delattr` in loadgen/ or tui/, except on an imported module
   (`hasattr(os, "sched_setaffinity")`) or a call listed in REFLECTION_ALLOWED with its reason.
+- state: the run's state has one writer, `loadgen/run/state.py`: no other module of loadgen/ or tui/
+  assigns `RunStatus.state`/`.message` or a field of `Load` (it calls their methods). An object counts as
+  one when its name says so (`status`, `load`, `self.status`, `ctl.load` ...), or the module annotates a
+  name with the type, builds it (`RunStatus(...)`, `Load.of(...)`) or aliases one (`lv = self.load`).
 """
 
 from __future__ import annotations
@@ -277,6 +281,100 @@ def reflection_violations(p: Parsed) -> Iterator[Violation]:
             yield Violation(p.rel, node.lineno, "reflection", f"{source}: use the object's type instead")
 
 
+# ---- the run state's one writer ---------------------------------------------------------------------
+
+STATE_OWNER = "loadgen/run/state.py"
+STATE_DIRS = ("loadgen", "tui")
+# The type, the name its objects go by, and the fields only the owner assigns.
+OWNED_FIELDS: dict[str, frozenset[str]] = {
+    "RunStatus": frozenset({"state", "message"}),
+    "Load": frozenset({"mode", "level", "rate", "paused", "auto", "plan", "plan_index"}),
+}
+OWNED_BY_NAME = {"status": "RunStatus", "load": "Load"}
+
+
+def _last_name(node: ast.expr) -> str | None:
+    """`self.status` → `status`, `load` → `load`; None for anything else (a call, a subscript ...)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _owned_type(node: ast.expr | None) -> str | None:
+    """The owned type an annotation names (`Load`, `Load | None`, `"RunStatus"`), else None."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value if node.value in OWNED_FIELDS else None
+    found = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in OWNED_FIELDS]
+    return found[0] if found else None
+
+
+def _built_type(value: ast.expr, names: dict[str, str]) -> str | None:
+    """The owned type of an assigned value: its constructor (`Load(...)`, `Load.of(...)`) or an alias."""
+    if isinstance(value, ast.Call):
+        func = value.func.value if isinstance(value.func, ast.Attribute) else value.func
+        return func.id if isinstance(func, ast.Name) and func.id in OWNED_FIELDS else None
+    name = _last_name(value)
+    return names.get(name) if name is not None else None
+
+
+def owned_names(tree: ast.Module) -> dict[str, str]:
+    """The names this module binds to a `RunStatus` or a `Load` → that type."""
+    names = dict(OWNED_BY_NAME)
+    for _ in range(2):  # an alias of an alias
+        for node in ast.walk(tree):
+            if isinstance(node, ast.arg) and (kind := _owned_type(node.annotation)) is not None:
+                names[node.arg] = kind
+            elif isinstance(node, ast.AnnAssign) and (name := _last_name(node.target)) is not None:
+                kind = _owned_type(node.annotation)
+                if kind is None and node.value is not None:
+                    kind = _built_type(node.value, names)
+                if kind is not None:
+                    names[name] = kind
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                name, kind = _last_name(node.targets[0]), _built_type(node.value, names)
+                if name is not None and kind is not None:
+                    names[name] = kind
+    return names
+
+
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    else:
+        return []
+    flat: list[ast.expr] = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            targets += target.elts
+        else:
+            flat.append(target.value if isinstance(target, ast.Starred) else target)
+    return flat
+
+
+def state_violations(p: Parsed) -> Iterator[Violation]:
+    if p.rel == STATE_OWNER or p.rel.split("/", 1)[0] not in STATE_DIRS:
+        return
+    names = owned_names(p.tree)
+    for node in ast.walk(p.tree):
+        for target in _assigned(node):
+            if not isinstance(target, ast.Attribute):
+                continue
+            owner = _last_name(target.value)
+            kind = names.get(owner) if owner is not None else None
+            if kind is not None and target.attr in OWNED_FIELDS[kind]:
+                yield Violation(
+                    p.rel,
+                    target.lineno,
+                    "state",
+                    f"{ast.unparse(target)} is assigned outside {STATE_OWNER}: call a {kind} method there",
+                )
+
+
 # ---- the tests ----------------------------------------------------------------------------------------
 
 RULES = {
@@ -284,6 +382,7 @@ RULES = {
     "private": private_violations,
     "ignore": ignore_violations,
     "reflection": reflection_violations,
+    "state": state_violations,
 }
 FILES = source_files()
 
@@ -318,6 +417,11 @@ def test_no_reflection_on_project_objects(rel: str) -> None:
     _assert_clean(rel, "reflection")
 
 
+@pytest.mark.parametrize("rel", FILES)
+def test_the_run_state_has_one_writer(rel: str) -> None:
+    _assert_clean(rel, "state")
+
+
 def test_allowlists_say_why() -> None:
     assert all(reason.strip() for reason in (*PRIVATE_ALLOWED.values(), *REFLECTION_ALLOWED.values()))
 
@@ -332,6 +436,31 @@ def test_the_checker_sees_each_rule() -> None:
     found = [(v.line, v.rule) for rule in RULES.values() for v in rule(p)]
     expected = [(1, "private"), (3, "private"), (4, "private"), (5, "ignore"), (6, "reflection")]
     assert sorted(found) == [*expected, (10, "private"), (11, "private")]
+
+
+def test_the_state_check_sees_writers_and_only_them() -> None:
+    code = (
+        "def f(ctl, lv: Load, st: 'RunStatus', load) -> None:\n"
+        "    ctl.status.state = 'failed'\n"  # 2: by name
+        "    lv.level = 3\n"  # 3: annotated
+        "    st.message = ''\n"  # 4: annotated as a string
+        "    load.plan_index += 1\n"  # 5: augmented
+        "    _, self.load.auto = 1, False\n"  # 6: in a tuple
+        "    fresh = Load.of(config)\n"
+        "    fresh.mode = 'open'\n"  # 8: built here
+        "    alias = ctl.load\n"
+        "    alias.plan = None\n"  # 10: an alias
+        "    seq.state = 'running'\n"  # another type's state
+        "    self.level = 0\n"
+        "    self.gate.paused = True\n"
+        "    ctl.status.unreachable = True\n"  # not an owned field
+        "    ctl.status.warnings.append('w')\n"
+        "    load.set_level(3)\n"
+    )
+    found = [v.line for v in state_violations(parse_source("loadgen/run/fake.py", code))]
+    assert sorted(found) == [2, 3, 4, 5, 6, 8, 10]
+    assert not list(state_violations(parse_source(STATE_OWNER, code)))
+    assert not list(state_violations(parse_source("tests/test_fake.py", code)))
 
 
 # ---- command line -------------------------------------------------------------------------------------

@@ -195,6 +195,4 @@ def ensure_resource_tracker() -> None:
 def _say_why(ctl: Controller, reason: str) -> None:
     """On the controller's loop: the run's message (the record's end event, the outcome) names why it
     stopped, unless something said more already (a failure)."""
-    # Set here for want of a command that carries a reason (a Stop with one would do it in the controller).
-    if not ctl.status.message:
-        ctl.status.message = reason
+    ctl.status.explain(reason)
