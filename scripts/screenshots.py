@@ -28,6 +28,7 @@ from textual.pilot import Pilot  # noqa: E402
 
 from loadgen.cli import build_parser  # noqa: E402
 from loadgen.run.engine import Engine  # noqa: E402
+from loadgen.run.protocol import SetAuto  # noqa: E402
 from loadgen.runargs import build_config  # noqa: E402
 from loadgen.sim import build_config as sim_config  # noqa: E402
 from loadgen.sim import spawn_sim_process  # noqa: E402
@@ -97,7 +98,7 @@ async def drive(
         await wait_until(
             pilot, well_measured(min_steps, warmup_s), deadline, "a last step measuring with time left"
         )
-        engine.set_auto(False)  # the step holds: no timer ends it while the screens are taken
+        engine.send(SetAuto(False))  # the step holds: no timer ends it while the screens are taken
         await pilot.pause(0.5)
         for size in ((160, 48), (120, 36)):
             await pilot.resize_terminal(*size)

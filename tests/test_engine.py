@@ -15,6 +15,7 @@ from loadgen.config import RampPlan, RunConfig, RunOutcome
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
+from loadgen.run.protocol import NextStep
 from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.types import Target
 
@@ -167,7 +168,7 @@ def test_live_commands_closed_loop(sim: Any, tmp_path: Path) -> None:
         watch.until(lambda s: s.state == "running" and s.in_flight == 1, what="resumed")
         watch.until(lambda _: len(sim.ground_truth()) > count, what="requests after resume")
         step_before = watch.until(lambda s: s.step_elapsed_s >= 1.0, what="a second after resume").step_index
-        engine.next_step()  # no plan: the next step doubles the level
+        engine.send(NextStep())  # no plan: the next step doubles the level
         snap = watch.until(lambda s: s.step_index == step_before + 1, what="next step")
         assert snap.level == 2
         watch.until(lambda s: s.in_flight == 2, what="two streams")

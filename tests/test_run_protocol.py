@@ -75,3 +75,8 @@ def test_message_is_frozen_slotted_and_picklable(message: object) -> None:
     if fields:
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(message, fields[0].name, None)
+
+
+def test_a_mode_that_is_not_one_is_refused_where_the_command_is_built() -> None:
+    with pytest.raises(ValueError, match="'closed' or 'open'"):
+        SetMode("sideways")  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from snapshot_watch import Watch
 from loadgen.config import RampPlan, RunConfig, RunOutcome
 from loadgen.profile import Profile, parse_profile
 from loadgen.run.engine import Engine
+from loadgen.run.protocol import ChangeLevel, NextStep, SetMode
 from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost
@@ -167,7 +168,7 @@ def test_next_at_the_plans_end_says_so_and_does_nothing(sim: ProcessSimHandle, t
     engine, watch = run_live(sim, tmp_path, RampPlan((4.0,), step_s=60.0, warmup_s=0.5))
     try:
         watch.until(lambda s: s.phase == "measure", 30)
-        engine.next_step()
+        engine.send(NextStep())
         snap = watch.until(lambda s: any("no next step" in text for _, text in s.notices), 10)
         assert snap.level == 4 and snap.state == "running" and snap.phase == "measure"
     finally:
@@ -181,7 +182,7 @@ def test_a_finished_plan_in_the_console_waits_and_a_key_starts_a_step(
     try:
         snap = watch.until(lambda s: s.state == "finished" and s.phase == "idle", 60)
         assert len(snap.steps) == 1 and snap.level == 0
-        engine.change_level(+1)
+        engine.send(ChangeLevel(+1))
         snap = watch.until(lambda s: s.state == "running" and s.phase == "measure", 30)
         assert snap.level == 1 and snap.step_index == 1
     finally:
@@ -193,13 +194,13 @@ def test_a_mode_switch_keeps_the_ending_step_and_starts_sanely(sim: ProcessSimHa
     engine, watch = run_live(sim, tmp_path, None, level=4)
     try:
         watch.until(lambda s: s.phase == "measure" and s.windows["step"].ok >= 4, 30)
-        engine.set_mode("open")
+        engine.send(SetMode("open"))
         snap = watch.until(lambda s: s.mode == "open" and s.phase == "measure", 30)
         assert snap.rate_rps is not None and snap.rate_rps > 0.5  # what 4 streams achieved, about 3 req/s
         assert snap.level == 0  # no cap was set, so none is imposed
         # The open step must have measured something before it is cut: a key within a second makes no step.
         watch.until(lambda s: len(s.steps) >= 1 and s.windows["step"].ok >= 2 and s.step_elapsed_s > 1.5, 30)
-        engine.set_mode("closed")
+        engine.send(SetMode("closed"))
         snap = watch.until(lambda s: s.mode == "closed" and s.phase in ("measure", "settling"), 30)
         assert snap.level >= 1
         snap = watch.until(lambda s: len(s.steps) >= 2, 60)

@@ -20,6 +20,10 @@ Rules (see ../shared/ARCHITECTURE.md, "Rules that keep the house standing"):
   name stands for (a metric name, an endpoint, a message) is its adapter's; everything else asks it.
   Docstrings and comments may name them: prose that says why, not knowledge the code acts on. Tests and
   benchmarks/ are outside the rule: they hold real servers' captures and measure against them.
+- state: the run's state has one writer, `loadgen/run/state.py`: no other module of loadgen/ or tui/
+  assigns `RunStatus.state`/`.message` or a field of `Load` (it calls their methods). An object counts as
+  one when its name says so (`status`, `load`, `self.status`, `ctl.load` ...), or the module annotates a
+  name with the type, builds it (`RunStatus(...)`, `Load.of(...)`) or aliases one (`lv = self.load`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from structure_state import OWNED_FIELDS, assigned_targets, last_name, owned_names
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_DIRS = ("loadgen", "tui", "tests", "benchmarks")
@@ -311,6 +316,31 @@ def runtime_violations(p: Parsed) -> Iterator[Violation]:
             yield Violation(p.rel, node.lineno, "runtime", what)
 
 
+# ---- the run state's one writer ---------------------------------------------------------------------
+
+STATE_OWNER = "loadgen/run/state.py"
+STATE_DIRS = ("loadgen", "tui")
+
+
+def state_violations(p: Parsed) -> Iterator[Violation]:
+    if p.rel == STATE_OWNER or p.rel.split("/", 1)[0] not in STATE_DIRS:
+        return
+    names = owned_names(p.tree)
+    for node in ast.walk(p.tree):
+        for target in assigned_targets(node):
+            if not isinstance(target, ast.Attribute):
+                continue
+            owner = last_name(target.value)
+            kind = names.get(owner) if owner is not None else None
+            if kind is not None and target.attr in OWNED_FIELDS[kind]:
+                yield Violation(
+                    p.rel,
+                    target.lineno,
+                    "state",
+                    f"{ast.unparse(target)} is assigned outside {STATE_OWNER}: call a {kind} method there",
+                )
+
+
 # ---- the tests ----------------------------------------------------------------------------------------
 
 RULES = {
@@ -319,6 +349,7 @@ RULES = {
     "ignore": ignore_violations,
     "reflection": reflection_violations,
     "runtime": runtime_violations,
+    "state": state_violations,
 }
 FILES = source_files()
 
@@ -370,6 +401,11 @@ def test_the_runtime_rule_sees_a_name_in_code_but_not_in_prose_or_its_homes() ->
     assert not list(runtime_violations(parse_source("tests/test_fake.py", code)))
 
 
+@pytest.mark.parametrize("rel", FILES)
+def test_the_run_state_has_one_writer(rel: str) -> None:
+    _assert_clean(rel, "state")
+
+
 def test_allowlists_say_why() -> None:
     assert all(reason.strip() for reason in (*PRIVATE_ALLOWED.values(), *REFLECTION_ALLOWED.values()))
 
@@ -384,6 +420,31 @@ def test_the_checker_sees_each_rule() -> None:
     found = [(v.line, v.rule) for rule in RULES.values() for v in rule(p)]
     expected = [(1, "private"), (3, "private"), (4, "private"), (5, "ignore"), (6, "reflection")]
     assert sorted(found) == [*expected, (10, "private"), (11, "private")]
+
+
+def test_the_state_check_sees_writers_and_only_them() -> None:
+    code = (
+        "def f(ctl, lv: Load, st: 'RunStatus', load) -> None:\n"
+        "    ctl.status.state = 'failed'\n"  # 2: by name
+        "    lv.level = 3\n"  # 3: annotated
+        "    st.message = ''\n"  # 4: annotated as a string
+        "    load.plan_index += 1\n"  # 5: augmented
+        "    _, self.load.auto = 1, False\n"  # 6: in a tuple
+        "    fresh = Load.of(config)\n"
+        "    fresh.mode = 'open'\n"  # 8: built here
+        "    alias = ctl.load\n"
+        "    alias.plan = None\n"  # 10: an alias
+        "    seq.state = 'running'\n"  # another type's state
+        "    self.level = 0\n"
+        "    self.gate.paused = True\n"
+        "    ctl.status.unreachable = True\n"  # not an owned field
+        "    ctl.status.warnings.append('w')\n"
+        "    load.set_level(3)\n"
+    )
+    found = [v.line for v in state_violations(parse_source("loadgen/run/fake.py", code))]
+    assert sorted(found) == [2, 3, 4, 5, 6, 8, 10]
+    assert not list(state_violations(parse_source(STATE_OWNER, code)))
+    assert not list(state_violations(parse_source("tests/test_fake.py", code)))
 
 
 # ---- command line -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 from textual.widgets import Input, TabbedContent
 from tui_fakes import FakeEngine, make_snapshot
 
+from loadgen.run.protocol import ChangeLevel, Mark, NextStep, Pause, Resume, SetAuto, SetLevel, SetMode
 from loadgen.snapshot import Snapshot
 from tui.app import RampApp
 from tui.console import ConsoleScreen
@@ -109,6 +110,24 @@ async def test_pause_resume_next_auto_mode_mark() -> None:
         assert engine.calls[-1] == ("set_mode", ("open",))
         await pilot.press("k", *"kv full", "enter")
         assert engine.calls[-1] == ("mark", ("kv full",))
+
+
+async def test_keys_send_typed_command_values() -> None:
+    """Each steering key reaches the engine as one command value of ``loadgen.run.protocol``."""
+    app, engine = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("up", "pageup", "space", "p", "n", "a", "o")
+        await pilot.press("k", *"kv full", "enter")
+    assert engine.commands == [
+        ChangeLevel(1),
+        SetLevel(130),  # x2 of the level the first key's snapshot shows (65)
+        Pause(),
+        Resume(),
+        NextStep(),
+        SetAuto(False),
+        SetMode("open"),
+        Mark("kv full"),
+    ]
 
 
 async def test_view_keys_switch_metric_and_window() -> None:

@@ -34,6 +34,7 @@ from loadgen.analysis.runs import LevelKey
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
 from loadgen.run.engine import Engine
+from loadgen.run.protocol import SetLevel
 from loadgen.runargs import resolve
 from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import build_config, run_sim_in_thread
@@ -337,7 +338,7 @@ async def test_ghost_percentiles_follow_the_level_the_run_is_at(tmp_path: Path) 
         await pilot.pause()
         left = panel_plain(app, "#hist-left")
         assert f"{GHOST_GLYPH} baseline" in left and GHOST_GLYPH in left.split("\n", 2)[2]
-        engine.set_level(64)
+        engine.send(SetLevel(64))
         app.redraw()
         await pilot.pause()
         assert GHOST_GLYPH not in panel_plain(app, "#hist-left").split("\n", 2)[2]

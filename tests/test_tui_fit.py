@@ -17,6 +17,7 @@ from loadgen.config import RunConfig
 from loadgen.profile import load_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine, EngineControl
+from loadgen.run.protocol import SetLevel
 from loadgen.run.setup import context_warning
 from loadgen.runargs import build_config
 from loadgen.sim import build_config as sim_config
@@ -136,7 +137,7 @@ async def test_no_keeps_the_run_and_says_so(tmp_path: Path) -> None:
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, ConsoleScreen), "the dialog closed")
         await until(pilot, lambda: "not clamped (you answered no)" in errors_text(app), "the errors panel")
-        engine.set_level(8)  # a new snapshot: the question was asked once
+        engine.send(SetLevel(8))  # a new snapshot: the question was asked once
         await pilot.pause(0.3)
         assert isinstance(app.screen, ConsoleScreen)
         assert "stop" not in engine.names() and not factory.configs

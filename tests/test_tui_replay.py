@@ -17,17 +17,23 @@ from typing import Any
 import pytest
 from rich.console import Console
 from rich.text import Text
+from textual.binding import Binding
 from textual.pilot import Pilot
+from textual.screen import ModalScreen
 
 from loadgen.analysis.replay import load_replay
 from loadgen.analysis.runs import AnalysisError
 from loadgen.cli import main
 from loadgen.format import fmt_ms
+from loadgen.run.protocol import ControlCommand
+from tui.actions import STEERING_ACTIONS
+from tui.commands import steering_entries
+from tui.console import ConsoleScreen
 from tui.curve import CurvePanel
 from tui.detail import StepDetail
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
-from tui.replay import READ_ONLY, ReplayApp
+from tui.replay import READ_ONLY, ReplayApp, action_name
 from tui.status import StatusBar
 from tui.steps import StepsPanel
 from tui.throughput import NOT_RECORDED, ThroughputPanel
@@ -126,6 +132,33 @@ async def test_moving_between_steps_shows_each_steps_figures() -> None:
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code in (0, None)
+
+
+async def test_every_steering_key_and_palette_entry_says_read_only() -> None:
+    """The replay refuses steering in one place: every key the live console steers with, and every
+    steering entry of the palette, says read-only, opens no dialog and sends the record nothing."""
+    keys = [
+        key
+        for binding in ConsoleScreen.BINDINGS
+        if isinstance(binding, Binding) and action_name(binding.action) in STEERING_ACTIONS
+        for key in binding.key.split(",")
+    ]
+    assert {"up", "space", "n", "a", "o", "k", "l"} <= set(keys)
+    app = Watched(str(FIXTURE))
+    sent: list[ControlCommand] = []
+    app.source.send = sent.append  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.said.count(READ_ONLY) == len(keys)
+        entries = steering_entries(app)
+        for _, _, run in entries:
+            run()
+        await pilot.pause()
+        assert app.said.count(READ_ONLY) == len(keys) + len(entries)
+        assert not isinstance(app.screen, ModalScreen) and sent == []
 
 
 async def test_an_older_record_without_the_series_still_replays(tmp_path: Path) -> None:

@@ -6,9 +6,21 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import astuple, replace
 from typing import Any
 
+from loadgen.run.protocol import (
+    ChangeLevel,
+    ControlCommand,
+    NextStep,
+    Pause,
+    Resume,
+    SetAuto,
+    SetLevel,
+    SetMode,
+    SetRate,
+    Stop,
+)
 from loadgen.snapshot import (
     SLO,
     ClientHealth,
@@ -199,6 +211,12 @@ def make_snapshot(**overrides: Any) -> Snapshot:
     return Snapshot(**values)
 
 
+def command_name(cmd: ControlCommand) -> str:
+    """``SetLevel(8)`` → ``set_level``: the name a test looks for in ``FakeEngine.calls``."""
+    name = type(cmd).__name__
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
 class FakeEngine:
     """Records every command; keeps a little state so that snapshots reflect commands like the real
     engine's would, and publishes a new snapshot through ``on_snapshot`` after each command."""
@@ -206,7 +224,10 @@ class FakeEngine:
     def __init__(
         self, snapshot: Snapshot | None = None, on_snapshot: Callable[[Snapshot], None] | None = None
     ) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.calls: list[
+            tuple[str, tuple[Any, ...]]
+        ] = []  # every call, commands by name: ("set_level", (8,))
+        self.commands: list[ControlCommand] = []  # every command sent, as the value sent
         self.on_snapshot = on_snapshot
         self.snapshot = snapshot or make_snapshot()
         self.started = threading.Event()
@@ -241,40 +262,31 @@ class FakeEngine:
         return self.stopped.is_set()
 
     # commands
-    def set_level(self, level: int) -> None:
-        self.calls.append(("set_level", (level,)))
-        self._update(level=level)
-
-    def change_level(self, delta: int) -> None:
-        self.calls.append(("change_level", (delta,)))
-        self._update(level=max(0, self.snapshot.level + delta))
-
-    def set_rate(self, rate_rps: float) -> None:
-        self.calls.append(("set_rate", (rate_rps,)))
-        self._update(rate_rps=rate_rps)
-
-    def set_mode(self, mode: str) -> None:
-        self.calls.append(("set_mode", (mode,)))
-        self._update(mode=mode, rate_rps=self.snapshot.rate_rps or 1.0)
-
-    def pause(self) -> None:
-        self.calls.append(("pause", ()))
-        self._update(paused=True, state="paused")
-
-    def resume(self) -> None:
-        self.calls.append(("resume", ()))
-        self._update(paused=False, state="running")
-
-    def next_step(self) -> None:
-        self.calls.append(("next_step", ()))
-        self._update(step_index=self.snapshot.step_index + 1)
-
-    def set_auto(self, on: bool) -> None:
-        self.calls.append(("set_auto", (on,)))
-        self._update(auto_ramp=on)
-
-    def mark(self, note: str) -> None:
-        self.calls.append(("mark", (note,)))
+    def send(self, cmd: ControlCommand) -> None:
+        """Keep ``cmd`` (tests assert on the values), log it by name, and show what the engine would."""
+        self.commands.append(cmd)
+        self.calls.append((command_name(cmd), astuple(cmd)))
+        snap = self.snapshot
+        match cmd:
+            case SetLevel(level=level):
+                self._update(level=level)
+            case ChangeLevel(delta=delta):
+                self._update(level=max(0, snap.level + delta))
+            case SetRate(rate_rps=rate):
+                self._update(rate_rps=rate)
+            case SetMode(mode=mode):
+                self._update(mode=mode, rate_rps=snap.rate_rps or 1.0)
+            case Pause():
+                self._update(paused=True, state="paused")
+            case Resume():
+                self._update(paused=False, state="running")
+            case NextStep():
+                self._update(step_index=snap.step_index + 1)
+            case SetAuto(on=on):
+                self._update(auto_ramp=on)
+            case Stop():
+                self._update(state="stopped")
+                self.stopped.set()
 
     # helpers for tests
     def names(self) -> list[str]:

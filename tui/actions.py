@@ -3,7 +3,9 @@ pause, next step, auto-ramp, mode switch and marks.
 
 ``EngineActions`` is the part of the app that talks to the engine: it holds the engine and the newest
 snapshot the engine pushed (written by the engine's thread, an atomic attribute write), and turns each key
-into one engine command. ``RampApp`` (tui.app) adds drawing, views, details and quitting on top.
+into one command value (``loadgen.run.protocol``) given to ``engine.send``. ``STEERING_ACTIONS`` names the
+actions that steer: ``tui.replay`` refuses exactly those keys. ``RampApp`` (tui.app) adds drawing, views,
+details and quitting on top.
 """
 
 from __future__ import annotations
@@ -13,9 +15,25 @@ from textual.app import App
 from loadgen.config import Mode
 from loadgen.format import fmt_rate
 from loadgen.run.engine import EngineControl, ensure_resource_tracker
+from loadgen.run.protocol import (
+    ChangeLevel,
+    Mark,
+    NextStep,
+    Pause,
+    Resume,
+    SetAuto,
+    SetLevel,
+    SetMode,
+    SetRate,
+)
 from loadgen.snapshot import Snapshot
 from tui.dialogs import ValueInput
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
+
+# The actions below that send the engine a command: a console bound to them steers the run.
+STEERING_ACTIONS = frozenset(
+    {"level", "type_level", "type_cap", "toggle_pause", "next_step", "toggle_auto", "toggle_mode", "mark"}
+)
 
 
 def prepare_subprocesses() -> None:
@@ -56,7 +74,10 @@ class EngineActions(App[None]):
             snapshot = self.engine.latest()
         return snapshot
 
-    def _engine_or_warn(self) -> EngineControl | None:
+    def steering_engine(self) -> EngineControl | None:
+        """The engine a steering action sends its command to, or None (and the operator is told why).
+        Every action in ``STEERING_ACTIONS`` asks this first: a console that cannot steer (``tui.replay``)
+        refuses them all here, before a dialog opens."""
         if self.engine is None:
             self.notify("no engine attached", severity="warning")
         return self.engine
@@ -66,7 +87,7 @@ class EngineActions(App[None]):
         return "open" if snapshot is not None and snapshot.mode == "open" else "closed"
 
     def action_level(self, step: str) -> None:
-        engine = self._engine_or_warn()
+        engine = self.steering_engine()
         if engine is None:
             return
         snapshot = self.latest_snapshot
@@ -74,16 +95,16 @@ class EngineActions(App[None]):
             if snapshot is None or snapshot.rate_rps is None:
                 self.notify("no rate known yet", severity="warning")
                 return
-            engine.set_rate(next_rate(snapshot.rate_rps, step))
+            engine.send(SetRate(next_rate(snapshot.rate_rps, step)))
             return
         delta = level_delta(step)
         if delta is not None:
-            engine.change_level(delta)  # relative: correct even if our snapshot is a frame old
+            engine.send(ChangeLevel(delta))  # relative: correct even if our snapshot is a frame old
         elif snapshot is not None:
-            engine.set_level(next_level(snapshot.level, step))
+            engine.send(SetLevel(next_level(snapshot.level, step)))
 
     def action_type_level(self) -> None:
-        if self._engine_or_warn() is None:
+        if self.steering_engine() is None:
             return
         snapshot = self.latest_snapshot
         if self._mode() == "open":
@@ -102,55 +123,55 @@ class EngineActions(App[None]):
             self.push_screen(dialog, self._apply_level)
 
     def action_type_cap(self) -> None:
-        if self._engine_or_warn() is None:
+        if self.steering_engine() is None:
             return
         dialog = ValueInput("Concurrency cap (0 = none)", placeholder="e.g. 256", validate=parse_level)
         self.push_screen(dialog, self._apply_level)
 
     def _apply_level(self, text: str | None) -> None:
         if text is not None and self.engine is not None:
-            self.engine.set_level(parse_level(text))
+            self.engine.send(SetLevel(parse_level(text)))
 
     def _apply_rate(self, text: str | None) -> None:
         if text is not None and self.engine is not None:
             rate = parse_rate(text)
-            self.engine.set_rate(rate)
+            self.engine.send(SetRate(rate))
             self.notify(f"rate → {fmt_rate(rate)}")
 
     def action_toggle_pause(self) -> None:
-        engine = self._engine_or_warn()
+        engine = self.steering_engine()
         if engine is None:
             return
         snapshot = self.latest_snapshot
         if snapshot is not None and snapshot.paused:
-            engine.resume()
+            engine.send(Resume())
         else:
-            engine.pause()
+            engine.send(Pause())
 
     def action_next_step(self) -> None:
-        engine = self._engine_or_warn()
+        engine = self.steering_engine()
         if engine is not None:
-            engine.next_step()
+            engine.send(NextStep())
 
     def action_toggle_auto(self) -> None:
-        engine = self._engine_or_warn()
+        engine = self.steering_engine()
         if engine is None:
             return
         snapshot = self.latest_snapshot
         on = not (snapshot.auto_ramp if snapshot is not None else False)
-        engine.set_auto(on)
+        engine.send(SetAuto(on))
         self.notify(f"auto-ramp {'on' if on else 'off'}")
 
     def action_toggle_mode(self) -> None:
-        engine = self._engine_or_warn()
+        engine = self.steering_engine()
         if engine is None:
             return
         mode: Mode = "open" if self._mode() == "closed" else "closed"
-        engine.set_mode(mode)
+        engine.send(SetMode(mode))
         self.notify(f"switching to {mode} loop")
 
     def action_mark(self) -> None:
-        if self._engine_or_warn() is None:
+        if self.steering_engine() is None:
             return
         self.push_screen(
             ValueInput("Mark this moment", placeholder="a note for the record"), self._apply_mark
@@ -158,5 +179,5 @@ class EngineActions(App[None]):
 
     def _apply_mark(self, note: str | None) -> None:
         if note is not None and self.engine is not None:
-            self.engine.mark(note.strip() or "mark")
+            self.engine.send(Mark(note.strip() or "mark"))
             self.notify("marked")

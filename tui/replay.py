@@ -5,7 +5,9 @@ The same app, screen layout and panels as live (``RampApp``, ``ConsoleScreen``'s
 at on one step (``loadgen.analysis.replay.snapshot_at``) — that step's histograms (decoded from the stored
 HDR), its row marked in the steps table and its point on the curve, the whole run's timeline, marks and
 errors. ← → (or [ ]) move between steps, home / end go to the first and last, b to the best; w switches
-between the step's window and the whole run's. The steering keys only say "replay: read-only".
+between the step's window and the whole run's. The steering keys only say "replay: read-only": one
+override (``ReplayApp.steering_engine``) refuses every steering action, and the keys bound to them are
+the live console's own (``steering_keys``).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from textual.binding import Binding
 
 from loadgen.analysis.replay import ReplayRun, load_replay, snapshot_at
 from loadgen.analysis.runs import AnalysisError
-from loadgen.config import Mode, RunOutcome
+from loadgen.config import RunOutcome
+from loadgen.run.engine import EngineControl
+from loadgen.run.protocol import ControlCommand
 from loadgen.runflags import EXIT_OK, EXIT_USAGE
 from loadgen.snapshot import Snapshot
+from tui.actions import STEERING_ACTIONS
 from tui.app import RampApp
 from tui.console import TABS, ConsoleScreen
 from tui.detail import DetailScreen, StepDetail
@@ -28,6 +33,22 @@ from tui.steps import starred
 
 READ_ONLY = "replay: read-only (a finished record: nothing to steer)"
 STEPS = Binding.Group("Step", compact=True)
+NAMED_READ_ONLY = ("up", "down", "l", "space")  # the steering keys the help names; the rest say so too
+
+
+def steering_keys() -> list[str]:
+    """Every key the live console steers with (its bindings to ``STEERING_ACTIONS``), in its order: the
+    replay binds each to "read-only", so a new steering key needs nothing here."""
+    keys: list[str] = []
+    for binding in ConsoleScreen.BINDINGS:
+        if isinstance(binding, Binding) and action_name(binding.action) in STEERING_ACTIONS:
+            keys += binding.key.split(",")
+    return keys
+
+
+def action_name(action: str) -> str:
+    """``app.level('up')`` → ``level``."""
+    return action.removeprefix("app.").split("(", 1)[0]
 
 
 class RecordSource:
@@ -66,33 +87,8 @@ class RecordSource:
     def done(self) -> bool:
         return True
 
-    # The steering commands: a record cannot be steered (the app says so before it gets here).
-    def set_level(self, level: int) -> None:
-        pass
-
-    def change_level(self, delta: int) -> None:
-        pass
-
-    def set_rate(self, rate_rps: float) -> None:
-        pass
-
-    def set_mode(self, mode: Mode) -> None:
-        pass
-
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-    def next_step(self) -> None:
-        pass
-
-    def set_auto(self, on: bool) -> None:
-        pass
-
-    def mark(self, note: str) -> None:
-        pass
+    def send(self, cmd: ControlCommand) -> None:
+        """A record cannot be steered: ``ReplayApp.steering_engine`` refuses before a command is built."""
 
 
 class ReplayScreen(ConsoleScreen):
@@ -131,10 +127,16 @@ class ReplayScreen(ConsoleScreen):
         Binding("d", "app.step_detail", "Step details", show=False, id="step_detail"),
         Binding("e", "app.error_detail", "Error details", show=False, id="error_detail"),
         Binding("s", "app.screenshot", "Screenshot", show=False, id="screenshot"),
-        Binding("up,down,l,space", "app.read_only", "Steering: read-only", show=False, id="replay_read_only"),
+        Binding(
+            ",".join(NAMED_READ_ONLY),
+            "app.read_only",
+            "Steering: read-only",
+            show=False,
+            id="replay_read_only",
+        ),
         # the console's other steering keys: no description, so the help lists them once, above
         Binding(
-            "plus,minus,shift+up,shift+down,pageup,pagedown,equals_sign,p,n,a,o,k",
+            ",".join(key for key in steering_keys() if key not in NAMED_READ_ONLY),
             "app.read_only",
             "",
             show=False,
@@ -215,29 +217,10 @@ class ReplayApp(RampApp):
     def action_read_only(self) -> None:
         self.notify(READ_ONLY, severity="warning", timeout=2, markup=False)
 
-    def action_level(self, step: str) -> None:
+    def steering_engine(self) -> EngineControl | None:
+        """Every steering action (``tui.actions.STEERING_ACTIONS``), from a key or the palette, ends here."""
         self.action_read_only()
-
-    def action_type_level(self) -> None:
-        self.action_read_only()
-
-    def action_type_cap(self) -> None:
-        self.action_read_only()
-
-    def action_toggle_pause(self) -> None:
-        self.action_read_only()
-
-    def action_next_step(self) -> None:
-        self.action_read_only()
-
-    def action_toggle_auto(self) -> None:
-        self.action_read_only()
-
-    def action_toggle_mode(self) -> None:
-        self.action_read_only()
-
-    def action_mark(self) -> None:
-        self.action_read_only()
+        return None
 
 
 def replay_main(path: str) -> int:

@@ -83,7 +83,7 @@ class Controller:
             case Mark(note=note):
                 self._mark(note)
             case SetAuto(on=on):
-                load.auto = on
+                load.set_auto(on)
                 if self.status.state == "running":
                     self.steps.restart_timer()
             case Pause():
@@ -109,17 +109,15 @@ class Controller:
         self.record.event("mark", {"elapsed_s": round(t, 3), "note": note, "step": step})
 
     def _pause(self) -> None:
-        if self.status.state == "running":
+        if self.status.pause():
             self.fleet.send_all(PauseLoad())
-            self.load.paused = True
-            self.status.state = "paused"
+            self.load.set_paused(True)
             self.wheel.cut("pause")
             self.wheel.settling = False
 
     def _resume(self) -> None:
-        if self.status.state == "paused":
-            self.load.paused = False
-            self.status.state = "running"
+        if self.status.resume():
+            self.load.set_paused(False)
             self.fleet.send_all(ResumeLoad())
             self.wheel.start()
 
@@ -148,8 +146,7 @@ class Controller:
         try:
             await self._setup()
         except Exception as exc:
-            status.state = "failed"
-            status.message = str(exc) if isinstance(exc, SetupError) else f"{type(exc).__name__}: {exc}"
+            status.fail(str(exc) if isinstance(exc, SetupError) else f"{type(exc).__name__}: {exc}")
             await self._shutdown(cancel=True)
             return self.outcome()
         self._start_load()
@@ -158,15 +155,13 @@ class Controller:
         # flight was sent after it and counts nowhere. A stop asked for says whether to cancel.
         cancel = self.stop_requested if self.stop_requested is not None else True
         if status.state in ("running", "paused") and self.stop_requested is not None:
-            status.state = "stopped"
+            status.stop()
         await self._shutdown(cancel=cancel)
         return self.outcome()
 
     def _start_load(self) -> None:
-        self.status.state = "running"
-        self.load.plan_index = 0
-        if self.load.plan is not None and self.load.plan.levels:
-            self.load.apply_plan_level(0)
+        self.status.run()
+        self.load.start_plan()
         self.wheel.start()
 
     async def _loop(self) -> None:
@@ -249,7 +244,7 @@ class Controller:
             and summary.ended_by == "plan"
             and self.status.state == "running"
         ):
-            self.status.message = (
+            self.status.say(
                 f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
             )
             self.wheel.next_after_close = False
@@ -261,17 +256,16 @@ class Controller:
         if status.state in ("running", "paused") and self._server_died():
             return
         if self.fleet.fatal and not self.fleet.any_alive():
-            status.state, status.message = "failed", "all load workers died: " + self.fleet.fatal[0]
+            status.fail("all load workers died: " + self.fleet.fatal[0])
             return
         if status.state != "running":
             return
         refused = self.live.refused_while_silent(now, UNREACHABLE_AFTER_S)
         if refused:
-            status.state = "failed"
-            status.unreachable = True
-            status.message = (
+            status.fail(
                 f"target {self.config.target.base_url} stopped answering: no successful request for "
-                f"{UNREACHABLE_AFTER_S:.0f} s ({refused} connection errors); finished steps are in the record"
+                f"{UNREACHABLE_AFTER_S:.0f} s ({refused} connection errors); finished steps are in the record",
+                unreachable=True,
             )
 
     def _server_died(self) -> bool:
@@ -285,7 +279,7 @@ class Controller:
         if not died:
             return False
         self.command(Mark(died))
-        self.status.state, self.status.message, self.status.unreachable = "failed", died, True
+        self.status.fail(died, unreachable=True)
         return True
 
     # ---- snapshot ---------------------------------------------------------------------------------------
@@ -317,8 +311,7 @@ class Controller:
         self.fleet.join()
         await self.link.stop()
         self._close_record()
-        if self.status.live:
-            self.status.state = "stopped"
+        self.status.stop()
         self._publish_snapshot()
 
     def _close_record(self) -> None:

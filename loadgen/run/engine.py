@@ -1,18 +1,19 @@
 """The engine: a run behind thread-safe commands, for every face alike.
 
 One engine, three faces: the Textual console, the headless CLI and Python code all drive it through the
-same commands (``EngineControl``) and receive the same immutable ``Snapshot`` objects. Nothing here knows
+same interface (``EngineControl``) and receive the same immutable ``Snapshot`` objects. Nothing here knows
 which face is attached.
 
     engine = Engine(config, on_snapshot=print)
     engine.start()
-    engine.set_level(8)
+    engine.send(SetLevel(8))  # or the shorthand engine.set_level(8)
     outcome = engine.wait()
 
 The controller (``loadgen.run.controller``) runs in a thread of its own with its own asyncio loop, so a
 UI's event loop is never blocked by it; the streams run in worker processes (``loadgen.run.worker``).
-Commands are typed messages (``loadgen.run.protocol``) handed to the controller's loop; the ones given
-before the loop exists are kept and delivered, in order, once it does. Every command may be given from a
+The operator's commands are typed values (``loadgen.run.protocol``'s ``ControlCommand``) that ``send``
+hands to the controller's loop, which acts on each in one place (``Controller.command``); the ones sent
+before the loop exists are kept and delivered, in order, once it does. Every command may be sent from a
 signal handler too (``interrupt`` is meant for it: see ``loadgen.run.signals``).
 """
 
@@ -26,27 +27,16 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from loadgen.config import MODES, Mode, RunConfig, RunOutcome
+from loadgen.config import RunConfig, RunOutcome
 from loadgen.run.controller import Controller
-from loadgen.run.protocol import (
-    ChangeLevel,
-    ControlCommand,
-    Mark,
-    NextStep,
-    Pause,
-    Resume,
-    SetAuto,
-    SetLevel,
-    SetMode,
-    SetRate,
-    Stop,
-)
+from loadgen.run.protocol import ControlCommand, Mark, Pause, Resume, SetLevel, Stop
 from loadgen.run.signals import signal_name
 from loadgen.snapshot import Snapshot
 
 
 class EngineControl(Protocol):
-    """What a face needs of an engine: lifecycle, the latest snapshot and the operator's commands."""
+    """What a face needs of an engine: lifecycle, the latest snapshot, and ``send`` for every one of the
+    operator's commands (a ``ControlCommand`` value: ``SetLevel(32)``, ``Pause()``, ``Mark("note")`` ...)."""
 
     def start(self) -> None: ...
     def stop(self, cancel: bool = True) -> None: ...
@@ -55,15 +45,7 @@ class EngineControl(Protocol):
     def latest(self) -> Snapshot | None: ...
     @property
     def done(self) -> bool: ...
-    def set_level(self, level: int) -> None: ...
-    def change_level(self, delta: int) -> None: ...
-    def set_rate(self, rate_rps: float) -> None: ...
-    def set_mode(self, mode: Mode) -> None: ...
-    def pause(self) -> None: ...
-    def resume(self) -> None: ...
-    def next_step(self) -> None: ...
-    def set_auto(self, on: bool) -> None: ...
-    def mark(self, note: str) -> None: ...
+    def send(self, cmd: ControlCommand) -> None: ...
 
 
 class Engine:
@@ -107,7 +89,7 @@ class Engine:
 
     # ---- commands (thread-safe, return at once) ---------------------------------------------------------
     def stop(self, cancel: bool = True) -> None:
-        self._send(Stop(bool(cancel)))
+        self.send(Stop(bool(cancel)))
 
     def interrupt(self, signum: int) -> None:
         """Stop at once because of a signal (SIGINT, SIGTERM, SIGHUP): the streams in flight are cancelled,
@@ -120,42 +102,14 @@ class Engine:
             self._signum = int(signum)
             loop, ctl = self._loop, self._ctl
         reason = f"stopped by {signal_name(signum)}"
-        self._send(Mark(reason))
+        self.send(Mark(reason))
         if loop is not None and ctl is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_say_why, ctl, reason)
-        self._send(Stop(True))
+        self.send(Stop(True))
 
-    def set_level(self, level: int) -> None:
-        self._send(SetLevel(int(level)))
-
-    def change_level(self, delta: int) -> None:
-        self._send(ChangeLevel(int(delta)))
-
-    def set_rate(self, rate_rps: float) -> None:
-        self._send(SetRate(float(rate_rps)))
-
-    def set_mode(self, mode: Mode) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be 'closed' or 'open', not {mode!r}")
-        self._send(SetMode(mode))
-
-    def pause(self) -> None:
-        self._send(Pause())
-
-    def resume(self) -> None:
-        self._send(Resume())
-
-    def next_step(self) -> None:
-        self._send(NextStep())
-
-    def set_auto(self, on: bool) -> None:
-        self._send(SetAuto(bool(on)))
-
-    def mark(self, note: str) -> None:
-        self._send(Mark(str(note)))
-
-    def _send(self, cmd: ControlCommand) -> None:
+    def send(self, cmd: ControlCommand) -> None:
+        """Give the controller one of the operator's commands (``loadgen.run.protocol``)."""
         with self._lock:
             if self._loop is None or self._ctl is None:
                 self._early.append(cmd)
@@ -164,6 +118,19 @@ class Engine:
         if not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # closed between the check and the call
                 loop.call_soon_threadsafe(ctl.command, cmd)
+
+    # ---- shorthands for send(), the Python API the README shows -----------------------------------------
+    def set_level(self, level: int) -> None:
+        self.send(SetLevel(int(level)))
+
+    def pause(self) -> None:
+        self.send(Pause())
+
+    def resume(self) -> None:
+        self.send(Resume())
+
+    def mark(self, note: str) -> None:
+        self.send(Mark(str(note)))
 
     # ---- the controller thread --------------------------------------------------------------------------
     def _publish(self, snap: Snapshot) -> None:
@@ -228,6 +195,4 @@ def ensure_resource_tracker() -> None:
 def _say_why(ctl: Controller, reason: str) -> None:
     """On the controller's loop: the run's message (the record's end event, the outcome) names why it
     stopped, unless something said more already (a failure)."""
-    # Set here for want of a command that carries a reason (a Stop with one would do it in the controller).
-    if not ctl.status.message:
-        ctl.status.message = reason
+    ctl.status.explain(reason)

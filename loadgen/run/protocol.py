@@ -4,9 +4,11 @@
   ``ResumeLoad``, ``Flush``, ``StopLoad`` (``WorkerCommand``).
 * Worker → controller, over the shared delta queue: ``WorkerReady``, ``WorkerFatal``, ``WorkerDelta``
   (``WorkerMessage``).
-* Face → controller, from the ``Engine``'s thread-safe methods onto the controller's loop: ``Stop``,
-  ``Mark``, ``SetAuto``, ``Pause``, ``Resume``, ``SetLevel``, ``ChangeLevel``, ``SetRate``, ``SetMode``,
-  ``NextStep`` (``ControlCommand``).
+* Face → controller, the operator's commands: ``Stop``, ``Mark``, ``SetAuto``, ``Pause``, ``Resume``,
+  ``SetLevel``, ``ChangeLevel``, ``SetRate``, ``SetMode``, ``NextStep`` (``ControlCommand``). A face builds
+  the value and gives it to ``EngineControl.send`` (``loadgen.run.engine``), which hands it to the
+  controller's loop; ``Controller.command`` is the one place that acts on each. A new command is a class
+  here, a member of ``ControlCommand`` and a ``case`` there.
 
 Each is a frozen, slotted dataclass: cheap to pickle, unchangeable once sent. Receivers dispatch on the
 type (``match``), never on a string tag.
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from loadgen.arrivals import ArrivalSpec
-from loadgen.config import Mode
+from loadgen.config import MODES, Mode
 
 if TYPE_CHECKING:
     from loadgen.metrics import IntervalDelta
@@ -180,6 +182,10 @@ class SetRate:
 @dataclass(frozen=True, slots=True)
 class SetMode:
     mode: Mode
+
+    def __post_init__(self) -> None:  # checked where it is built: a face's typo fails at once, loudly
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be 'closed' or 'open', not {self.mode!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,10 @@
 """The run's mutable state, shared by the controller's parts: where the run stands (``RunStatus``) and the
 load asked for now (``Load``: the mode, level, rate, auto-ramp and the plan's position).
 
-The controller changes both; the step bookkeeping and the snapshot read them. Nothing else does.
+This module is their only writer: the controller and the wheel decide *when* the state or the load
+changes and call the methods here, which say *what* changes; the step bookkeeping and the snapshot only
+read them. ``tests/test_structure.py`` fails when another module assigns ``RunStatus.state`` or a field
+of ``Load``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,49 @@ class RunStatus:
 
     def elapsed_s(self, now_ns: int) -> float:
         return (now_ns - self.t0_ns) / 1e9
+
+    # ---- the state's only writers -----------------------------------------------------------------------
+    def run(self) -> None:
+        """The load runs: set up, resumed, or a key after a finished plan took the wheel again."""
+        self.state = "running"
+
+    def pause(self) -> bool:
+        """Paused, if it was running; True when it was."""
+        if self.state != "running":
+            return False
+        self.state = "paused"
+        return True
+
+    def resume(self) -> bool:
+        """Running again, if it was paused; True when it was."""
+        if self.state != "paused":
+            return False
+        self.state = "running"
+        return True
+
+    def finish(self) -> None:
+        """The plan (or the search) is over."""
+        self.state = "finished"
+
+    def fail(self, message: str, *, unreachable: bool = False) -> None:
+        """Failed, and why; ``unreachable``: the target (or the server ramp launched) is gone."""
+        self.state, self.message = "failed", message
+        if unreachable:
+            self.unreachable = True
+
+    def stop(self) -> None:
+        """Stopped, unless it already ended (finished or failed)."""
+        if self.live:
+            self.state = "stopped"
+
+    def say(self, message: str) -> None:
+        """How the run ends (an early stop, the search's result): the record's end event, the outcome."""
+        self.message = message
+
+    def explain(self, reason: str) -> None:
+        """Why it stopped (a signal), unless something said more already (a failure)."""
+        if not self.message:
+            self.message = reason
 
 
 @dataclass(slots=True)
@@ -71,9 +117,13 @@ class Load:
             return replay.kind  # "trace" / "requests": the file's own times (loadgen.sourceargs)
         return ArrivalSpec(self.config.arrival, burstiness=self.config.burstiness).label
 
+    # ---- the load's only writers ------------------------------------------------------------------------
     def apply_plan_level(self, index: int) -> None:
         assert self.plan is not None
-        value = self.plan.level_at(index)
+        self.set_target(self.plan.level_at(index))
+
+    def set_target(self, value: float) -> None:
+        """The loop's own figure: the level of a closed loop, the rate of an open one."""
         if self.mode == "closed":
             self.level = int(value)
         else:
@@ -84,6 +134,61 @@ class Load:
         if self.plan is None:  # a level set by hand: no repeat
             return 0
         return self.probe_repeat if self.probe_repeat is not None else self.plan.repeat_at(self.plan_index)
+
+    def start_plan(self) -> None:
+        """The plan's first position (the load as configured without a plan)."""
+        self.plan_index = 0
+        if self.plan is not None and self.plan.levels:
+            self.apply_plan_level(0)
+
+    def advance_plan(self) -> bool:
+        """The plan's next position; False (nothing changed) at its end."""
+        assert self.plan is not None
+        if self.plan_index + 1 >= self.plan.positions:
+            return False
+        self.plan_index += 1
+        self.apply_plan_level(self.plan_index)
+        return True
+
+    def double(self, min_rate: float) -> None:
+        """No plan: the next step doubles the level (at least 1) or the rate (at least ``min_rate``)."""
+        if self.mode == "closed":
+            self.level = max(1, self.level * 2)
+        else:
+            self.rate = max(min_rate, self.rate * 2)
+
+    def by_hand(self, level: int | None = None, rate: float | None = None) -> None:
+        """The operator set a level or a rate (never below 0)."""
+        if level is not None:
+            self.level = max(0, level)
+        if rate is not None:
+            self.rate = max(0.0, rate)
+
+    def leave_plan(self) -> None:
+        self.plan = None
+
+    def set_auto(self, on: bool) -> None:
+        self.auto = on
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+
+    def idle(self) -> None:
+        """A finished plan in the console: no load, no auto-ramp, until a key asks for some."""
+        self.level, self.rate, self.auto = 0, 0.0, False
+
+    def open_at(self, rate: float, cap: int) -> None:
+        """The figures a switch to the open loop starts from (the mode changes once the old step is cut)."""
+        self.rate, self.level = rate, cap
+
+    def closed_at(self, level: int) -> None:
+        """The level a switch to the closed loop starts from."""
+        self.level = level
+
+    def switch_to(self, mode: Mode) -> None:
+        """The new mode, off the plan (its levels were the old mode's)."""
+        self.mode = mode
+        self.plan = None
 
     def warmup_s(self) -> float:
         """One warm-up for every step: the plan's while it runs, and after a key left it too (the run's

@@ -162,12 +162,9 @@ class Wheel:
         nxt = search.after(summary) if summary is not None else None
         if nxt is None:
             self.finished_search, self.search = search, None
-            self.status.message = search.summary()
+            self.status.say(search.summary())
             return False
-        if self.load.mode == "closed":
-            self.load.level = int(nxt)
-        else:
-            self.load.rate = nxt
+        self.load.set_target(nxt)
         self.load.probe_repeat = search.trials_at(nxt)  # the step line's ``repeat``: its probe at the level
         return True
 
@@ -175,20 +172,14 @@ class Wheel:
         """Move the load to the plan's next level (no plan: double it). False at the plan's end."""
         load = self.load
         if load.plan is not None:
-            if load.plan_index + 1 >= load.plan.positions:
-                return False
-            load.plan_index += 1
-            load.apply_plan_level(load.plan_index)
-        elif load.mode == "closed":
-            load.level = max(1, load.level * 2)
-        else:
-            load.rate = max(MIN_OPEN_RATE, load.rate * 2)
+            return load.advance_plan()
+        load.double(MIN_OPEN_RATE)
         return True
 
     def finish_plan(self) -> None:
-        self.status.state = "finished"
+        self.status.finish()
         if self.config.after_plan == "idle":
-            self.load.level, self.load.rate, self.load.auto = 0, 0.0, False
+            self.load.idle()
             self.fleet.apply_load(self.load)
             self.notify("plan finished: ↑ or l starts a step at a level of your choice")
 
@@ -205,23 +196,20 @@ class Wheel:
 
     def take_wheel(self) -> None:
         if self.load.auto:
-            self.load.auto = False
+            self.load.set_auto(False)
             self.notify("auto-ramp off — a to resume")
 
     def manual(self, level: int | None = None, rate: float | None = None) -> None:
         load = self.load
-        if level is not None:
-            load.level = max(0, level)
-        if rate is not None:
-            load.rate = max(0.0, rate)
+        load.by_hand(level, rate)
         if self.status.state == "starting":
             return
         self.take_wheel()
-        load.plan = None  # a manual level leaves the plan
+        load.leave_plan()  # a manual level leaves the plan
         if self.status.state == "paused":
             return  # resuming begins a step at the new level
         if self.idle_after_plan:
-            self.status.state = "running"
+            self.status.run()
         self.cut("level")
         self.start()
 
@@ -244,17 +232,15 @@ class Wheel:
             span = self.live.rolling.span_s()
             achieved = self.live.rolling.acc.sent / span if span > 0 else 0.0
             cap = self.config.level if self.config.mode == "open" else 0
-            load.rate = max(MIN_OPEN_RATE, round(achieved, 2))
-            load.level = cap
+            load.open_at(max(MIN_OPEN_RATE, round(achieved, 2)), cap)
             capped = f"cap {cap}" if cap else "no cap"
             self.notify(f"open loop at {load.rate:g} req/s (what the closed loop achieved), {capped}")
         else:
-            load.level = max(1, self.live.in_flight)
+            load.closed_at(max(1, self.live.in_flight))
             self.notify(f"closed loop at {load.level} streams (the open loop's requests in flight)")
         self.take_wheel()
         if self.idle_after_plan:
-            self.status.state = "running"
+            self.status.run()
         self.cut("mode")
-        load.mode = mode
-        load.plan = None
+        load.switch_to(mode)
         self.start()
