@@ -228,14 +228,9 @@ def _urls(url: str, flags: RunFlags) -> tuple[str, ...]:
     return urls
 
 
-def resolve(flags: RunFlags, url: str) -> RunConfig:
-    """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
-    urls = _urls(url, flags)
-    profile = replay_profile(flags, _profile(flags.profile))  # --dataset, --trace, --requests (sourceargs)
-    problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
-    if problem is not None:
-        raise UsageError(problem)
-    replayed = replay_plan(flags, profile.replay)  # a trace's or request file's own times, in open loop
+def _shape(flags: RunFlags, profile: Profile) -> LoadShape:
+    """The load's shape: a replayed trace's or request file's own times (open loop), else the plan."""
+    replayed = replay_plan(flags, profile.replay)
     shape = (
         load_shape(flags, profile.ramp)
         if replayed is None
@@ -246,6 +241,17 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
             "--cancel-on-lower cancels a closed loop's surplus streams when its level is lowered; an open "
             "loop has none (a lower rate sends fewer arrivals, each request runs to its end): drop the flag"
         )
+    return shape
+
+
+def resolve(flags: RunFlags, url: str) -> RunConfig:
+    """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
+    urls = _urls(url, flags)
+    profile = replay_profile(flags, _profile(flags.profile))  # --dataset, --trace, --requests (sourceargs)
+    problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
+    if problem is not None:
+        raise UsageError(problem)
+    shape = _shape(flags, profile)
     out = _record_path(flags, profile)
     problem = plan_problem(shape.plan, flags) or out_problem(out) or save_requests_problem(flags)
     if problem is None and flags.save_requests_detail and os.path.exists(detail_path(out)):

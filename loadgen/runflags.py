@@ -178,12 +178,10 @@ def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> None:
     p.add_argument(
         "--max-concurrency", type=int, default=d.max_concurrency, help="open loop concurrency cap (0 = none)"
     )
-    p.add_argument(
-        "--cancel-on-lower",
-        action="store_true",
-        help="closed loop: cancel the surplus streams when the level is lowered (their tokens count nowhere) "
-        "instead of settling; refused in open loop, which has none",
+    lowered = (
+        "closed loop: a lowering cancels its surplus streams (counted nowhere), no settling; not in open loop"
     )
+    p.add_argument("--cancel-on-lower", action="store_true", help=lowered)
     p.add_argument(
         "--workers", type=int, default=d.workers, help="load worker processes (one per core at most)"
     )

@@ -193,7 +193,7 @@ class Controller:
                 self._publish_snapshot()
 
     def _next_timer_ns(self) -> int:
-        return self.steps.next_timer_ns() if self.status.state == "running" else NO_TIMER_NS
+        return self.wheel.next_timer_ns() if self.status.state == "running" else NO_TIMER_NS
 
     def _check_timers(self, now: int) -> None:
         if self.status.state != "running":
@@ -214,10 +214,11 @@ class Controller:
                 self.fleet.alive.add(wid)
             case WorkerFatal(worker_id=wid, message=text):
                 self.fleet.fatal.append(text)
+                self.steps.worker_lost(wid)
                 if (lost := self.fleet.loss_event(wid)) is not None and self.status.live:
                     self.record.event("worker_lost", lost)
                     self._mark(f"worker {wid} lost ({lost['carried']} lost)")
-                self.live.recent_errors.append(f"worker {wid} died: {text}")
+                self.live.lose(wid, text)
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
                 self.steps.fold(wid, window, delta, closed, current, msg.in_flight)
                 self.live.add(wid, delta, current)
@@ -305,8 +306,7 @@ class Controller:
     # ---- shutdown ---------------------------------------------------------------------------------------
     async def _shutdown(self, cancel: bool) -> None:
         # Without cancel the streams in flight finish, and their results land in the step that sent them.
-        if self.steps.current is not None:
-            self.steps.end("stop")
+        self.steps.stopping()
         await self.fleet.stop(cancel, self._on_message)
         if not cancel:  # a finished plan: let the poke at its last window's end answer (bounded)
             until = time.monotonic() + TELEMETRY_WAIT_S

@@ -61,6 +61,14 @@ class LiveFigures:
             self.recent_errors.append(str(err))
         self.latest_errors.update(latest_by_kind(delta.recent_errors))
 
+    def lose(self, wid: int, why: str) -> None:
+        """Worker ``wid`` died (``why``): said among the recent errors; its last gauges no longer count (a
+        dead worker's streams in flight would hold a lowering's settling for ever)."""
+        self.recent_errors.append(f"worker {wid} died: {why}")
+        self.gauges.pop(wid, None)
+        self.health.pop(wid, None)
+        self.recent_health.pop(wid, None)
+
     @property
     def in_flight(self) -> int:
         return sum(g[0] for g in self.gauges.values())
