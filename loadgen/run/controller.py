@@ -266,14 +266,9 @@ class Controller:
             return
         if status.state != "running":
             return
-        refused = self.live.refused_while_silent(now, UNREACHABLE_AFTER_S)
-        if refused:
-            status.state = "failed"
-            status.unreachable = True
-            status.message = (
-                f"target {self.config.target.base_url} stopped answering: no successful request for "
-                f"{UNREACHABLE_AFTER_S:.0f} s ({refused} connection errors); finished steps are in the record"
-            )
+        gone = self.live.gone(now, self.config.target.base_url, UNREACHABLE_AFTER_S)
+        if gone is not None:  # refused connections, or every request rejected the same way: exit 3
+            status.state, status.unreachable, status.message = "failed", True, gone
 
     def _server_died(self) -> bool:
         """A server ramp launched has exited: the run fails at once (marked), its finished steps kept."""
