@@ -138,6 +138,7 @@ class Controller:
             reset = await reset_prefix_cache(config.target, runtime)
             self.record.event("cache_reset", {"done": reset.done, "how": reset.how})
             self.steps.cache = ("reset", reset.how) if reset.done else ("kept", reset.how)
+            self.wheel.cache_not_reset(reset)
         elif config.reset_prefix_cache == "step":
             self.wheel.reset_cache = lambda: reset_prefix_cache(config.target, runtime)
 

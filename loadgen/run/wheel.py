@@ -138,8 +138,18 @@ class Wheel:
         if result is None:
             return
         self.steps.cache = ("reset", result.how) if result.done else ("kept", result.how)
+        self.cache_not_reset(result)
         if self.status.state == "running" and not self.settling and self.steps.current is None:
             self.steps.begin()
+
+    def cache_not_reset(self, reset: CacheReset) -> None:
+        """A failed ``--reset-prefix-cache`` is said on the terminal too (a warning, once), not only in the
+        record's step lines: the steps then run on whatever the cache holds."""
+        text = (
+            f"--reset-prefix-cache: the prefix cache was not reset ({reset.how}); steps run on what it holds"
+        )
+        if not reset.done and text not in self.status.warnings:
+            self.status.warnings.append(text)
 
     def check_settled(self) -> None:
         if self.settling and self.status.state == "running" and self.live.in_flight <= self.load.level:
