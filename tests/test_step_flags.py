@@ -30,6 +30,7 @@ from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost
 from loadgen.types import Target
+from tui.format import step_notes
 
 pytestmark = pytest.mark.timeout(180)
 PROFILE = """
@@ -98,6 +99,8 @@ def test_a_worker_killed_mid_step_flags_the_step(
     assert finish(outcome) == EXIT_WORKER_LOST
     said = capsys.readouterr().out
     assert "step 1 not clean: a load worker died during it" in said, said
+    assert any(w.startswith("worker 1 lost: worker 1 (pid") for w in watch.snap.warnings)  # said at once
+    assert step_notes(False, 0.0, outcome.steps[0].flags) == "worker lost"  # the console's notes column
 
 
 def test_a_worker_killed_while_the_step_closes_flags_what_vanished(

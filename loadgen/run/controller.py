@@ -218,6 +218,7 @@ class Controller:
                 self.steps.worker_lost(wid)
                 if (lost := self.fleet.loss_event(wid)) is not None and self.status.live:
                     self.record.event("worker_lost", lost)
+                    self.status.warnings.append(f"worker {wid} lost: {text}")  # headless says it at once
                     self._mark(f"worker {wid} lost ({lost['carried']} lost)")
                 self.live.lose(wid, text)
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
