@@ -27,7 +27,7 @@ from loadgen.format import fmt_ms_wide, fmt_num_wide
 from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
-from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
+from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE, EXIT_WORKER_LOST
 from loadgen.target.http import scrub
 from loadgen.target.refusals import refusal_text
 
@@ -341,7 +341,8 @@ def finish(outcome: RunOutcome | None, config: RunConfig | None = None) -> int:
     """Print the step tables (``config``: the run's, for its prices) and the record's path; the exit code:
     0 = the SLO was met at some step,
     1 = at none, 2 = the run failed before its first step (it could not start as given), 3 = the target
-    was unreachable (or the run never finished), 128 + N = signal N stopped the run (130 Ctrl-C,
+    was unreachable (or the run never finished), 4 = a load worker died during a step (its figures are
+    partial: the step is flagged ``worker_lost``), 128 + N = signal N stopped the run (130 Ctrl-C,
     143 SIGTERM, 129 SIGHUP: whatever its steps say, a stopped run claims nothing)."""
     if outcome is None:
         return EXIT_UNREACHABLE
@@ -358,6 +359,8 @@ def finish(outcome: RunOutcome | None, config: RunConfig | None = None) -> int:
         return EXIT_UNREACHABLE
     if outcome.state == "failed" and not outcome.steps:
         return EXIT_USAGE  # it could not start as given (no model to ask for, no record...): no SLO verdict
+    if any("worker_lost" in step.flags for step in outcome.steps):
+        return EXIT_WORKER_LOST
     if outcome.best_step is None:
         return EXIT_SLO
     return EXIT_OK

@@ -217,6 +217,10 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("cache", _step(lambda s: s.cache), str, "cache", ""),
     StepKey("cache_how", _step(lambda s: s.cache_how), str, "cache_how", ""),
     StepKey("closing_s", _step(lambda s: s.closing_s), float, "closing_s", 0.0),
+    StepKey("settling_s", _step(lambda s: s.settling_s), float, "settling_s", 0.0),
+    # what makes it not clean besides a cut (snapshot.STEP_FLAGS): worker_lost, closing_cut
+    StepKey("flags", _step(lambda s: list(s.flags)), tuple, "flags", ()),
+    StepKey("lost_requests", _step(lambda s: s.lost_requests), int, "lost_requests", 0),
     StepKey("ok", _stats(lambda w: w.ok), int, "stats.ok", 0),
     StepKey("errors", _stats(lambda w: dict(w.errors)), dict, "stats.errors", {}),
     StepKey("error_count", _stats(lambda w: w.error_count)),

@@ -264,6 +264,22 @@ def _urls(url: str, flags: RunFlags) -> tuple[str, ...]:
     return urls
 
 
+def _shape(flags: RunFlags, profile: Profile) -> LoadShape:
+    """The load's shape: a replayed trace's or request file's own times (open loop), else the plan."""
+    replayed = replay_plan(flags, profile.replay)
+    shape = (
+        load_shape(flags, profile.ramp)
+        if replayed is None
+        else LoadShape(replayed, "open", flags.max_concurrency, replayed.levels[0])
+    )
+    if flags.cancel_on_lower and shape.mode == "open":
+        raise UsageError(
+            "--cancel-on-lower cancels a closed loop's surplus streams when its level is lowered; an open "
+            "loop has none (a lower rate sends fewer arrivals, each request runs to its end): drop the flag"
+        )
+    return shape
+
+
 def resolve(flags: RunFlags, url: str) -> RunConfig:
     """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
     urls = _urls(url, flags)
@@ -271,12 +287,7 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
     problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
     if problem is not None:
         raise UsageError(problem)
-    replayed = replay_plan(flags, profile.replay)  # a trace's or request file's own times, in open loop
-    shape = (
-        load_shape(flags, profile.ramp)
-        if replayed is None
-        else LoadShape(replayed, "open", flags.max_concurrency, replayed.levels[0])
-    )
+    shape = _shape(flags, profile)
     out = _record_path(flags, profile)
     _refuse_what_cannot_run(flags, profile, shape, out)
     return RunConfig(
@@ -320,11 +331,6 @@ def resolve(flags: RunFlags, url: str) -> RunConfig:
 
 def _refuse_what_cannot_run(flags: RunFlags, profile: Profile, shape: LoadShape, out: str) -> None:
     """The combinations of flags, plan, record path and profile that cannot run: a UsageError naming each."""
-    if flags.cancel_on_lower and shape.mode == "open":
-        raise UsageError(
-            "--cancel-on-lower cancels a closed loop's surplus streams when its level is lowered; an open "
-            "loop has none (a lower rate sends fewer arrivals, each request runs to its end): drop the flag"
-        )
     problem = plan_problem(shape.plan, flags) or out_problem(out) or save_requests_problem(flags)
     if problem is None and flags.save_requests_detail and os.path.exists(detail_path(out)):
         problem = f"--save-requests-detail: {detail_path(out)} already exists; choose another --out"

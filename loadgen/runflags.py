@@ -103,11 +103,14 @@ _DEFAULT = RunFlags()
 def parse_levels(text: str) -> tuple[float, ...]:
     """``--steps 1,2,4,8``: positive numbers separated by commas."""
     try:
-        values = tuple(float(v) for v in text.replace(" ", "").split(",") if v)
+        parts = text.replace(" ", "").split(",")
+        values = tuple(float(v) for v in parts if v)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected numbers separated by commas, like 1,2,4,8 — got {text!r}"
         ) from None
+    if values and "" in parts:  # "4,,8" or "4,8,": a level left out is a typo, not a plan of two
+        raise argparse.ArgumentTypeError(f"a level is missing between commas, like 1,2,4,8 — got {text!r}")
     if not values or any(v <= 0 for v in values):
         raise argparse.ArgumentTypeError(f"levels must be positive numbers, like 1,2,4,8 — got {text!r}")
     return values

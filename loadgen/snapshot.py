@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from loadgen.config import SLO, WINDOWS, EndedBy, Mode, RunState, StepPhase, Window
 
@@ -38,6 +38,12 @@ class _EmptyMapping(Mapping[Any, Any]):
 
 # Typed Any on purpose: the one empty default of every Mapping field, whatever its key and value types.
 EMPTY: Mapping[Any, Any] = _EmptyMapping()
+
+# What makes a step not clean besides a cut: a load worker died while the step was measured or closed
+# (its load was not held, its requests in flight vanished: ``lost_requests``); the run stopped while the
+# step closed (its requests still in flight were cancelled, not counted).
+StepFlag = Literal["worker_lost", "closing_cut"]
+STEP_FLAGS: tuple[StepFlag, ...] = ("worker_lost", "closing_cut")
 
 # Histogram metric names, with the unit their values are displayed in.
 METRICS: dict[str, str] = {
@@ -188,10 +194,13 @@ class StepSummary:
     # A managed endpoint's latest x-ratelimit-* values in the step ("remaining-tokens" -> "9990"); empty
     # when the server sent none
     ratelimit: Mapping[str, str] = EMPTY
+    flags: tuple[StepFlag, ...] = ()  # see STEP_FLAGS: a flagged step is never clean
+    lost_requests: int = 0  # worker_lost: its requests in flight on the lost worker (at least these vanished)
+    settling_s: float = 0.0  # before its warm-up: waiting for the surplus streams of a lowering to finish
 
     @property
     def clean(self) -> bool:
-        return self.carried_share == 0.0
+        return self.carried_share == 0.0 and not self.flags
 
 
 @dataclass(frozen=True, slots=True)

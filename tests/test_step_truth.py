@@ -44,8 +44,8 @@ e2e_p95_s = 60
 STEEP = StepCost(2.0, 1.0, 0.0, ((0, 2.0), (128, 4.0)), spec_draft_ms=0.5)
 
 
-def profile() -> Profile:
-    return parse_profile(PROFILE, source="<steep>")
+def profile(text: str = PROFILE) -> Profile:
+    return parse_profile(text, source="<steep>")
 
 
 @pytest.fixture(scope="module")
@@ -118,11 +118,16 @@ def test_the_record_carries_closing_time_and_carried_share(sim: ProcessSimHandle
 
 
 def run_live(
-    sim: ProcessSimHandle, tmp_path: Path, plan: RampPlan | None, level: int = 4, snapshot_hz: float = 4.0
+    sim: ProcessSimHandle,
+    tmp_path: Path,
+    plan: RampPlan | None,
+    level: int = 4,
+    snapshot_hz: float = 4.0,
+    text: str = PROFILE,
 ) -> tuple[Engine, Watch]:
     config = RunConfig(
         Target(sim.url),
-        profile(),
+        profile(text),
         plan=plan,
         level=level,
         out=str(tmp_path / "live.jsonl"),
@@ -248,10 +253,14 @@ def test_the_latest_error_of_each_kind_is_kept_whole_and_scrubbed(tmp_path: Path
 
 
 def test_a_closing_step_shows_its_own_figures_and_number(sim: ProcessSimHandle, tmp_path: Path) -> None:
-    # Step 0 closes in about 0.26 s (its 4 streams' last requests landing): at 20 snapshots a second
-    # several show it, and ``seen`` looks at each of them, however late this thread is scheduled.
+    # Step 0 closes in a fraction of a second (its 4 streams' last requests landing): at 20 snapshots a
+    # second several show it, and ``seen`` looks at each of them, however late this thread is scheduled.
+    # Output lengths spread out: the streams run out of step, so some request of the step is still in
+    # flight when its window ends (4 streams in step may all finish right at it: a closing held exactly
+    # as long as needed then lasts no time at all).
+    spread = PROFILE.replace("output = 200", "output = { min = 100, max = 300 }")
     plan = RampPlan((4.0, 8.0), step_s=2.5, warmup_s=0.5)
-    engine, watch = run_live(sim, tmp_path, plan, snapshot_hz=20.0)
+    engine, watch = run_live(sim, tmp_path, plan, snapshot_hz=20.0, text=spread)
     try:
         # "this step" keeps the holding step's figures while its last requests land (it read empty before)
         snap = watch.seen(lambda s: s.phase == "closing" and s.windows["step"].ok > 0, 30, "a closing step")

@@ -7,7 +7,7 @@ formatters, shared with the headless face); nothing here formats a number itself
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from loadgen.format import fmt_duration, fmt_ms, fmt_pct, fmt_rate, fmt_setting, fmt_si
 from loadgen.snapshot import METRICS, SLO, SLOVerdict
@@ -137,14 +137,19 @@ def verdict_cell(verdict: SLOVerdict, compact: int = 0) -> str:
     return f"miss {clause}" + (f" +{more}" if more and compact == 0 else "")
 
 
-def step_notes(client_bound: bool, carried_share: float) -> str:
+STEP_FLAG_NOTES = {"worker_lost": "worker lost", "closing_cut": "stopped closing"}
+
+
+def step_notes(client_bound: bool, carried_share: float, flags: Sequence[str] = ()) -> str:
     """What a step's figures stand on, in a few cells: '⚠bound' (the client was the bottleneck), 'cut 23%'
-    (a manual change cut it: that share of its requests finished under the next load)."""
+    (a manual change cut it: that share of its requests finished under the next load), 'worker lost' and
+    'stopped closing' (``StepSummary.flags``: its load was not held)."""
     notes = []
     if client_bound:
         notes.append("⚠bound")
     if carried_share > 0:
         notes.append(f"cut {fmt_pct(carried_share, 0)}")
+    notes.extend(STEP_FLAG_NOTES.get(flag, flag) for flag in flags)
     return " ".join(notes)
 
 

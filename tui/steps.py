@@ -119,7 +119,7 @@ def columns(
         Column("err", lambda s: fmt_count(s.stats.error_count), True),
         Column("SLO", lambda s: verdict_cell(s.verdict, compact), True, left=True),
         *base,
-        Column("notes", lambda s: step_notes(s.client_bound, s.carried_share), True, left=True),
+        Column("notes", lambda s: step_notes(s.client_bound, s.carried_share, s.flags), True, left=True),
     )
 
 

@@ -203,6 +203,29 @@ def _error_lines(steps: Sequence[StepSummary]) -> list[str]:
     return lines
 
 
+FLAG_WORDS = {
+    "worker_lost": "a load worker died during it: its load was not held",
+    "closing_cut": "the run stopped while it closed: its requests still in flight were cancelled, not counted",
+}
+
+
+def flag_lines(steps: Sequence[StepSummary]) -> list[str]:
+    """Each flagged step (``StepSummary.flags``) in words, and each whose goodput reads above its out tok/s."""
+    lines = []
+    for step in steps:
+        for flag in step.flags:
+            lost = f" ({step.lost_requests} in flight on it vanished)" if flag == "worker_lost" else ""
+            lines.append(f"  step {step.index + 1} not clean: {FLAG_WORDS[flag]}{lost}")
+        good, out = step.stats.goodput_tok_s, step.stats.out_tok_s
+        if good is not None and out is not None and good > out:
+            lines.append(
+                f"  step {step.index + 1}: goodput {fmt_num_wide(good)} tok/s reads above out "
+                f"{fmt_num_wide(out)} tok/s: goodput counts every token of the requests sent in the window "
+                "(some arrived after it), out tok/s the tokens that arrived in it"
+            )
+    return lines
+
+
 def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     """The best step and why, each step's SLO failures, and which steps were client-bound (and by what)."""
     lines = []
@@ -227,6 +250,7 @@ def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
         if step.verdict.failures:
             lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(step.verdict.failures))
     lines.extend(_error_lines(steps))
+    lines.extend(flag_lines(steps))
     if any(_estimated(s) for s in steps):
         lines.append(
             "  ~ output tokens estimated from the stream: the server sent no usage for some requests"

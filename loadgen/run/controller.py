@@ -136,6 +136,7 @@ class Controller:
             reset = await reset_prefix_cache(config.target, runtime)
             self.record.event("cache_reset", {"done": reset.done, "how": reset.how})
             self.steps.cache = ("reset", reset.how) if reset.done else ("kept", reset.how)
+            self.wheel.cache_not_reset(reset)
         elif config.reset_prefix_cache == "step":
             self.wheel.reset_cache = lambda: reset_prefix_cache(config.target, runtime)
 
@@ -188,7 +189,7 @@ class Controller:
                 self._publish_snapshot()
 
     def _next_timer_ns(self) -> int:
-        return self.steps.next_timer_ns() if self.status.state == "running" else NO_TIMER_NS
+        return self.wheel.next_timer_ns() if self.status.state == "running" else NO_TIMER_NS
 
     def _check_timers(self, now: int) -> None:
         if self.status.state != "running":
@@ -209,10 +210,12 @@ class Controller:
                 self.fleet.alive.add(wid)
             case WorkerFatal(worker_id=wid, message=text):
                 self.fleet.fatal.append(text)
+                self.steps.worker_lost(wid)
                 if (lost := self.fleet.loss_event(wid)) is not None and self.status.live:
                     self.record.event("worker_lost", lost)
+                    self.status.warnings.append(f"worker {wid} lost: {text}")  # headless says it at once
                     self._mark(f"worker {wid} lost ({lost['carried']} lost)")
-                self.live.recent_errors.append(f"worker {wid} died: {text}")
+                self.live.lose(wid, text)
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
                 self.steps.fold(wid, window, delta, closed, current, msg.in_flight)
                 self.live.add(wid, delta, current)
@@ -260,13 +263,9 @@ class Controller:
             return
         if status.state != "running":
             return
-        refused = self.live.refused_while_silent(now, UNREACHABLE_AFTER_S)
-        if refused:
-            status.fail(
-                f"target {self.config.target.base_url} stopped answering: no successful request for "
-                f"{UNREACHABLE_AFTER_S:.0f} s ({refused} connection errors); finished steps are in the record",
-                unreachable=True,
-            )
+        gone = self.live.gone(now, self.config.target.base_url, UNREACHABLE_AFTER_S)
+        if gone is not None:  # refused connections, or every request rejected the same way: exit 3
+            status.fail(gone, unreachable=True)
 
     def _server_died(self) -> bool:
         """A server ramp launched has exited: the run fails at once (marked), its finished steps kept."""
@@ -299,8 +298,7 @@ class Controller:
     # ---- shutdown ---------------------------------------------------------------------------------------
     async def _shutdown(self, cancel: bool) -> None:
         # Without cancel the streams in flight finish, and their results land in the step that sent them.
-        if self.steps.current is not None:
-            self.steps.end("stop")
+        self.steps.stopping()
         await self.fleet.stop(cancel, self._on_message)
         if not cancel:  # a finished plan: let the poke at its last window's end answer (bounded)
             until = time.monotonic() + TELEMETRY_WAIT_S

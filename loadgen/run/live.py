@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from loadgen.metrics import IntervalDelta, RollingWindow
 from loadgen.run.health import RECENT_HEALTH, client_health
+from loadgen.run.rejections import RejectionStreak
 from loadgen.snapshot import ClientHealth
 from loadgen.target.http import scrub
 from loadgen.types import ErrorKind
@@ -35,6 +36,7 @@ class LiveFigures:
         self.last_ok_ns = time.monotonic_ns()
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
         self.latest_errors: dict[str, str] = {}  # error kind -> its latest message, whole and scrubbed
+        self.rejections = RejectionStreak()  # every answer since the last success one permanent 4xx?
 
     def add(self, wid: int, delta: IntervalDelta, current: bool) -> None:
         self.rolling.add(delta)
@@ -47,6 +49,7 @@ class LiveFigures:
         ok = int(delta.ok)
         if ok:
             self.last_ok_ns = delta.t1_ns
+        self.rejections.add(delta)
         self.timeline.append(
             (
                 delta.t1_ns,
@@ -60,6 +63,14 @@ class LiveFigures:
         for err in delta.recent_errors:
             self.recent_errors.append(str(err))
         self.latest_errors.update(latest_by_kind(delta.recent_errors))
+
+    def lose(self, wid: int, why: str) -> None:
+        """Worker ``wid`` died (``why``): said among the recent errors; its last gauges no longer count (a
+        dead worker's streams in flight would hold a lowering's settling for ever)."""
+        self.recent_errors.append(f"worker {wid} died: {why}")
+        self.gauges.pop(wid, None)
+        self.health.pop(wid, None)
+        self.recent_health.pop(wid, None)
 
     @property
     def in_flight(self) -> int:
@@ -102,6 +113,17 @@ class LiveFigures:
         the target stopped answering."""
         refused = self.connect_errors(now)
         return refused if refused and now - self.last_ok_ns > silent_s * 1e9 else 0
+
+    def gone(self, now: int, url: str, silent_s: float) -> str | None:
+        """Why the run cannot go on, or None: no request succeeded for ``silent_s`` and connections were
+        refused (the target stopped answering), or every answer was the same permanent rejection."""
+        refused = self.refused_while_silent(now, silent_s)
+        if refused:
+            return (
+                f"target {url} stopped answering: no successful request for {silent_s:.0f} s "
+                f"({refused} connection errors); finished steps are in the record"
+            )
+        return self.rejections.verdict(now, url)
 
     def client_health(self) -> ClientHealth:
         return client_health(self.health, self.recent_health)

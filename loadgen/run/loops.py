@@ -90,21 +90,26 @@ class Backoff:
     """One virtual user's pause before its next request, after an answer that says "not now".
 
     A refused connection: 10 ms doubling to 1 s (the server is down or restarting; come back soon). A
-    refusal (``loadgen.target.refusals.is_refusal``: 429, 5xx, 401/403): 100 ms doubling to 5 s, each pause
-    drawn between half and all of it so that the users do not come back in step; a ``Retry-After`` is
-    honoured (up to 30 s, plus up to 20 %, never earlier). Any other answer ends the backoff.
+    refusal (``loadgen.target.refusals.is_refusal``: 429, 5xx, 401/403), or any other error the same as
+    the one before it (a 400 or 404 on every request: a permanent rejection would otherwise be hammered
+    thousands of times a second): 100 ms doubling to 5 s, each pause drawn between half and all of it so
+    that the users do not come back in step; a ``Retry-After`` is honoured (up to 30 s, plus up to 20 %,
+    never earlier). A success or a different error ends the backoff (a one-off 400 earns no pause).
     """
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.base_s = 0.0
+        self.last: tuple[ErrorKind | None, int | None] | None = None  # the last error, (kind, status)
 
     def after(self, result: RequestResult) -> float:
         """Seconds to pause after ``result`` (0.0: none)."""
         if result.error_kind is ErrorKind.CONNECT:
             self.base_s = min(CONNECT_BACKOFF_MAX_S, max(CONNECT_BACKOFF_MIN_S, self.base_s * 2))
             return self.base_s
-        if result.outcome is not Outcome.ERROR or not is_refusal(result.http_status):
+        error = (result.error_kind, result.http_status) if result.outcome is Outcome.ERROR else None
+        repeated, self.last = error is not None and error == self.last, error
+        if error is None or not (repeated or is_refusal(result.http_status)):
             self.base_s = 0.0
             return 0.0
         self.base_s = min(REFUSAL_BACKOFF_MAX_S, max(REFUSAL_BACKOFF_MIN_S, self.base_s * 2))

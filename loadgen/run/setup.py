@@ -44,6 +44,8 @@ def context_warning(
     if not isinstance(max_model_len, int):
         unknown = "--fit-context: the server does not state its max_model_len; requests are sent as drawn"
         return unknown if fit else None
+    if profile.replay is not None:
+        return None  # a dataset's or trace's own lengths are sent, not the buckets': nothing to say of those
     found = context_overflow(profile, max_model_len, turn_overhead=sizer.per_turn_tokens if sizer else 0)
     if found is None:
         return None

@@ -23,7 +23,7 @@ from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.slo import best_step, evaluate
-from loadgen.snapshot import SLOVerdict, StepSummary
+from loadgen.snapshot import STEP_FLAGS, SLOVerdict, StepFlag, StepSummary
 from loadgen.target.ratelimit import read_ratelimit
 
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
@@ -50,6 +50,7 @@ class StepEnd:
     held: bool = False  # a planned end: the load holds at the step's level until its requests are done
     repeat: int = 0
     cache: tuple[str, str] = ("kept", "")  # the prefix cache before the step, and how it was reset
+    settling_s: float = 0.0  # how long its warm-up waited for a lowering's surplus streams
 
 
 @dataclass(eq=False, slots=True)
@@ -71,6 +72,8 @@ class Segment:
     closed_ns: int | None = None  # when its last request was done
     latest_errors: dict[str, str] = field(default_factory=dict)  # error kind -> its latest message
     ratelimit: dict[str, str] = field(default_factory=dict)  # the latest x-ratelimit-* values seen
+    flags: set[StepFlag] = field(default_factory=set)  # what makes it not clean besides a cut
+    lost_requests: int = 0  # its requests in flight on workers lost before they shipped them
 
     def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0) -> None:
         self.acc.add(delta)
@@ -98,6 +101,15 @@ class Segment:
         if self.cut_ns is None or done <= 0:
             return 0.0
         return round(min(1.0, sum(self.carried.values()) / done), 4)
+
+    def lose(self, wid: int) -> None:
+        """Worker ``wid`` died while this window still waited for it: what it had in flight vanished."""
+        self.flags.add("worker_lost")
+        if wid in self.pending:
+            self.lost_requests += self.in_flight.get(wid, 0)
+            self.pending.discard(wid)
+            if not self.pending and self.closed_ns is None:
+                self.closed_ns = time.monotonic_ns()
 
     def bound_reason(self) -> str | None:
         """Why this window's timings may read high (the client-bound flag), or None."""
@@ -130,6 +142,11 @@ class Steps:
         self.summaries: list[StepSummary] = []
         self.starts_s: list[float] = []
         self.best: int | None = None
+        self.settled_s = 0.0  # how long the next step's warm-up waited for surplus streams (Wheel sets it)
+        self.step_settled_s = 0.0  # the current step's
+        # A worker was lost since the load was last spread over the workers: its share is not sent, so every
+        # window measured until the next step begins is flagged (``Segment.flags``).
+        self.short_of_load = False
 
     # ---- deltas -----------------------------------------------------------------------------------------
     def fold(
@@ -154,6 +171,8 @@ class Steps:
     # ---- boundaries -------------------------------------------------------------------------------------
     def _new_segment(self, phase: Phase, now: int) -> Segment:
         seg = Segment(self.next_seg, self.index, phase, now, Accumulator(), pending=set(self.fleet.alive))
+        if self.short_of_load:
+            seg.flags.add("worker_lost")
         self.next_seg += 1
         self.segments[seg.seg_id] = seg
         self.fleet.send_all(Flush(seg.seg_id, now))
@@ -171,6 +190,8 @@ class Steps:
         self.mode, self.arrival = load.mode, load.arrival_label()
         self.repeat = load.repeat_now()
         self.step_cache, self.cache = self.cache, ("kept", "")  # a reset counts for the step right after it
+        self.step_settled_s, self.settled_s = self.settled_s, 0.0
+        self.short_of_load = False  # apply_load below spreads the level over the workers left
         self.marks = []
         self.starts_s.append((now - self.t0_ns) / 1e9)
         warm = load.warmup_s()
@@ -230,6 +251,7 @@ class Steps:
             held=hold,
             repeat=self.repeat,
             cache=self.step_cache,
+            settling_s=self.step_settled_s,
         )
         if hold:
             self.closing = seg
@@ -244,6 +266,23 @@ class Steps:
         seg.cut_ns = time.monotonic_ns()
         self.closing = None
         return True
+
+    def worker_lost(self, wid: int) -> None:
+        """Worker ``wid`` died: every window that still waited for it (the step measuring, one closing, one
+        waiting for late results) is flagged, with what it had in flight; so is each window until the next
+        step spreads the load over the workers left."""
+        self.short_of_load = True
+        for seg in self.segments.values():
+            if seg.phase == "measure" and (wid in seg.pending or seg is self.current):
+                seg.lose(wid)
+
+    def stopping(self) -> None:
+        """The run stops: the current step ends (a partial step); a planned step still holding for its
+        requests is flagged ``closing_cut`` (they are cancelled or finish under no load, not its own)."""
+        if self.current is not None:
+            self.end("stop")
+        if self.closing is not None and self.closing.closed_ns is None:
+            self.closing.flags.add("closing_cut")
 
     def shown_index(self) -> int:
         """The step the header names: the closing one while it holds, else the current (or next) one."""
@@ -351,6 +390,9 @@ class Steps:
             closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
             replicas=replicas,
             idle_replicas=idle_replicas(replicas),
+            flags=tuple(f for f in STEP_FLAGS if f in seg.flags),
+            lost_requests=seg.lost_requests,
+            settling_s=round(end.settling_s, 3),
         )
         self.summaries.append(summary)
         self.best = best_step(self.summaries)

@@ -14,6 +14,7 @@ and the settling in between — so that every step is measured under its own loa
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 
 from loadgen.config import EndedBy, Mode, RunConfig, StepPhase
@@ -29,6 +30,7 @@ from loadgen.telemetry.headroom import level_warning
 ResetCache = Callable[[], Coroutine[object, object, CacheReset]]
 
 NOTICES_KEPT = 8
+WAITING_POLL_NS = 10_000_000  # closing or settling: how soon a worker's "done" is seen (not a snapshot tick)
 MIN_OPEN_RATE = 0.1  # req/s: a closed loop that achieved nothing still opens at a rate that sends
 
 
@@ -46,6 +48,7 @@ class Wheel:
         )
         self.next_after_close = False  # the closing step was planned: its report applies the next level
         self.settling = False
+        self.settling_since_ns = 0  # when the settling under way began (its step line says how long it took)
         self.notices: list[tuple[int, str]] = []
         self.notice_id = 0
         self.headroom_warned = 0  # the level last told it is above the KV headroom (told once per level)
@@ -68,6 +71,15 @@ class Wheel:
         if self.status.state == "running" and (self.settling or self.resetting is not None):
             return "settling"
         return "idle"
+
+    def next_timer_ns(self) -> int:
+        """When the controller must look next: the step's own timers, and while a step closes or a lowering
+        settles every ``WAITING_POLL_NS``, so the next step begins as soon as the last is done (the load is
+        held for exactly the time needed, not up to the next snapshot tick)."""
+        due = self.steps.next_timer_ns()
+        if self.phase() in ("closing", "settling"):
+            due = min(due, time.monotonic_ns() + WAITING_POLL_NS)
+        return due
 
     def surplus(self) -> int:
         return max(0, self.live.in_flight - self.load.level) if self.settling else 0
@@ -93,6 +105,8 @@ class Wheel:
             self.fleet.apply_load(load)  # no load: nothing to measure until a key asks for some
             return
         if load.mode == "closed" and self.live.in_flight > load.level:
+            if not self.settling:
+                self.settling_since_ns = time.monotonic_ns()
             self.settling = True
             self.fleet.apply_load(load)
             return
@@ -125,12 +139,23 @@ class Wheel:
         if result is None:
             return
         self.steps.cache = ("reset", result.how) if result.done else ("kept", result.how)
+        self.cache_not_reset(result)
         if self.status.state == "running" and not self.settling and self.steps.current is None:
             self.steps.begin()
+
+    def cache_not_reset(self, reset: CacheReset) -> None:
+        """A failed ``--reset-prefix-cache`` is said on the terminal too (a warning, once), not only in the
+        record's step lines: the steps then run on whatever the cache holds."""
+        text = (
+            f"--reset-prefix-cache: the prefix cache was not reset ({reset.how}); steps run on what it holds"
+        )
+        if not reset.done and text not in self.status.warnings:
+            self.status.warnings.append(text)
 
     def check_settled(self) -> None:
         if self.settling and self.status.state == "running" and self.live.in_flight <= self.load.level:
             self.settling = False
+            self.steps.settled_s = (time.monotonic_ns() - self.settling_since_ns) / 1e9
             self.begin()
 
     # ---- the plan ---------------------------------------------------------------------------------------

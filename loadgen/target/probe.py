@@ -103,6 +103,8 @@ async def probe_one(target: Target, timeout_s: float = 5.0) -> ServerInfo:
         note = f"{base}/v1/models not found (HTTP 404): going on with --model {target.model!r} as given"
     else:
         chosen, error = _choose(target, entries)
+        if not entries and target.model:  # a gateway that lists nothing but routes the name, as a 404 does
+            note = f"{base}/v1/models lists no model: going on with --model {target.model!r} as given"
     max_len = chosen.get("max_model_len") if chosen is not None else None
     return ServerInfo(
         url=base,
@@ -194,7 +196,10 @@ def _choose(target: Target, entries: Sequence[Entry]) -> tuple[Entry | None, str
     """The model to load-test (the one asked for, else the first served) and what is wrong, if anything."""
     base = target_root(target)
     if not entries:
-        return None, f"{base} serves no model (empty /v1/models): wait for the model to load"
+        return (
+            None,
+            "" if target.model else f"{base} serves no model (empty /v1/models): wait for the model to load",
+        )
     if not target.model:
         return entries[0], ""
     chosen = next((e for e in entries if e["id"] == target.model), None)
