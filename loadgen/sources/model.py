@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -140,7 +140,7 @@ class Source:
     content_hash: str
     format: str
     note: str = ""  # how it was read, for the operator ("timestamps read as ms: all integers")
-    conversations: tuple[Conversation, ...] = ()
+    conversations: Sequence[Conversation] = ()  # a tuple, or records read from the file on demand
     entries: tuple[TraceEntry, ...] = ()
     requests: tuple[RecordedRequest, ...] = ()
     dataset: DatasetOptions | None = None
