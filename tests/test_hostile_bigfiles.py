@@ -64,3 +64,38 @@ def test_an_indexed_dataset_reads_the_same_records_and_pickles_small(tmp_path: P
         assert "changed since the run read it" in str(exc)
     else:
         raise AssertionError("a changed file was replayed")
+
+
+def big_trace(path: Path, megabytes: int) -> Path:
+    ids = list(range(40))  # ~200 bytes a row: a Mooncake-like row with its prefix blocks
+    with path.open("w") as f:
+        t = 0
+        while f.tell() < megabytes * 1_000_000:
+            rows = (
+                {"timestamp": (t := t + 10), "input_length": 512, "output_length": 4, "hash_ids": ids}
+                for _ in range(1000)
+            )
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_50_mb_trace_holds_only_its_window(tmp_path: Path) -> None:
+    trace = big_trace(tmp_path / "big.jsonl", 50)  # an arrival every 10 ms: 0:3 s is 300 of ~250k rows
+    server = serving()
+    args = [
+        "--trace",
+        str(trace),
+        "--trace-window",
+        "0:3",
+        "--no-metrics",
+        "--out",
+        str(tmp_path / "r.jsonl"),
+    ]
+    try:
+        ran = ramp_measured(["run", server.url, "--headless", *args], tmp_path, timeout_s=120)
+    finally:
+        server.stop()
+    assert ran.returncode in (0, 1), ran.stderr
+    header = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    assert "300 arrivals over 3 s" in json.dumps(header), ran.stderr
+    assert ran.peak_rss_mb < RSS_BOUND_MB, ran.peak_rss_mb

@@ -15,6 +15,10 @@ JSON (an array) or JSONL, and its first record says which: ``conversations`` →
 then each user message with the assistant message after it as that turn's recorded reply (consecutive user
 messages are joined). A record without a user message is skipped (the count is in the note); a record that
 is malformed is a ``SourceError`` naming the file, the line (or record number) and the field.
+
+Memory: a text or JSONL file is validated line by line and then held as an index (``DatasetRecords``: 16
+bytes a record), each worker reading the records it replays from the file; a JSON array is read whole
+(convert a big one to JSONL).
 """
 
 from __future__ import annotations

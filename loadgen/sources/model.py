@@ -193,6 +193,18 @@ def file_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def hash_file(path: str) -> str:
+    """``file_hash`` of the file at ``path``, read in 1 MiB pieces (never whole)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while piece := f.read(1 << 20):
+                digest.update(piece)
+    except OSError as exc:
+        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
 def read_bytes(path: str) -> bytes:
     """The file's bytes, or ``SourceError`` saying why not."""
     try:
