@@ -247,9 +247,10 @@ class StreamSink:
         live = self.live
         try:
             payloads = self.feed(piece)
-        except (
-            EventTooLarge
-        ) as exc:  # an endless line: malformed now, not a spinning core until the TTFT timeout
+        except EventTooLarge as exc:  # an endless line: malformed now, not a core until the TTFT timeout
+            # Its traceback's frames hold the unfinished event (a MiB): the error the connection keeps (a
+            # cycle, freed only by the worker's rare gen-2 collections) must not keep that alive.
+            exc.__traceback__ = None
             st.end_ns = t
             raise TransportError(ErrorKind.MALFORMED, str(exc)) from None
         for payload in payloads:

@@ -42,7 +42,7 @@ def test_a_trace_length_of_1e12_is_refused_before_any_prompt_is_built(tmp_path: 
         f"ramp: {trace}:2: input_length: 1,000,000,000,000 tokens is past any model's context "
         "(at most 10,000,000)"
     ), ran.stderr
-    assert ran.peak_rss_mb < 300, ran.peak_rss_mb
+    assert 0 < ran.peak_rss_mb < 300, ran.peak_rss_mb  # it took the host's RAM (killed at 24 GB)
 
 
 def test_a_trace_past_the_servers_max_model_len_is_refused_or_clamped(tmp_path: Path) -> None:

@@ -90,6 +90,17 @@ class TelemetryLink:
         for hub in self.replica_hubs:
             await hub.ready(FIRST_SCRAPE_S)
 
+    def dropped(self) -> list[str]:
+        """A notice for each source whose page was dropped for being too big or too slow (an endless or
+        50 MB /metrics: ``loadgen.target.bounded``), so the run says why its server figures are n/a."""
+        hubs = (self.hub, *self.replica_hubs) if self.hub is not None else ()
+        return [
+            f"telemetry source {name}: {text}"
+            for hub in hubs
+            for name, text in hub.statuses().items()
+            if text.endswith("(telemetry dropped)")
+        ]
+
     def replica_kv(self, t0_ns: int, t1_ns: int) -> list[float | None]:
         """Each replica's mean KV-cache usage over a window (None where n/a); [] with one server."""
         if self.hub is None or not self.replica_hubs:

@@ -15,13 +15,19 @@ JSON (an array) or JSONL, and its first record says which: ``conversations`` →
 then each user message with the assistant message after it as that turn's recorded reply (consecutive user
 messages are joined). A record without a user message is skipped (the count is in the note); a record that
 is malformed is a ``SourceError`` naming the file, the line (or record number) and the field.
+
+Memory: a text or JSONL file is validated line by line and then held as an index (``DatasetRecords``: 16
+bytes a record), each worker reading the records it replays from the file; a JSON array is read whole
+(convert a big one to JSONL).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import overload
 
+from loadgen.sources.lines import LineIndex, scan_lines
 from loadgen.sources.model import (
     Conversation,
     DatasetFormat,
@@ -33,6 +39,7 @@ from loadgen.sources.model import (
     decode_text,
     file_hash,
     jsonl_lines,
+    parse_json,
     read_bytes,
 )
 
@@ -52,38 +59,123 @@ OPENAI_ROLES = ("system", "developer", "user", "assistant")
 Record = tuple[int | str, object]  # (where: a line number or "record #N", the decoded value)
 
 
+class DatasetRecords(Sequence[Conversation]):
+    """A text or JSONL dataset's records, read from the file when asked for (``LineIndex``): validated once
+    when the run starts, then only the offsets are held (and pickled to the workers)."""
+
+    def __init__(self, index: LineIndex, fmt: DatasetFormat) -> None:
+        self.lines = index
+        self.fmt = fmt
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, i: int) -> Conversation: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Conversation]: ...
+
+    def __getitem__(self, i: int | slice) -> Conversation | Sequence[Conversation]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        number, text = self.lines.read(i)
+        found = _line_record(self.lines.path, number, text, self.fmt)
+        if found is None:  # the file changed under the same size and mtime: say so, never replay garbage
+            raise SourceError(self.lines.path, number, None, "changed since the run read it")
+        return found
+
+
+def _line_record(path: str, number: int, text: str, fmt: DatasetFormat) -> Conversation | None:
+    """One line as a record (None: blank, or a record without a user turn)."""
+    if not text.strip():
+        return None
+    if fmt == "text":
+        return Conversation((DialogTurn(text),), line=number, raw=True)
+    return read_record(path, number, parse_json(path, number, text), fmt)
+
+
+def _scan(path: str, fmt: DatasetFormat) -> tuple[DatasetRecords, int, int]:
+    """The file's records indexed, each validated once; how many were skipped (no user turn), and the
+    turns of those kept."""
+    skipped = turns = 0
+
+    def keep(number: int, text: str) -> bool:
+        nonlocal skipped, turns
+        if not text.strip():
+            return False
+        found = _line_record(path, number, text, fmt)
+        if found is None:
+            skipped += 1
+            return False
+        turns += len(found.turns)
+        return True
+
+    return DatasetRecords(scan_lines(path, keep), fmt), skipped, turns
+
+
+def _first_line(path: str) -> str:
+    """The file's first non-blank line (at most 1 MiB of it), for detection: the file is not read whole."""
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                if raw.strip():
+                    return raw[: 1 << 20].decode("utf-8", "replace")
+    except OSError as exc:
+        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+    return ""
+
+
 def load_dataset(options: DatasetOptions) -> Source:
-    """Read and validate ``options.path``; raise ``SourceError`` (one line) on anything wrong."""
+    """Read and validate ``options.path``; raise ``SourceError`` (one line) on anything wrong. A text or
+    JSONL file is indexed, not held (``DatasetRecords``); a JSON array is read whole."""
+    path = options.path
+    first = _first_line(path).lstrip()
+    if first.startswith("[") and options.format != "text" and not path.lower().endswith(".txt"):
+        return _load_array(options)
+    fmt = options.format or detect_format(path, first)
+    records, skipped, turns = _scan(path, fmt)
+    return _source(options, records, fmt, (skipped, turns), records.lines.sha256)
+
+
+def _load_array(options: DatasetOptions) -> Source:
     path = options.path
     data = read_bytes(path)
     text = decode_text(path, data)
     fmt = options.format or detect_format(path, text)
     skipped = 0
     conversations: list[Conversation] = []
-    if fmt == "text":
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                conversations.append(Conversation((DialogTurn(line),), line=number, raw=True))
-    else:
-        for where, value in json_records(path, text):
-            conversation = read_record(path, where, value, fmt)
-            if conversation is None:
-                skipped += 1
-            else:
-                conversations.append(conversation)
+    for where, value in json_records(path, text):
+        conversation = read_record(path, where, value, fmt)
+        if conversation is None:
+            skipped += 1
+        else:
+            conversations.append(conversation)
+    turns = sum(len(c.turns) for c in conversations)
+    return _source(options, tuple(conversations), fmt, (skipped, turns), file_hash(data))
+
+
+def _source(
+    options: DatasetOptions,
+    conversations: Sequence[Conversation],
+    fmt: DatasetFormat,
+    counts: tuple[int, int],
+    sha: str,
+) -> Source:
+    path = options.path
+    skipped, turns = counts
     if not conversations:
         raise SourceError(path, None, None, f"no usable {fmt} record (a user turn to send) in the file")
-    turns = sum(len(c.turns) for c in conversations)
     note = f"{len(conversations)} {fmt} records, {turns} turns" + (
         f" ({skipped} without a user turn skipped)" if skipped else ""
     )
     return Source(
         kind="dataset",
         path=path,
-        content_hash=file_hash(data),
+        content_hash=sha,
         format=fmt,
         note=note,
-        conversations=tuple(conversations),
+        conversations=conversations,
         dataset=options,
         skipped=skipped,
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -140,7 +140,7 @@ class Source:
     content_hash: str
     format: str
     note: str = ""  # how it was read, for the operator ("timestamps read as ms: all integers")
-    conversations: tuple[Conversation, ...] = ()
+    conversations: Sequence[Conversation] = ()  # a tuple, or records read from the file on demand
     entries: tuple[TraceEntry, ...] = ()
     requests: tuple[RecordedRequest, ...] = ()
     dataset: DatasetOptions | None = None
@@ -191,6 +191,18 @@ class Source:
 
 def file_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def hash_file(path: str) -> str:
+    """``file_hash`` of the file at ``path``, read in 1 MiB pieces (never whole)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while piece := f.read(1 << 20):
+                digest.update(piece)
+    except OSError as exc:
+        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
 
 
 def read_bytes(path: str) -> bytes:

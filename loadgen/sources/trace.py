@@ -23,7 +23,8 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from loadgen.sources.model import (
     Source,
@@ -33,10 +34,8 @@ from loadgen.sources.model import (
     TraceOptions,
     check_span,
     check_tokens,
-    decode_text,
-    file_hash,
-    jsonl_objects,
-    read_bytes,
+    hash_file,
+    parse_json,
 )
 
 TIME_KEYS = ("timestamp", "timestamp_ms", "timestamp_s", "time", "arrival_time", "ts")
@@ -50,67 +49,101 @@ Raw = tuple[int, float, int, int, tuple[int, ...], str | None, str]  # line, t, 
 
 
 def load_trace(options: TraceOptions) -> Source:
+    """Read the trace in two streaming passes, never whole: the first validates every row and keeps only
+    its time (8 bytes a row), the second builds the arrivals inside the window. A 50 MB trace of which a
+    window uses 300 rows holds 300 entries, not the file."""
     path = options.path
-    data = read_bytes(path)
-    text = decode_text(path, data)
     csv_file = path.lower().endswith(".csv")
-    rows = _csv_rows(path, text) if csv_file else _jsonl_rows(path, text)
-    raw = [_entry(path, number, row) for number, row in rows]
-    if not raw:
+    times = array("d")
+    first: Raw | None = None
+    whole = True
+    for number, row in _rows(path, csv_file):
+        raw = _entry(path, number, row)
+        first = first or raw
+        times.append(raw[1])
+        whole = whole and float(raw[1]).is_integer()
+    if first is None:
         raise SourceError(path, None, None, "no arrivals in the file")
-    unit, why = _unit(options.time_unit, raw)
+    unit, why = _unit(options.time_unit, first[6], whole)
     factor = 0.001 if unit == "ms" else 1.0
-    raw.sort(key=lambda r: r[1])  # arrivals in time order, whatever the file's order
-    origin = raw[0][1]
+    origin = min(times)
     start, end = options.window if options.window is not None else (0.0, None)
-    entries = []
-    for line, t, n_in, n_out, ids, session, _ in raw:
+    kept = []
+    for number, row in _rows(path, csv_file):
+        line, t, n_in, n_out, ids, session, _ = _entry(path, number, row)
         t_s = (t - origin) * factor
         if t_s >= start and (end is None or t_s < end):
-            entries.append(TraceEntry(t_s - start, n_in, n_out, ids, session, line))
+            kept.append(TraceEntry(t_s - start, n_in, n_out, ids, session, line))
+    kept.sort(key=lambda e: e.t_s)  # arrivals in time order, whatever the file's order (ties: file order)
+    entries = tuple(kept)
     if not entries:
-        span = (raw[-1][1] - origin) * factor
+        span = (max(times) - origin) * factor
         raise SourceError(
             path,
             None,
             "window",
             f"no arrivals in {start:g}:{'' if end is None else f'{end:g}'} s (the trace spans 0:{span:g} s)",
         )
-    check_span(path, entries[-1].line, raw[0][6], entries[-1].t_s)  # 1e300 would make the run wait forever
+    check_span(path, entries[-1].line, first[6], entries[-1].t_s)  # 1e300 would make the run wait forever
     duration = (end - start) if end is not None else entries[-1].t_s
     check_span(path, None, "window", duration)
     note = f"{len(entries)} arrivals over {duration:g} s; timestamps read as {unit} ({why})"
     return Source(
         kind="trace",
         path=path,
-        content_hash=file_hash(data),
+        content_hash=hash_file(path),
         format="csv" if csv_file else "jsonl",
         note=note,
-        entries=tuple(entries),
+        entries=entries,
         trace=options,
         duration_s=duration,
     )
 
 
-def _unit(given: TimeUnit | None, raw: Sequence[Raw]) -> tuple[TimeUnit, str]:
+def _unit(given: TimeUnit | None, key: str, whole: bool) -> tuple[TimeUnit, str]:
     if given is not None:
         return given, "--trace-time-unit"
-    key = raw[0][6]
     if key.endswith("_ms"):
         return "ms", f"the field is {key}"
     if key.endswith("_s"):
         return "s", f"the field is {key}"
-    if all(float(r[1]).is_integer() for r in raw):
+    if whole:
         return "ms", "all whole numbers; --trace-time-unit s if they are seconds"
     return "s", "some have fractions; --trace-time-unit ms if they are milliseconds"
 
 
-def _jsonl_rows(path: str, text: str) -> Iterator[Row]:
-    yield from jsonl_objects(path, text)
+def _rows(path: str, csv_file: bool) -> Iterator[Row]:
+    """The file's rows, streamed: a CSV's dict rows or a JSONL file's objects, each with its line."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+    with f:
+        if csv_file:
+            text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+            try:
+                yield from _csv_rows(path, text)
+            except UnicodeDecodeError as exc:
+                raise SourceError(
+                    path, None, None, f"not UTF-8 text ({exc.reason}); save it as UTF-8"
+                ) from None
+            return
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                why = f"not UTF-8 text (byte {exc.start} of the line); save it as UTF-8"
+                raise SourceError(path, number, None, why) from None
+            if not line.strip():
+                continue
+            value = parse_json(path, number, line)
+            if not isinstance(value, dict):
+                raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
+            yield number, value
 
 
-def _csv_rows(path: str, text: str) -> Iterator[Row]:
-    reader = csv.DictReader(io.StringIO(text))
+def _csv_rows(path: str, text: Iterable[str]) -> Iterator[Row]:
+    reader = csv.DictReader(text)
     rows = iter(reader)
     while True:
         try:

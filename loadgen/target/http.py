@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import errno
+import json
 import os
 import re
 import socket
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from loadgen.runtimes import GENERIC, SGLANG, SIM, VLLM, RuntimeName, lookup
+from loadgen.target.bounded import INFO_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.types import Target, server_root
 
 if TYPE_CHECKING:
@@ -283,17 +285,20 @@ def identify_runtime(docs: RuntimeDocs) -> tuple[RuntimeName | None, str | None]
     return None, None
 
 
-async def get_json(client: httpx.AsyncClient, url: str) -> object | None:
-    """GET a JSON document; ``None`` for any failure (the info endpoints are optional)."""
+async def get_json(client: httpx.AsyncClient, url: str, max_bytes: int = INFO_BYTES) -> object | None:
+    """GET a JSON document, bounded (``loadgen.target.bounded``); ``None`` for any failure (the info
+    endpoints are optional)."""
     import httpx
 
     try:
-        resp = await client.get(url)
+        # A timeout of its own: the client's is per read, and a body may trickle in forever.
+        timeout = client.timeout.read or 5.0
+        resp = await read_capped(client, "GET", url, max_bytes=max_bytes, total_s=timeout)
         if resp.status_code != 200:
             return None
-        doc: object = resp.json()
+        doc: object = json.loads(resp.content)
         return doc
-    except (httpx.HTTPError, ValueError):
+    except (httpx.HTTPError, ValueError, ReplyTooLarge, ReplyTooSlow, RecursionError):
         return None
 
 

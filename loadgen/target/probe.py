@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from loadgen.runtimes import RuntimeName
+from loadgen.target.bounded import MODELS_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import httpx_client, tls_hint
 from loadgen.target.http import (
     api_key,
@@ -137,9 +138,14 @@ async def _models(
 
     base = target_root(target)
     try:
-        resp = await client.get(target_url(target, "/v1/models"))
+        url = target_url(target, "/v1/models")
+        resp = await read_capped(
+            client, "GET", url, max_bytes=MODELS_BYTES, total_s=timeout_s, shown=base + "/v1/models"
+        )
         body = resp.content
-    except httpx.TimeoutException:
+    except ReplyTooLarge as exc:
+        return _unreachable(target, f"{exc}: is this an OpenAI-compatible server?")
+    except (httpx.TimeoutException, ReplyTooSlow):
         return _unreachable(
             target,
             f"no answer from {base} within {timeout_s:g} s: is the server up and listening on that port?",

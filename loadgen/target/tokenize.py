@@ -9,9 +9,11 @@ line naming the URL, for callers that report why (the prompt sizer's note); ``to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from loadgen.target.bounded import TOKENIZE_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import httpx_client
 from loadgen.target.http import scrub, target_url
 from loadgen.types import Target
@@ -88,15 +90,20 @@ async def count_tokens(client: httpx.AsyncClient, url: str, body: Mapping[str, o
     import httpx
 
     shown = scrub(url)  # the reason is kept (the record's sizer note): never with the URL's credentials
+    timeout = client.timeout.read or 30.0  # the client's is per read: the whole answer gets one too
     try:
-        response = await client.post(url, json=dict(body))
+        response = await read_capped(
+            client, "POST", url, max_bytes=TOKENIZE_BYTES, total_s=timeout, shown=shown, json=dict(body)
+        )
+    except (ReplyTooLarge, ReplyTooSlow) as exc:
+        raise TokenizeError(str(exc)) from None
     except httpx.HTTPError as exc:
         raise TokenizeError(scrub(f"{shown}: {type(exc).__name__}: {exc}".rstrip(": "))) from None
     if response.status_code != 200:
         raise TokenizeError(f"{shown} returned HTTP {response.status_code}")
     try:
-        reply = response.json()
-    except ValueError:
+        reply = json.loads(response.content)
+    except (ValueError, RecursionError):
         raise TokenizeError(f"{shown} returned a body that is not JSON") from None
     count = read_count(reply)
     if count is None:

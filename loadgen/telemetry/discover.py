@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from loadgen.runtimes import RuntimeName, lookup
+from loadgen.target.bounded import METRICS_BYTES, MODELS_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import route
 from loadgen.target.http import (
     auth_headers,
@@ -78,14 +79,15 @@ ALIASES = {
 SIM_KEYS = frozenset(SERVER_KEYS) - {"runtime"} | {"gpu_name"}
 
 
-async def _get_text(client: httpx.AsyncClient, url: str) -> str | BaseException:
+async def _get_text(client: httpx.AsyncClient, url: str, timeout_s: float) -> str | BaseException:
     import httpx
 
     try:
-        r = await client.get(url)
-        r.raise_for_status()
+        r = await read_capped(client, "GET", url, max_bytes=METRICS_BYTES, total_s=timeout_s)
+        if r.status_code != 200:
+            return OSError(f"HTTP {r.status_code} from {url}")
         return r.text
-    except (httpx.HTTPError, OSError) as exc:
+    except (httpx.HTTPError, OSError, ReplyTooLarge, ReplyTooSlow) as exc:
         return exc
 
 
@@ -118,8 +120,8 @@ async def discover(
     ) as client:
         docs, models, metrics = await asyncio.gather(
             fetch_runtime_docs(client, root),
-            get_json(client, root + "/v1/models"),
-            _get_text(client, root + "/metrics"),
+            get_json(client, root + "/v1/models", MODELS_BYTES),
+            _get_text(client, root + "/metrics", timeout_s),
         )
     metrics_runtime = _metrics_conditions(out, metrics, root + "/metrics")
     _models_conditions(out, models)

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from loadgen.runtimes import METRIC_RUNTIMES, Runtime, RuntimeName, lookup
+from loadgen.target.bounded import METRICS_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import route
 from loadgen.target.http import auth_headers, describe_error, server_root
 from loadgen.telemetry.exposition import detect_runtime, has_dcgm, parse_samples, reading_from_samples
@@ -99,14 +100,20 @@ class PrometheusSource:
         try:
             started = time.monotonic()
             started_ns = time.monotonic_ns()
-            response = await self._http().get(self.url)
+            # Bounded (an endless or 50 MB page would hold the main process): dropped with a notice instead.
+            response = await read_capped(
+                self._http(), "GET", self.url, max_bytes=METRICS_BYTES, total_s=self.timeout_s
+            )
             # How long the server took to answer: the hub spaces polls by it (see POLITE_FACTOR).
             self.last_fetch_s = time.monotonic() - started
             # The page shows the server's state at some moment of the exchange: take the middle, so a slow
             # answer (a busy server) does not shift the sample's time by its whole duration.
             self.last_mid_ns = (started_ns + time.monotonic_ns()) // 2
-            response.raise_for_status()
+            if response.status_code >= 400:
+                raise SourceError(f"HTTP {response.status_code} from {self.url}")
             return response.text
+        except (ReplyTooLarge, ReplyTooSlow) as exc:
+            raise SourceError(f"{exc} (telemetry dropped)") from None
         except (httpx.HTTPError, OSError) as exc:
             raise SourceError(describe_error(exc, self.url, self.timeout_s)) from None
 
