@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from loadgen.metrics import decode_histogram, view_from_hdr
+from loadgen.record_compat import renumber_from_zero
 from loadgen.snapshot import (
     METRICS,
     HistogramView,
@@ -424,23 +425,6 @@ class Record:
     steps: list[JsonObject] = field(default_factory=list)
     events: list[JsonObject] = field(default_factory=list)
     truncated: bool = False  # the last line was cut short (the run was killed mid-write) and skipped
-
-
-def _plus_one(value: object) -> object:  # an int step number, one on; anything else as it was
-    return value + 1 if type(value) is int else value
-
-
-def renumber_from_zero(steps: list[JsonObject], events: list[JsonObject]) -> None:
-    """A schema 1 record's step numbers (from 0) as schema 2 writes them (from 1), in place: each step line
-    gets its ``step``, a mark its ``step``, the end its ``best_step``, find-max its probes' steps."""
-    for line in steps:
-        line.setdefault("step", _plus_one(line.get("index")))
-    for event in events:
-        key = {"mark": "step", "end": "best_step", "find_max": "step"}.get(str(event.get("kind")), "")
-        if key in event:
-            event[key] = _plus_one(event[key])
-        for probe in event.get("probes") or () if key else ():
-            probe["step"] = _plus_one(probe.get("step"))
 
 
 def read_record(path: str | os.PathLike[str]) -> Record:
