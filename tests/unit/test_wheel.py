@@ -242,3 +242,17 @@ def test_next_step_moves_along_the_plan_and_says_when_there_is_none() -> None:
 def test_the_fake_clock_times_the_steps() -> None:
     ctl, _, clock, _ = controller(plan=None, level=4)
     assert ctl.status.t0_ns == clock() and clock() == 1000 * S
+
+
+def test_a_closing_step_keeps_its_own_figures_and_number_on_the_snapshot() -> None:
+    ctl, fleet, clock, _ = controller(plan=RampPlan((4.0, 8.0), step_s=3.0, warmup_s=0.0))
+    ctl.start_load()
+    _measure(ctl, fleet, clock, 3, ok=2, in_flight=4)
+    assert ctl.steps.closing is not None
+    held = ctl.steps.closing.seg_id
+    clock.advance(0.3)
+    fleet.ship(ok=1, in_flight=3, window=held)  # its last requests landing, one by one
+    tick(ctl)
+    snap = ctl.snapshots.build(clock(), ctl.status, ctl.load, ctl.steps, ctl.live, ctl.link, None, ctl.wheel)
+    assert (snap.phase, snap.step_index, snap.level, snap.closing_left) == ("closing", 0, 4, 3)
+    assert snap.windows["step"].ok == 7 and snap.windows["step"].duration_s == 3.0
