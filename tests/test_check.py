@@ -5,7 +5,6 @@ never shown, rate-limit headers read."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from fault_servers import CountingProxy, Flaws, openai_like
@@ -13,17 +12,13 @@ from fault_servers import CountingProxy, Flaws, openai_like
 from loadgen.check.main import run_checks
 from loadgen.check.results import CheckReport
 from loadgen.cli import main
-from loadgen.sim import SimHandle, build_config, run_sim_in_thread
+from loadgen.sim import SimHandle
 from loadgen.types import Target
 
 REQUIRED = {"models", "chat", "chat stream", "usage chunk", "max_tokens", "error shape", "ramp"}
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
-    handle = run_sim_in_thread(build_config("h200-llama8b", seed=12, speed=4.0))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=12, speed=4.0)
 
 
 def by_name(report: CheckReport) -> dict[str, tuple[str, str]]:

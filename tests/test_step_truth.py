@@ -14,7 +14,6 @@ per running sequence), so a request that finishes under the next level's load re
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,14 +46,15 @@ def profile() -> Profile:
     return parse_profile(PROFILE, source="<steep>")
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ProcessSimHandle]:
-    config = build_config(
-        "tiny-cpu", seed=3, max_num_seqs=256, cost=STEEP, kv_capacity_tokens=1 << 22, max_model_len=4096
-    )
-    handle = spawn_sim_process(config)
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim(
+    "tiny-cpu",
+    seed=3,
+    max_num_seqs=256,
+    cost=STEEP,
+    kv_capacity_tokens=1 << 22,
+    max_model_len=4096,
+    process=True,
+)
 
 
 def ramp(sim: ProcessSimHandle, tmp_path: Path, levels: tuple[float, ...], step_s: float = 4.0) -> RunOutcome:
