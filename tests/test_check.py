@@ -5,7 +5,6 @@ never shown, rate-limit headers read."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from fault_servers import CountingProxy, Flaws, openai_like
 from loadgen.check.main import run_checks
 from loadgen.check.results import CheckReport
 from loadgen.cli import main
-from loadgen.sim import SimHandle, build_config, run_sim_in_thread
+from loadgen.sim import SimHandle
 from loadgen.types import Target
 
 REQUIRED = {
@@ -29,11 +28,7 @@ REQUIRED = {
 }
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
-    handle = run_sim_in_thread(build_config("h200-llama8b", seed=12, speed=4.0))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=12, speed=4.0)
 
 
 def by_name(report: CheckReport) -> dict[str, tuple[str, str]]:

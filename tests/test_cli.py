@@ -9,14 +9,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ramp_cli import ramp as run_ramp
 
 from loadgen.record import read_record
-from loadgen.sim import build_config, spawn_sim_process
 
 SECRET = "sk-secret-test-0123456789"
 SMALL = """
@@ -31,16 +31,7 @@ ttft_p95_ms = {ttft}
 """
 
 
-def ramp(*args: str, timeout: float = 60.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY=SECRET)
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=cwd,
-    )
+ramp = partial(run_ramp, api_key=SECRET)
 
 
 def no_secret(*texts: str) -> None:
@@ -48,11 +39,7 @@ def no_secret(*texts: str) -> None:
         assert SECRET not in text
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = spawn_sim_process(build_config("h200-llama8b", seed=9))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=9, process=True)
 
 
 def small_profile(tmp_path: Path, ttft_ms: float = 5000) -> str:

@@ -6,7 +6,6 @@ the prompt) so that none is rejected."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,7 @@ from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.run.setup import context_warning
 from loadgen.runargs import build_config
-from loadgen.sim import SimHandle, run_sim_in_thread
-from loadgen.sim import build_config as sim_config
+from loadgen.sim import SimHandle
 from loadgen.types import RequestResult, RequestSpec
 from loadgen.workload import PromptSizer, Workload
 
@@ -173,11 +171,7 @@ def test_an_estimated_sizer_keeps_a_wider_margin() -> None:
 # ---------------------------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
-    handle = run_sim_in_thread(sim_config("h200-llama8b", seed=4, speed=4.0, max_model_len=2048))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=4, speed=4.0, max_model_len=2048)
 
 
 def run_chat(

@@ -56,6 +56,18 @@ def found(pattern: str, screen: str) -> str:
     return match.group(1)
 
 
+def plan_step_with_time_left(screen: str) -> bool:
+    """The plan's first step, measuring at level 4 with a request done, auto on, and time for a key."""
+    header = header_line(screen)
+    return (
+        measuring(screen)
+        and "auto on" in header
+        and level_of(screen) == 4
+        and bool(ok_count(screen))
+        and (seconds_left(screen) or 0) >= KEY_MARGIN_S
+    )
+
+
 def steps_summary(record: Path) -> list[tuple[object, ...]]:
     return [(s["step"], s["mode"], s["level"], s["rate_rps"], s["ended_by"]) for s in step_lines(record)]
 
@@ -65,13 +77,7 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
     # 5 is not a level of the plan: if the plan still drove, the level would go to 16 after a step.
     with ramp_session(["demo", "--steps", "4,16,32", *PLAN, "--out", str(record)]) as pane:
         pane.wait_for(
-            lambda s: (
-                measuring(s)
-                and "auto on" in header_line(s)
-                and level_of(s) == 4
-                and bool(ok_count(s))
-                and (seconds_left(s) or 0) >= KEY_MARGIN_S
-            ),
+            plan_step_with_time_left,
             60,
             f"the plan's first step measuring at level 4 with a request done, auto on, {KEY_MARGIN_S} s left",
         )

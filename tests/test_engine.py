@@ -4,7 +4,6 @@ open loop. Every wait is on a condition (a snapshot, the simulator's ground trut
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import NextStep
-from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.types import Target
 
 PROFILE = """
@@ -37,11 +35,7 @@ def profile(output: int = 64) -> Any:
     return parse_profile(PROFILE.format(output=output), source="<e2e-small>")
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = run_sim_in_thread(build_config("h200-llama8b", seed=5))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=5)
 
 
 def run_engine(config: RunConfig) -> tuple[Engine, Watch]:

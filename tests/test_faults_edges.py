@@ -4,16 +4,16 @@ that holds a closing step (shown, with what bounds it, instead of a silent drain
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 from fault_servers import FaultServer, answering, json_models
+from ramp_cli import ramp as run_ramp
 from tui_fakes import make_snapshot
 
 from loadgen.config import RunOutcome
@@ -38,11 +38,7 @@ async def stream_without_usage(req: web.Request) -> web.StreamResponse:
     return resp
 
 
-def ramp(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY="")
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", *args], capture_output=True, text=True, timeout=90, env=env
-    )
+ramp = partial(run_ramp, timeout=90)
 
 
 def headless(url: str, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -4,14 +4,13 @@ in the record."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 from fault_servers import answering
+from ramp_cli import ramp as run_ramp
 from snapshot_watch import Watch
 
 from loadgen.config import RunConfig, RunOutcome
@@ -40,11 +39,7 @@ def clean(*texts: str) -> None:
         assert PASSWORD not in text and QUERY_KEY not in text, text
 
 
-def ramp(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY="")
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", *args], capture_output=True, text=True, timeout=60, env=env
-    )
+ramp = partial(run_ramp, timeout=60)
 
 
 @pytest.mark.parametrize(

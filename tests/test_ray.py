@@ -24,7 +24,6 @@ from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.runargs import resolve
 from loadgen.runflags import RunFlags, UsageError
-from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.types import Target
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
@@ -53,11 +52,7 @@ def cluster() -> Iterator[Any]:
     ray.shutdown()
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = run_sim_in_thread(build_config("fast", seed=3))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("fast", seed=3)
 
 
 def config(

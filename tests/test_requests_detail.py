@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,6 @@ from loadgen.run.engine import Engine
 from loadgen.run.shipping import WindowBook
 from loadgen.runargs import resolve
 from loadgen.runflags import RunFlags, UsageError, add_run_flags
-from loadgen.sim import build_config as sim_config
-from loadgen.sim import run_sim_in_thread
 from loadgen.types import Outcome, RequestResult, Target
 
 PROFILE = """
@@ -40,11 +37,7 @@ ignore_eos = true
 """
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = run_sim_in_thread(sim_config("h200-llama8b", seed=7, error_rate=0.1))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=7, error_rate=0.1)
 
 
 def run(sim: Any, out: Path, detail: bool, plan: RampPlan) -> None:

@@ -11,7 +11,6 @@ running sequence, so one stream decodes at about 1000 / (2 + B) tok/s with B str
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from loadgen.config import RampPlan, RunConfig, RunOutcome
 from loadgen.profile import parse_profile
 from loadgen.run.engine import Engine
 from loadgen.run.search import CONFIRM, Search
-from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost
 from loadgen.types import Target
@@ -39,14 +37,15 @@ decode_p50_tok_s = 105
 STEEP = StepCost(2.0, 1.0, 0.0, ((0, 0.5), (128, 1.0)), spec_draft_ms=0.5)
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ProcessSimHandle]:
-    config = build_config(
-        "tiny-cpu", seed=3, max_num_seqs=256, cost=STEEP, kv_capacity_tokens=1 << 22, max_model_len=4096
-    )
-    handle = spawn_sim_process(config)
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim(
+    "tiny-cpu",
+    seed=3,
+    max_num_seqs=256,
+    cost=STEEP,
+    kv_capacity_tokens=1 << 22,
+    max_model_len=4096,
+    process=True,
+)
 
 
 def run(

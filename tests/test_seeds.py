@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import re
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.runargs import build_config, resolve
 from loadgen.runflags import RunFlags
-from loadgen.sim import SimHandle, run_sim_in_thread
-from loadgen.sim import build_config as sim_config
+from loadgen.sim import SimHandle
 from loadgen.types import RequestSpec
 from loadgen.workload import PromptSizer, Workload
 
@@ -104,11 +102,7 @@ class Run:
     queries: float
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
-    handle = run_sim_in_thread(sim_config("h200-llama8b", seed=3, speed=4.0))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=3, speed=4.0)
 
 
 def prefix_counters(url: str) -> tuple[float, float]:

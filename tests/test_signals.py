@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,10 +34,11 @@ from loadgen.config import RunOutcome
 from loadgen.headless import finish, wait_with_progress
 from loadgen.record import Record, read_record
 from loadgen.run.signals import Interrupted, StopSignals, exit_code, interrupted_by
-from loadgen.sim import SimHandle, build_config, spawn_sim_process
+from loadgen.sim import SimHandle
 from loadgen.snapshot import Snapshot
 
 pytestmark = [
+    pytest.mark.sim("fast", seed=5, process=True),
     pytest.mark.timeout(120),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, reads /proc"),
 ]
@@ -51,13 +52,6 @@ output = 16
 ignore_eos = true
 """
 NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
-    handle = spawn_sim_process(build_config("fast", seed=5))
-    yield handle
-    handle.stop()
 
 
 def _args(sim: SimHandle, tmp_path: Path, *load: str) -> tuple[list[str], Path]:

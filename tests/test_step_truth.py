@@ -14,7 +14,6 @@ per running sequence), so a request that finishes under the next level's load re
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,14 +47,15 @@ def profile(text: str = PROFILE) -> Profile:
     return parse_profile(text, source="<steep>")
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ProcessSimHandle]:
-    config = build_config(
-        "tiny-cpu", seed=3, max_num_seqs=256, cost=STEEP, kv_capacity_tokens=1 << 22, max_model_len=4096
-    )
-    handle = spawn_sim_process(config)
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim(
+    "tiny-cpu",
+    seed=3,
+    max_num_seqs=256,
+    cost=STEEP,
+    kv_capacity_tokens=1 << 22,
+    max_model_len=4096,
+    process=True,
+)
 
 
 def ramp(sim: ProcessSimHandle, tmp_path: Path, levels: tuple[float, ...], step_s: float = 4.0) -> RunOutcome:
@@ -253,18 +253,21 @@ def test_the_latest_error_of_each_kind_is_kept_whole_and_scrubbed(tmp_path: Path
 
 
 def test_a_closing_step_shows_its_own_figures_and_number(sim: ProcessSimHandle, tmp_path: Path) -> None:
-    # Step 0 closes in a fraction of a second (its 4 streams' last requests landing): at 20 snapshots a
-    # second several show it, and ``seen`` looks at each of them, however late this thread is scheduled.
-    # Output lengths spread out: the streams run out of step, so some request of the step is still in
-    # flight when its window ends (4 streams in step may all finish right at it: a closing held exactly
-    # as long as needed then lasts no time at all).
+    # A step holds until its streams' last requests land: 0 to ~1.2 s at level 4, where in a request the
+    # window ends moving with the machine's load; 4 s steps count requests before the window ends (the step
+    # has figures to keep). At 20 snapshots a second several show a closing, ``seen`` looks at each of them
+    # however late this thread is scheduled, and three steps give three closings to look at. Output lengths
+    # spread out: the streams run out of step, so some request of the step is still in flight when its
+    # window ends (streams in step may all finish right at it: a closing held exactly as needed lasts 0 s).
     spread = PROFILE.replace("output = 200", "output = { min = 100, max = 300 }")
-    plan = RampPlan((4.0, 8.0), step_s=2.5, warmup_s=0.5)
+    levels = (4, 8, 12)
+    plan = RampPlan(tuple(float(v) for v in levels), step_s=4.0, warmup_s=0.5)
     engine, watch = run_live(sim, tmp_path, plan, snapshot_hz=20.0, text=spread)
     try:
         # "this step" keeps the holding step's figures while its last requests land (it read empty before)
         snap = watch.seen(lambda s: s.phase == "closing" and s.windows["step"].ok > 0, 30, "a closing step")
-        assert snap.step_index == 0 and snap.level == 4  # the step that holds is still step 0
+        # the step that holds is still the header's step: its own number and level, not the next one's
+        assert snap.step_index < len(levels) and snap.level == levels[snap.step_index], snap
     finally:
         finish(engine)
 

@@ -4,7 +4,6 @@ client measured in the same windows. Every wait is on a snapshot condition with 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,8 @@ ignore_eos = true
 """
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    # 4 sequences at most: 8 streams queue, so "waiting" must show in the step where it happens.
-    handle = run_sim_in_thread(build_config("h200-llama8b", seed=11, max_num_seqs=4))
-    yield handle
-    handle.stop()
+# 4 sequences at most: 8 streams queue, so "waiting" must show in the step where it happens.
+pytestmark = pytest.mark.sim("h200-llama8b", seed=11, max_num_seqs=4)
 
 
 def test_a_ramp_with_telemetry_fills_the_panel_and_the_record(sim: Any, tmp_path: Path) -> None:

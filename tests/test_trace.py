@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -163,11 +162,7 @@ def test_shared_hash_ids_are_the_same_text_and_others_differ(tmp_path: Path) -> 
 # ---------------------------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
-    handle = run_sim_in_thread(sim_config("h200-llama8b", seed=3, speed=4.0))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=3, speed=4.0)
 
 
 def run(url: str, *argv: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Input, TabbedContent
-from tui_fakes import FakeEngine, make_snapshot
+from tui_fakes import make_app
 
 from loadgen.run.protocol import ChangeLevel, Mark, NextStep, Pause, Resume, SetAuto, SetLevel, SetMode
 from loadgen.snapshot import Snapshot
@@ -22,13 +22,6 @@ from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
 SIZE = (100, 30)
-
-
-def make_app(**snapshot_changes: object) -> tuple[RampApp, FakeEngine]:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(**snapshot_changes), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
-    return app, engine
 
 
 def panel_text(app: RampApp, selector: str) -> str:

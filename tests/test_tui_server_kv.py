@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from textual.pilot import Pilot
-from tui_fakes import FakeEngine, make_snapshot, server_telemetry
+from tui_fakes import make_app as console_on
+from tui_fakes import make_snapshot, server_telemetry
 
 from loadgen.snapshot import KVHeadroom, ServerPoint, ServerTelemetry
 from tui.app import RampApp
@@ -106,9 +107,7 @@ def test_a_panel_a_little_short_keeps_the_history_and_drops_rates_and_sources() 
 
 
 def make_app(level: int) -> RampApp:
-    app = RampApp(refresh_hz=4.0)
-    app.attach(FakeEngine(make_snapshot(server=loaded(), level=level), on_snapshot=app.snapshot_callback))
-    return app
+    return console_on(server=loaded(), level=level)[0]
 
 
 async def drawn(pilot: Pilot) -> None:

@@ -14,16 +14,15 @@ from typing import Any
 import pytest
 from test_tui_baseline import baseline_steps, console_app, live_config, write_baseline
 from textual.pilot import Pilot
-from tui_fakes import FakeEngine, judged_steps, make_snapshot, step
+from tui_fakes import judged_steps, step
+from tui_fakes import make_app as console_on
 
 from loadgen.snapshot import ClientHealth, ServerTelemetry
 from tui.app import RampApp
 
 
 def make_app(**changes: Any) -> RampApp:
-    app = RampApp(refresh_hz=4.0)
-    app.attach(FakeEngine(make_snapshot(**changes), on_snapshot=app.snapshot_callback))
-    return app
+    return console_on(**changes)[0]
 
 
 async def drawn(pilot: Pilot) -> None:

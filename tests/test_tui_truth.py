@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from rich.console import Console, RenderableType
 from textual.pilot import Pilot
-from tui_fakes import STEPS, FakeEngine, judged_steps, make_snapshot, server_telemetry, step
+from tui_fakes import STEPS, FakeEngine, judged_steps, make_app, make_snapshot, server_telemetry, step
 
 from loadgen.format import fmt_ms, fmt_num_trimmed
 from loadgen.run.health import CLIENT_BOUND_LAG_MS
@@ -32,13 +32,6 @@ LONG_ERROR = (
     "HTTP 400: This model's maximum context length is 8192 tokens. However, you requested 9120 tokens "
     "(8800 in the messages, 320 in the completion). Please reduce the length of the messages or completion."
 )
-
-
-def make_app(**changes: object) -> tuple[RampApp, FakeEngine]:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(**changes), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
-    return app, engine
 
 
 def plain(renderable: RenderableType, width: int) -> str:

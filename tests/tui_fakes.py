@@ -34,6 +34,7 @@ from loadgen.snapshot import (
     StepSummary,
     WindowStats,
 )
+from tui.app import RampApp
 
 
 def lognormal_bins(
@@ -334,3 +335,11 @@ def judged_steps() -> tuple[StepSummary, ...]:
             ),
         ),
     )
+
+
+def make_app(**changes: Any) -> tuple[RampApp, FakeEngine]:
+    """A console on a ``FakeEngine`` that serves ``make_snapshot(**changes)``."""
+    app = RampApp(refresh_hz=4.0)
+    engine = FakeEngine(make_snapshot(**changes), on_snapshot=app.snapshot_callback)
+    app.attach(engine)
+    return app, engine

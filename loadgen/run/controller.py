@@ -4,6 +4,10 @@ main loop (messages, timers, health, snapshots) and shutdown.
 It owns the run's parts and wires them: ``Fleet`` (the worker processes), ``Steps`` (windows and step
 lines), ``LiveFigures`` (what the deltas say about now), ``TelemetryLink`` (the server's side),
 ``SnapshotBuilder`` and the record. ``loadgen.run.engine.Engine`` runs it in a thread of its own.
+
+``Controller(config, publish, fleet=, clock=)``: the workers (by default processes, or Ray actors with
+``--ray``) and the monotonic clock in ns that times the steps are given to it; unit tests give fakes of both
+and turn its main loop by hand (``start_load``, then ``pump`` and ``check_timers``).
 """
 
 from __future__ import annotations
@@ -46,21 +50,28 @@ from loadgen.snapshot import Snapshot, StepSummary
 from loadgen.target.cache import reset_prefix_cache
 
 UNREACHABLE_AFTER_S = 10.0
+Clock = Callable[[], int]
+MONOTONIC: Clock = time.monotonic_ns
+Publish = Callable[[Snapshot], None]
+
+
+def default_fleet(config: RunConfig) -> Fleet:
+    return RayFleet(config) if config.ray is not None else ProcessFleet(config)
 
 
 class Controller:
     """One run: ``run()`` on the controller's loop; ``command()`` on that loop too (the engine hands them
     over); ``publish`` receives each snapshot."""
 
-    def __init__(self, config: RunConfig, publish: Callable[[Snapshot], None]) -> None:
-        self.config = config
-        self.publish = publish
+    def __init__(
+        self, config: RunConfig, publish: Publish, *, fleet: Fleet | None = None, clock: Clock = MONOTONIC
+    ) -> None:
+        self.config, self.publish, self.clock = config, publish, clock
         self.slo = config.slo if config.slo is not None else config.profile.slo
-        self.status = RunStatus(model=config.target.model)
-        self.load = Load.of(config)
-        self.fleet: Fleet = RayFleet(config) if config.ray is not None else ProcessFleet(config)
+        self.status, self.load = RunStatus(model=config.target.model, t0_ns=clock()), Load.of(config)
+        self.fleet = fleet if fleet is not None else default_fleet(config)
         self.link = TelemetryLink()
-        self.steps = Steps(self.load, self.fleet, self.link, self.status.t0_ns)
+        self.steps = Steps(self.load, self.fleet, self.link, self.status.t0_ns, clock)
         self.live = LiveFigures(config.rolling_s, self.status.t0_ns)
         self.snapshots = SnapshotBuilder(config, self.slo)
         self.wheel = Wheel(config, self.status, self.load, self.steps, self.fleet, self.live)
@@ -103,7 +114,8 @@ class Controller:
         self.wake.set()
 
     def _mark(self, note: str) -> None:
-        self.status.marks.append((t := self.status.elapsed_s(time.monotonic_ns()), note))
+        t = self.status.elapsed_s(self.clock())
+        self.status.marks.append((t, note))
         self.steps.marks.append(note)
         step = self.steps.shown_index() + 1  # the step the header names (records count from 1)
         self.record.event("mark", {"elapsed_s": round(t, 3), "note": note, "step": step})
@@ -150,7 +162,7 @@ class Controller:
             status.fail(str(exc) if isinstance(exc, SetupError) else f"{type(exc).__name__}: {exc}")
             await self._shutdown(cancel=True)
             return self.outcome()
-        self._start_load()
+        self.start_load()
         await self._loop()
         # A finished plan's last step closed under its own load before the plan finished: what is still in
         # flight was sent after it and counts nowhere. A stop asked for says whether to cancel.
@@ -160,29 +172,29 @@ class Controller:
         await self._shutdown(cancel=cancel)
         return self.outcome()
 
-    def _start_load(self) -> None:
+    def start_load(self) -> None:
         self.status.run()
         self.load.start_plan()
         self.wheel.start()
 
     async def _loop(self) -> None:
         period_ns = int(1e9 / max(0.5, self.config.snapshot_hz))
-        deadline = time.monotonic_ns() + period_ns
+        deadline = self.clock() + period_ns
         while self.stop_requested is None and (
             self.status.state in ("running", "paused") or self.wheel.idle_after_plan
         ):
             # Wake at the next boundary too, not only at the next snapshot: a warm-up or step end checked
             # only on snapshot ticks would land up to a tick late and shorten or stretch the windows.
             wake_ns = min(deadline, self._next_timer_ns())
-            timeout = max(0.0, (wake_ns - time.monotonic_ns()) / 1e9)
+            timeout = max(0.0, (wake_ns - self.clock()) / 1e9)
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
             self.wake.clear()
-            self._pump()
-            now = time.monotonic_ns()
-            self._check_timers(now)
+            self.pump()
+            now = self.clock()
+            self.check_timers(now)
             if now >= deadline:
                 deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
                 self._check_health(now)
@@ -191,7 +203,7 @@ class Controller:
     def _next_timer_ns(self) -> int:
         return self.wheel.next_timer_ns() if self.status.state == "running" else NO_TIMER_NS
 
-    def _check_timers(self, now: int) -> None:
+    def check_timers(self, now: int) -> None:
         if self.status.state != "running":
             return
         self.steps.end_warmup(now)
@@ -199,7 +211,7 @@ class Controller:
             self.wheel.window_due()
         self.wheel.check_settled()
 
-    def _pump(self) -> None:
+    def pump(self) -> None:
         for msg in self.fleet.drain():
             self._on_message(msg)
         self._report_complete()
@@ -284,7 +296,7 @@ class Controller:
     # ---- snapshot ---------------------------------------------------------------------------------------
     def _publish_snapshot(self) -> None:
         snap = self.snapshots.build(
-            time.monotonic_ns(),
+            self.clock(),
             self.status,
             self.load,
             self.steps,
@@ -320,7 +332,7 @@ class Controller:
                 "message": self.status.message,
                 "steps": len(self.steps.summaries),
                 "best_step": None if self.steps.best is None else self.steps.best + 1,  # counted from 1
-                "elapsed_s": round(self.status.elapsed_s(time.monotonic_ns()), 3),
+                "elapsed_s": round(self.status.elapsed_s(self.clock()), 3),
                 "series": self.snapshots.take_series(),  # the points after the last step line's
             }
         )

@@ -10,6 +10,7 @@ too late to wait), and once the server has been sampled after its end; steps are
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loadgen.config import SLO, EndedBy, Mode, Phase
@@ -74,6 +75,7 @@ class Segment:
     ratelimit: dict[str, str] = field(default_factory=dict)  # the latest x-ratelimit-* values seen
     flags: set[StepFlag] = field(default_factory=set)  # what makes it not clean besides a cut
     lost_requests: int = 0  # its requests in flight on workers lost before they shipped them
+    clock: Callable[[], int] = time.monotonic_ns  # the controller's (a fake one in unit tests)
 
     def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0) -> None:
         self.acc.add(delta)
@@ -90,7 +92,7 @@ class Segment:
         if closed:
             self.pending.discard(wid)
             if not self.pending and self.closed_ns is None:
-                self.closed_ns = time.monotonic_ns()
+                self.closed_ns = self.clock()
 
     @property
     def left(self) -> int:
@@ -109,7 +111,7 @@ class Segment:
             self.lost_requests += self.in_flight.get(wid, 0)
             self.pending.discard(wid)
             if not self.pending and self.closed_ns is None:
-                self.closed_ns = time.monotonic_ns()
+                self.closed_ns = self.clock()
 
     def bound_reason(self) -> str | None:
         """Why this window's timings may read high (the client-bound flag), or None."""
@@ -119,8 +121,15 @@ class Segment:
 class Steps:
     """The current step, the windows still waiting to be reported, and the steps reported so far."""
 
-    def __init__(self, load: Load, fleet: Fleet, link: TelemetryLink, t0_ns: int) -> None:
-        self.load, self.fleet, self.link, self.t0_ns = load, fleet, link, t0_ns
+    def __init__(
+        self,
+        load: Load,
+        fleet: Fleet,
+        link: TelemetryLink,
+        t0_ns: int,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        self.load, self.fleet, self.link, self.t0_ns, self.clock = load, fleet, link, t0_ns, clock
         self.segments: dict[int, Segment] = {}
         self.next_seg = 0
         self.current: Segment | None = None
@@ -170,7 +179,15 @@ class Steps:
 
     # ---- boundaries -------------------------------------------------------------------------------------
     def _new_segment(self, phase: Phase, now: int) -> Segment:
-        seg = Segment(self.next_seg, self.index, phase, now, Accumulator(), pending=set(self.fleet.alive))
+        seg = Segment(
+            self.next_seg,
+            self.index,
+            phase,
+            now,
+            Accumulator(),
+            pending=set(self.fleet.alive),
+            clock=self.clock,
+        )
         if self.short_of_load:
             seg.flags.add("worker_lost")
         self.next_seg += 1
@@ -182,7 +199,7 @@ class Steps:
 
     def begin(self) -> None:
         """A step begins at the load asked for now: its warm-up (or its measurement, without one)."""
-        now = time.monotonic_ns()
+        now = self.clock()
         load = self.load
         self.t0_step_ns = now
         self.level = load.level
@@ -221,7 +238,7 @@ class Steps:
         seg = self.current
         if seg is None:
             return None
-        now = time.monotonic_ns()
+        now = self.clock()
         seg.t1_ns = now
         self.current = None
         self.end_ns = None
@@ -263,7 +280,7 @@ class Steps:
         seg = self.closing
         if seg is None:
             return False
-        seg.cut_ns = time.monotonic_ns()
+        seg.cut_ns = self.clock()
         self.closing = None
         return True
 
@@ -328,12 +345,12 @@ class Steps:
 
     def unsettled(self) -> bool:
         """Some ended window still waits for the server's sample at its end."""
-        now = time.monotonic_ns()
+        now = self.clock()
         return any(not self._settled(seg, now) for seg in self.segments.values())
 
     def complete(self, force: bool = False) -> list[Segment]:
         """The ended windows ready to report, in order (all of them with ``force``), taken off the book."""
-        now = time.monotonic_ns()
+        now = self.clock()
         ready: list[Segment] = []
         for seg_id in sorted(self.segments):
             seg = self.segments[seg_id]
@@ -352,13 +369,13 @@ class Steps:
         """The window's step line, added to the steps reported; None for a moment between two key presses."""
         end = seg.end
         assert end is not None, "only an ended window is summarized"
-        t1_ns = seg.t1_ns or time.monotonic_ns()
+        t1_ns = seg.t1_ns or self.clock()
         window_s = max(1e-9, (t1_ns - seg.t0_ns) / 1e9)
         stats = seg.acc.stats("step", window_s)
         done = stats.ok + stats.error_count + stats.cancelled
         if self.closing is seg:
             self.closing = None
-        closed_ns = seg.closed_ns if seg.closed_ns is not None else time.monotonic_ns()
+        closed_ns = seg.closed_ns if seg.closed_ns is not None else self.clock()
         verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
         bound = seg.bound_reason()
         target = self.fleet.config.target
