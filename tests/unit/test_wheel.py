@@ -49,8 +49,8 @@ def test_a_planned_step_excludes_its_warm_up_and_closes_under_its_own_load(tmp_p
     assert fleet.loads() == [ClosedLoad(4, False), ClosedLoad(8, False)]  # the next level, only now
     assert ctl.wheel.phase() == "warmup" and ctl.steps.index == 1
     (line,) = [json.loads(t) for t in record.read_text().splitlines() if '"type":"step"' in t]
-    assert (line["index"], line["level"], line["ended_by"], line["window_s"], line["closing_s"]) == (
-        0,
+    assert (line["step"], line["level"], line["ended_by"], line["window_s"], line["closing_s"]) == (
+        1,  # the record counts steps from 1, as the screen
         4,
         "plan",
         4.0,
@@ -172,7 +172,7 @@ def test_find_max_bisects_to_the_highest_level_that_meets_the_slo(tmp_path: Path
     assert [s.verdict.met for s in ctl.steps.summaries] == [True, False, False, True, True, False]
     assert ctl.status.message.startswith("max 6 streams")
     (event,) = [json.loads(t) for t in record.read_text().splitlines() if '"find_max"' in t]
-    assert event["max_level"] == 6.0 and event["step"] == 4
+    assert event["max_level"] == 6.0 and event["step"] == 5  # the 5th step (the record counts from 1)
 
 
 def test_a_mode_switch_keeps_the_ending_steps_mode_and_never_opens_at_zero() -> None:
@@ -182,9 +182,9 @@ def test_a_mode_switch_keeps_the_ending_steps_mode_and_never_opens_at_zero() -> 
     first = fleet.window[0]
     ctl.command(SetMode("open"))
     load = fleet.loads()[-1]
-    assert isinstance(load, OpenLoad) and load.rate_rps > 0 and load.cap == 0
+    assert isinstance(load, OpenLoad) and load.arrivals.rate_rps > 0 and load.cap == 0
     assert ctl.load.mode == "open" and ctl.steps.mode == "open"
-    assert any(f"open loop at {load.rate_rps:g} req/s" in text for _, text in ctl.wheel.notices)
+    assert any(f"open loop at {load.arrivals.rate_rps:g} req/s" in text for _, text in ctl.wheel.notices)
     clock.advance(1.0)
     fleet.ship(ok=4, in_flight=0, window=first, closed=True)
     fleet.ship(ok=2, in_flight=3)  # the open loop's requests in flight
@@ -205,7 +205,11 @@ def test_a_mode_switch_keeps_the_ending_steps_mode_and_never_opens_at_zero() -> 
     fleet.ship(ok=3, in_flight=0, window=open_window, closed=True)
     tick(ctl)
     open_step = ctl.steps.summaries[1]
-    assert (open_step.mode, open_step.rate_rps, open_step.ended_by) == ("open", load.rate_rps, "mode")
+    assert (open_step.mode, open_step.rate_rps, open_step.ended_by) == (
+        "open",
+        load.arrivals.rate_rps,
+        "mode",
+    )
 
 
 def test_pause_cuts_the_step_and_resume_begins_a_new_one_at_the_same_level() -> None:
