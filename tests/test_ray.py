@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
+from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig, RunOutcome
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.runargs import resolve
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.types import Target
 

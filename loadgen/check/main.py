@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from loadgen.check import api_checks, edge_checks, run_body, speed
 from loadgen.check.results import CheckReport, CheckResult
 from loadgen.check.session import Session, open_session
+from loadgen.cli.checks import ca_problem, check_url, proxy_problem
+from loadgen.cli.flags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
 from loadgen.config import Api
 from loadgen.profile import Profile, ProfileError, load_profile
-from loadgen.runchecks import ca_problem, check_url, proxy_problem
-from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
 from loadgen.target.connect import connection_warnings
 from loadgen.target.http import target_root
 from loadgen.target.probe import ServerInfo, probe

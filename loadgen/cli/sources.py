@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from loadgen.cli.flags import RunFlags, UsageError
 from loadgen.config import Api, RampPlan
 from loadgen.profile import Profile
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sources import (
     DATASET_FORMATS,
     TIME_UNITS,

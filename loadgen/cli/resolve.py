@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from loadgen.analysis.baseline import baseline_problem
+from loadgen.cli.checks import check_urls, flag_problem, folder_writable, out_problem, plan_problem
+from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.sources import replay_plan, replay_profile, save_requests_problem
 from loadgen.config import Mode, RampPlan, RunConfig
 from loadgen.profile import Pricing, Profile, ProfileError, load_profile
 from loadgen.run.detail import detail_path
-from loadgen.runchecks import check_urls, flag_problem, folder_writable, out_problem, plan_problem
-from loadgen.runflags import RunFlags, UsageError
-from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem
 from loadgen.target.tokenizer_file import tokenizer_problem
 from loadgen.types import Target
 

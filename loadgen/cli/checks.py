@@ -24,8 +24,8 @@ from loadgen.target.http import scrub
 from loadgen.types import server_root
 
 if TYPE_CHECKING:
+    from loadgen.cli.flags import RunFlags
     from loadgen.config import Mode, RampPlan
-    from loadgen.runflags import RunFlags
 
 __all__ = [
     "ca_problem",

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from loadgen.cli.flags import EXIT_UNREACHABLE, Flags, RunFlags, UsageError, add_run_flags
+from loadgen.cli.headless import finish, reachable, run_headless, say
+from loadgen.cli.resolve import resolve, with_server_revision
 from loadgen.config import RunConfig, RunOutcome
-from loadgen.headless import finish, reachable, run_headless, say
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
-from loadgen.runargs import resolve, with_server_revision
-from loadgen.runflags import EXIT_UNREACHABLE, Flags, RunFlags, UsageError, add_run_flags
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
 
