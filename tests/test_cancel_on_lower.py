@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from loadgen.cli.flags import UsageError
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.config import RunOutcome
+from loadgen.exits import UsageError
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config as sim_config

@@ -27,10 +27,10 @@ from analysis_fakes import (
 
 from loadgen.analysis.conditions import conditions_of, differences
 from loadgen.analysis.runs import load_run
-from loadgen.cli.flags import UsageError
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config, revision_from_server_args
 from loadgen.config import SLO
+from loadgen.exits import UsageError
 from loadgen.run.recording import record_header
 from loadgen.run.state import Load, RunStatus
 

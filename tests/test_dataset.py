@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli.flags import EXIT_USAGE, RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
 from loadgen.cli.main import main
 from loadgen.cli.resolve import resolve
+from loadgen.exits import EXIT_USAGE, UsageError
 from loadgen.profile import ProfileError, load_profile, parse_profile
 from loadgen.sources import DatasetOptions, load_dataset
 from loadgen.types import Outcome, RequestResult, RequestSpec

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from tui_fakes import STEPS, make_snapshot
 
-from loadgen.cli.flags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
 from loadgen.cli.headless import finish, progress_line, wait_with_progress
 from loadgen.config import RunOutcome
+from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
 from loadgen.snapshot import Snapshot
 
 

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine

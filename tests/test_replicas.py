@@ -17,15 +17,16 @@ import pytest
 from snapshot_watch import Watch
 from tui_fakes import FakeEngine, make_snapshot
 
-from loadgen.cli.checks import check_urls
-from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
 from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.snapshot import ReplicaStats
+from loadgen.target.urls import check_urls
 from loadgen.types import REPLICA_POLICY, Target
 from tui.app import RampApp
 from tui.replicas import ReplicasPanel, render_replicas

@@ -13,9 +13,10 @@ import pytest
 
 from loadgen.analysis.conditions import conditions_of, differences
 from loadgen.analysis.runs import load_run
-from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config, resolve
+from loadgen.exits import UsageError
 from loadgen.run.engine import Engine
 from loadgen.sim import SimHandle, run_sim_in_thread
 from loadgen.sim import build_config as sim_config

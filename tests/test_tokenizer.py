@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from fault_servers import openai_like
 
-from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
 from loadgen.cli.main import main
 from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig
+from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine

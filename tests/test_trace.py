@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config, resolve
+from loadgen.exits import UsageError
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.sim import SimHandle, run_sim_in_thread

@@ -31,9 +31,10 @@ from loadgen.analysis.baseline import (
     step_verdict,
 )
 from loadgen.analysis.runs import LevelKey
-from loadgen.cli.flags import RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
 from loadgen.config import SLO, RunConfig
+from loadgen.exits import UsageError
 from loadgen.record import RecordWriter
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import SetLevel

@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from loadgen.cli.flags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.config import SLO, RunConfig, RunOutcome
+from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.format import fmt_ms_wide, fmt_num_wide
 from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
