@@ -1,5 +1,6 @@
-"""The run's settings, owned once: ``RunConfig`` (flags and profile merged in ``loadgen.runargs``), the
-ramp plan, the SLO, how a run ended, and the closed sets (mode, arrival, state, ...) as ``Literal`` types.
+"""The run's settings, owned once: ``RunConfig`` (flags and profile merged in ``loadgen.cli.resolve``), the
+ramp plan, the SLO, how a run ended, a run's fresh seed (``fresh_seed``), and the closed sets (mode,
+arrival, state, ...) as ``Literal`` types.
 
 A leaf: it imports nothing from the project at run time (the types it names only for type checking), so
 every layer can depend on it.
@@ -7,6 +8,7 @@ every layer can depend on it.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal, get_args
@@ -197,3 +199,8 @@ class RunOutcome:
 
 class SetupError(Exception):
     """The run could not start (target unreachable, no model...). The message is for the operator."""
+
+
+def fresh_seed() -> int:
+    """A seed no earlier run used (with overwhelming odds): 32 random bits, short enough to retype."""
+    return secrets.randbits(32)

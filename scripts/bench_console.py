@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from loadgen.selftest import SELFTEST_PROFILE  # noqa: E402
+from loadgen.cli.selftest import SELFTEST_PROFILE  # noqa: E402
 from loadgen.sim import build_config, spawn_sim_process  # noqa: E402
 
 

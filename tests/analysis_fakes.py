@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from loadgen.analysis.compare import compare_main
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
 from loadgen.config import SLO
 from loadgen.profile import parse_profile
 from loadgen.record import RecordWriter

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.config import RunOutcome
+from loadgen.exits import UsageError
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
-from loadgen.runargs import build_config
-from loadgen.runflags import UsageError
 from loadgen.sim import build_config as sim_config
 from loadgen.sim import spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle

@@ -12,7 +12,7 @@ from fault_servers import CountingProxy, Flaws, openai_like
 
 from loadgen.check.main import run_checks
 from loadgen.check.results import CheckReport
-from loadgen.cli import main
+from loadgen.cli.main import main
 from loadgen.sim import SimHandle
 from loadgen.types import Target
 

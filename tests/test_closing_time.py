@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.runargs import build_config
 from loadgen.sim import build_config as sim_config
 from loadgen.sim import spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle

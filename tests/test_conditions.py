@@ -27,12 +27,12 @@ from analysis_fakes import (
 
 from loadgen.analysis.conditions import conditions_of, differences
 from loadgen.analysis.runs import load_run
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config, revision_from_server_args
 from loadgen.config import SLO
+from loadgen.exits import UsageError
 from loadgen.run.recording import record_header
 from loadgen.run.state import Load, RunStatus
-from loadgen.runargs import build_config, revision_from_server_args
-from loadgen.runflags import UsageError
 
 # (what changes in B, the key named, A's value and B's value as written)
 MISMATCHES: list[tuple[str, Callable[[Header], None], str, str, str]] = [

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.profile import builtin_profile_names, context_overflow, load_profile, parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.run.setup import context_warning
-from loadgen.runargs import build_config
 from loadgen.sim import SimHandle
 from loadgen.types import RequestResult, RequestSpec
 from loadgen.workload import PromptSizer, Workload

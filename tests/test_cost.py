@@ -10,15 +10,15 @@ import pytest
 from analysis_fakes import SESSION_TOML, Fig, header_with, profile_content, step_of, write_record
 
 from loadgen.analysis.cost import describe_pricing, pricing_of, step_cost, task_turns
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.config import SLO, RunConfig
+from loadgen.exits import UsageError
 from loadgen.format import fmt_usd
 from loadgen.profile import Pricing
 from loadgen.report import report_main
 from loadgen.run.recording import record_header
 from loadgen.run.state import Load, RunStatus
-from loadgen.runargs import build_config
-from loadgen.runflags import UsageError
 
 URL = "http://127.0.0.1:8000"
 # The seed's managed-API example: DeepSeek V4.1 Flash, $ per 1M input / output / cache-read tokens.

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.main import main
+from loadgen.cli.resolve import resolve
+from loadgen.exits import EXIT_USAGE, UsageError
 from loadgen.profile import ProfileError, load_profile, parse_profile
-from loadgen.runargs import resolve
-from loadgen.runflags import EXIT_USAGE, RunFlags, UsageError
 from loadgen.sources import DatasetOptions, load_dataset
 from loadgen.types import Outcome, RequestResult, RequestSpec
 from loadgen.workload import PromptSizer, Workload

@@ -15,9 +15,9 @@ import pytest
 from fault_servers import refusing
 from snapshot_watch import Watch
 
+from loadgen.cli.headless import progress_line
 from loadgen.client import Client
 from loadgen.config import RunConfig
-from loadgen.headless import progress_line
 from loadgen.profile import parse_profile
 from loadgen.record import read_record, step_from_line
 from loadgen.report import format_step_table

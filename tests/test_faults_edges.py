@@ -16,8 +16,8 @@ from fault_servers import FaultServer, answering, json_models
 from ramp_cli import ramp as run_ramp
 from tui_fakes import make_snapshot
 
+from loadgen.cli.headless import progress_line, wait_with_progress
 from loadgen.config import RunOutcome
-from loadgen.headless import progress_line, wait_with_progress
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.record import read_record, step_from_line
 from loadgen.report import format_step_table

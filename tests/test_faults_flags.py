@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.headless import finish
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.config import RunConfig, RunOutcome
-from loadgen.headless import finish
-from loadgen.runargs import build_config
-from loadgen.runflags import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
+from loadgen.exits import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from loadgen.types import Target
 
 URL = "http://127.0.0.1:8000"

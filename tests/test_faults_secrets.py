@@ -13,8 +13,8 @@ from fault_servers import answering
 from ramp_cli import ramp as run_ramp
 from snapshot_watch import Watch
 
+from loadgen.cli.headless import finish
 from loadgen.config import RunConfig, RunOutcome
-from loadgen.headless import finish
 from loadgen.profile import parse_profile
 from loadgen.run.engine import Engine
 from loadgen.types import Target

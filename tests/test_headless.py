@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from tui_fakes import STEPS, make_snapshot
 
+from loadgen.cli.headless import finish, progress_line, wait_with_progress
 from loadgen.config import RunOutcome
-from loadgen.headless import finish, progress_line, wait_with_progress
-from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
+from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
 from loadgen.snapshot import Snapshot
 
 
@@ -82,8 +82,8 @@ def test_finish_prices_the_steps_and_shows_repeats(capsys: pytest.CaptureFixture
 
     from tui_fakes import step
 
-    from loadgen.cli import build_parser
-    from loadgen.runargs import build_config
+    from loadgen.cli.main import build_parser
+    from loadgen.cli.resolve import build_config
 
     url = "http://127.0.0.1:9"
     config = build_config(build_parser().parse_args(["run", url, "--gpu-usd-per-hour", "3.6"]), url)

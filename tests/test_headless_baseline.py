@@ -9,8 +9,8 @@ import pytest
 from test_tui_baseline import IDENTITY, live_config, matched, write_baseline
 from tui_fakes import STEPS
 
+from loadgen.cli.headless import baseline_warning, finish
 from loadgen.config import RunOutcome
-from loadgen.headless import baseline_warning, finish
 from loadgen.record import RecordWriter
 from loadgen.run.recording import planned_header
 

@@ -12,8 +12,8 @@ import pytest
 from fault_servers import answering
 from hostile_servers import ramp_measured, serving
 
-from loadgen.cli import main
-from loadgen.runflags import EXIT_USAGE
+from loadgen.cli.main import main
+from loadgen.exits import EXIT_USAGE
 from loadgen.sources import TraceOptions, load_trace
 
 URL = "http://127.0.0.1:9"  # nothing listens: every case below is refused before the probe

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
-from loadgen.runargs import build_config
 from loadgen.sim import build_config as sim_config
 from loadgen.sim import spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.cli import DEMO_LEVELS
+from loadgen.cli.main import DEMO_LEVELS
 from loadgen.record import read_record
 from loadgen.sim import build_config, spawn_sim_process
 

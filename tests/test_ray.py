@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.runargs import resolve
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.types import Target
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None

@@ -13,9 +13,9 @@ from aiohttp import web
 from fault_servers import FaultServer, models_ok
 
 from loadgen.cli import main
+from loadgen.exits import EXIT_UNREACHABLE
 from loadgen.record import read_record
 from loadgen.run.loops import Backoff
-from loadgen.runflags import EXIT_UNREACHABLE
 from loadgen.types import ErrorKind, Outcome, RequestResult
 
 pytestmark = pytest.mark.timeout(90)

@@ -17,15 +17,16 @@ import pytest
 from snapshot_watch import Watch
 from tui_fakes import FakeEngine, make_snapshot
 
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
-from loadgen.runargs import resolve
-from loadgen.runchecks import check_urls
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.snapshot import ReplicaStats
+from loadgen.target.urls import check_urls
 from loadgen.types import REPLICA_POLICY, Target
 from tui.app import RampApp
 from tui.replicas import ReplicasPanel, render_replicas
@@ -165,7 +166,7 @@ def closed_port() -> int:
 def test_an_unreachable_replica_at_the_start_is_a_clear_error(
     sims: tuple[SimHandle, SimHandle], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from loadgen.cli import main
+    from loadgen.cli.main import main
 
     a, _ = sims
     port = closed_port()

@@ -15,15 +15,16 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.cli import main as cli_main
+from loadgen.cli.flags import RunFlags, add_run_flags
+from loadgen.cli.main import main as cli_main
+from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig
+from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.detail import COLUMNS, detail_path
 from loadgen.run.engine import Engine
 from loadgen.run.shipping import WindowBook
-from loadgen.runargs import resolve
-from loadgen.runflags import RunFlags, UsageError, add_run_flags
 from loadgen.types import Outcome, RequestResult, Target
 
 PROFILE = """

@@ -13,10 +13,11 @@ import pytest
 
 from loadgen.analysis.conditions import conditions_of, differences
 from loadgen.analysis.runs import load_run
-from loadgen.cli import build_parser
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config, resolve
+from loadgen.exits import UsageError
 from loadgen.run.engine import Engine
-from loadgen.runargs import build_config, resolve
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import SimHandle, run_sim_in_thread
 from loadgen.sim import build_config as sim_config
 from loadgen.sources import RequestLog, load_requests

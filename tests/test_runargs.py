@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config, load_shape, resolve
 from loadgen.config import RampPlan, RunConfig
-from loadgen.runargs import build_config, load_shape, resolve
-from loadgen.runflags import RunFlags, UsageError
+from loadgen.exits import UsageError
 
 URL = "http://127.0.0.1:8000"
 PROFILE = """

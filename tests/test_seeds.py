@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config, resolve
 from loadgen.profile import load_profile, parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.runargs import build_config, resolve
-from loadgen.runflags import RunFlags
 from loadgen.sim import SimHandle
 from loadgen.types import RequestSpec
 from loadgen.workload import PromptSizer, Workload

@@ -4,7 +4,7 @@ scaling against one worker's tokens/s, and the goal's verdict lines. The benchma
 
 from __future__ import annotations
 
-from loadgen.selftest import SelftestRow, layout, scaling, verdicts
+from loadgen.cli.selftest import SelftestRow, layout, scaling, verdicts
 
 
 def row(workers: int, streams: int, tok_s: float, sim_p99: float | None = 52.0) -> SelftestRow:

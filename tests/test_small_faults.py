@@ -11,8 +11,8 @@ import pytest
 from fault_servers import FaultServer, answering, json_models
 
 from loadgen.cli import main
+from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
 from loadgen.record import read_record
-from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
 
 pytestmark = pytest.mark.timeout(90)
 

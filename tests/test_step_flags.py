@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
+from loadgen.cli.headless import finish
 from loadgen.config import RampPlan, RunConfig, RunOutcome
-from loadgen.headless import finish
+from loadgen.exits import EXIT_WORKER_LOST
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.runflags import EXIT_WORKER_LOST
 from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost

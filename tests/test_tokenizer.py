@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 from fault_servers import openai_like
 
-from loadgen.cli import main
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.main import main
+from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan, RunConfig
+from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.run.sizing import fit_sizer, local_sizer
-from loadgen.runargs import resolve
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.target.tokenizer_file import load_tokenizer
 from loadgen.types import Target

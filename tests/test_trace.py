@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config, resolve
+from loadgen.exits import UsageError
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.runargs import build_config, resolve
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import SimHandle, run_sim_in_thread
 from loadgen.sim import build_config as sim_config
 from loadgen.sources import TraceOptions, load_trace

@@ -31,12 +31,13 @@ from loadgen.analysis.baseline import (
     step_verdict,
 )
 from loadgen.analysis.runs import LevelKey
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.resolve import resolve
 from loadgen.config import SLO, RunConfig
+from loadgen.exits import UsageError
 from loadgen.record import RecordWriter
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import SetLevel
-from loadgen.runargs import resolve
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.snapshot import StepSummary
 from tui.app import RampApp

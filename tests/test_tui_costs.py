@@ -8,9 +8,9 @@ from dataclasses import replace
 from rich.console import Console
 from tui_fakes import STEPS, make_snapshot, step
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.profile import Pricing
-from loadgen.runargs import build_config
 from loadgen.snapshot import StepSummary
 from tui.steps import COST, GOOD, Pricer, StepsPanel, fitting_columns, render_steps_table
 

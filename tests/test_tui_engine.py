@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.run.engine import Engine
-from loadgen.runargs import build_config
 from loadgen.sim import build_config as sim_config
 from loadgen.sim import run_sim_in_thread
 from tui.app import RampApp

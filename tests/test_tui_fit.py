@@ -12,14 +12,14 @@ import pytest
 from textual.pilot import Pilot
 from tui_fakes import FakeEngine, make_snapshot
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.config import RunConfig
 from loadgen.profile import load_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.run.protocol import SetLevel
 from loadgen.run.setup import context_warning
-from loadgen.runargs import build_config
 from loadgen.sim import build_config as sim_config
 from loadgen.sim import run_sim_in_thread
 from tui.app import RampApp

@@ -23,7 +23,7 @@ from textual.screen import ModalScreen
 
 from loadgen.analysis.replay import load_replay
 from loadgen.analysis.runs import AnalysisError
-from loadgen.cli import main
+from loadgen.cli.main import main
 from loadgen.format import fmt_ms
 from loadgen.run.protocol import ControlCommand
 from tui.actions import STEERING_ACTIONS

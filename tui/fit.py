@@ -13,8 +13,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from loadgen.config import RunConfig
-from loadgen.runargs import fresh_seed
+from loadgen.config import RunConfig, fresh_seed
 from loadgen.snapshot import Snapshot
 
 UNCLAMPED = "use --fit-context"  # only the warning of a run that sends what cannot fit says this

@@ -21,12 +21,12 @@ from loadgen.check import api_checks, edge_checks, run_body, speed
 from loadgen.check.results import CheckReport, CheckResult
 from loadgen.check.session import Session, open_session
 from loadgen.config import Api
+from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
 from loadgen.profile import Profile, ProfileError, load_profile
-from loadgen.runchecks import ca_problem, check_url, proxy_problem
-from loadgen.runflags import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
 from loadgen.target.connect import connection_warnings
 from loadgen.target.http import target_root
 from loadgen.target.probe import ServerInfo, probe
+from loadgen.target.urls import ca_problem, check_url, proxy_problem
 from loadgen.types import Target
 
 __all__ = ["check_main", "run_checks"]

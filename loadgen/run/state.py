@@ -114,7 +114,7 @@ class Load:
             return "closed"
         replay = self.config.profile.replay
         if replay is not None and replay.scheduled:
-            return replay.kind  # "trace" / "requests": the file's own times (loadgen.sourceargs)
+            return replay.kind  # "trace" / "requests": the file's own times (loadgen.cli.sources)
         return ArrivalSpec(self.config.arrival, burstiness=self.config.burstiness).label
 
     # ---- the load's only writers ------------------------------------------------------------------------

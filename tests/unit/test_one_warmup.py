@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.config import RunConfig
 from loadgen.run.state import Load
-from loadgen.runargs import build_config
 
 URL = "http://127.0.0.1:8000"
 RAMPED = "name = 'p'\n[[bucket]]\ninput = 16\noutput = 16\n[ramp]\nlevels = [4]\nstep_seconds = 9\nwarmup_seconds = 2\n"

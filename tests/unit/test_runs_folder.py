@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.headless import console_refused
-from loadgen.runargs import resolve, runs_folder
-from loadgen.runflags import RunFlags, UsageError
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.headless import console_refused
+from loadgen.cli.resolve import resolve, runs_folder
+from loadgen.exits import UsageError
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import build_parser
+from loadgen.cli.resolve import build_config
 from loadgen.config import SLO
 from loadgen.profile import load_profile
 from loadgen.record import step_from_line, step_line
 from loadgen.report import format_step_table
 from loadgen.run.setup import context_warning
-from loadgen.runargs import build_config
 from loadgen.slo import evaluate
 from loadgen.snapshot import StepSummary, WindowStats
 

@@ -1,6 +1,6 @@
 """The replay flags (``--dataset``, ``--trace``, ``--requests``, ``--time-scale``, ``--trace-window``,
 ``--trace-time-unit``, ``--save-requests``) merged with the profile's ``[dataset]`` / ``[trace]`` table into
-the profile's ``replay`` source, and the plan a scheduled source runs (``loadgen.runargs.resolve`` calls
+the profile's ``replay`` source, and the plan a scheduled source runs (``loadgen.cli.resolve.resolve`` calls
 both). A flag beats the table; a bad file is a ``UsageError`` naming its file, line and field.
 
 A trace or a request file runs in open loop at its own times: one step, one pass of the schedule (a
@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from loadgen.cli.flags import RunFlags
 from loadgen.config import Api, RampPlan
+from loadgen.exits import UsageError
 from loadgen.profile import Profile
-from loadgen.runflags import RunFlags, UsageError
 from loadgen.sources import (
     DATASET_FORMATS,
     TIME_UNITS,

@@ -3,7 +3,7 @@ then ramp it like ``ramp run`` (console or ``--headless``), with a cold first st
 figures in the record, and the server stopped on every way out (errors, Ctrl-C, SIGTERM, SIGHUP; and, if
 ramp itself is killed, by the kernel: ``loadgen.childproc``).
 
-Owns the subcommand's flags (``add_launch_flags``; ``--attach`` is dispatched by ``loadgen.cli`` as a
+Owns the subcommand's flags (``add_launch_flags``; ``--attach`` is dispatched by ``loadgen.cli.main`` as a
 plain run), the health wait's progress indicator and the run of a launched server (``launch_main``). The
 server process itself is ``loadgen.serverproc``'s.
 """
@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from loadgen.cli.flags import Flags, RunFlags, add_run_flags
+from loadgen.cli.headless import finish, reachable, run_headless, say
+from loadgen.cli.resolve import resolve, with_server_revision
 from loadgen.config import RunConfig, RunOutcome
-from loadgen.headless import finish, reachable, run_headless, say
+from loadgen.exits import EXIT_UNREACHABLE, UsageError
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
-from loadgen.runargs import resolve, with_server_revision
-from loadgen.runflags import EXIT_UNREACHABLE, Flags, RunFlags, UsageError, add_run_flags
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
 

@@ -1,4 +1,4 @@
-"""``resolve``, the only place where the run flags (``loadgen.runflags``) and the profile merge into a
+"""``resolve``, the only place where the run flags (``loadgen.cli.flags``) and the profile merge into a
 ``RunConfig``, with the load's shape, the pricing and the model revision it decides on the way.
 
 Precedence, resolved here and nowhere else: a flag beats the profile, the profile beats the default.
@@ -20,18 +20,19 @@ import argparse
 import datetime as _dt
 import importlib.util
 import os
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from loadgen.analysis.baseline import baseline_problem
-from loadgen.config import Mode, RampPlan, RunConfig
+from loadgen.cli.checks import flag_problem, folder_writable, out_problem, plan_problem
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.sources import replay_plan, replay_profile, save_requests_problem
+from loadgen.config import Mode, RampPlan, RunConfig, fresh_seed
+from loadgen.exits import UsageError
 from loadgen.profile import Pricing, Profile, ProfileError, load_profile
 from loadgen.run.detail import detail_path
-from loadgen.runchecks import check_urls, flag_problem, folder_writable, out_problem, plan_problem
-from loadgen.runflags import RunFlags, UsageError
-from loadgen.sourceargs import replay_plan, replay_profile, save_requests_problem
 from loadgen.target.tokenizer_file import tokenizer_problem
+from loadgen.target.urls import check_urls
 from loadgen.types import Target
 
 DEFAULT_WARMUP_S = 5.0
@@ -40,7 +41,6 @@ __all__ = [
     "DEFAULT_WARMUP_S",
     "LoadShape",
     "build_config",
-    "fresh_seed",
     "load_shape",
     "resolve",
     "resolve_pricing",
@@ -249,11 +249,6 @@ def _tokenizer(path: str | None) -> str | None:
     if problem is not None:
         raise UsageError(problem)
     return os.path.abspath(os.path.expanduser(path))
-
-
-def fresh_seed() -> int:
-    """A seed no earlier run used (with overwhelming odds): 32 random bits, short enough to retype."""
-    return secrets.randbits(32)
 
 
 def _urls(url: str, flags: RunFlags) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The run's flags, defined once: ``RunFlags`` (the flags, typed: ``None`` means "not given"), the flag
 definitions shared by ``ramp run``, ``ramp demo`` and ``ramp launch`` (``add_run_flags``, in the argument
-groups of ``RUN_GROUPS`` that ``--help`` shows apart; their defaults are ``RunFlags``' own), the small value parsers, the usage error and the exit codes every face returns.
-``loadgen.runargs`` merges these flags with the profile into a ``RunConfig``.
+groups of ``RUN_GROUPS`` that ``--help`` shows apart; their defaults are ``RunFlags``' own) and the small
+value parsers. ``loadgen.cli.resolve`` merges these flags with the profile into a ``RunConfig``; the usage
+error and the exit codes are ``loadgen.exits``'.
 """
 
 from __future__ import annotations
@@ -11,14 +12,6 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, CacheResets, Transport
-
-EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-EXIT_INTERRUPTED = 130
-EXIT_WORKER_LOST = 4  # a load worker died during a step: that step is flagged worker_lost, never the best
-
-
-class UsageError(Exception):
-    """The command line cannot be run as given. The message says what to write instead."""
 
 
 @dataclass(frozen=True, slots=True)

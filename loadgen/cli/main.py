@@ -1,6 +1,7 @@
 """The ``ramp`` command: its argument tree and the dispatch to the faces. The run flags and their merge with
-the profile are ``loadgen.runargs``'s; the headless face is ``loadgen.headless``; the console is ``tui``
-(imported only when it is shown); ``ramp launch`` is ``loadgen.launch_cmd``.
+the profile are ``loadgen.cli.flags`` and ``loadgen.cli.resolve``; the headless face is
+``loadgen.cli.headless``; the console is ``tui`` (imported only when it is shown); ``ramp launch`` is
+``loadgen.cli.launch``; the exit codes are ``loadgen.exits``'.
 
     ramp demo                                   console against the embedded simulator
     ramp URL [flags]                            console against a server
@@ -34,21 +35,14 @@ from collections.abc import Callable
 from loadgen import __version__
 from loadgen.check.flags import DESCRIPTION as CHECK_HELP
 from loadgen.check.flags import add_check_flags
+from loadgen.cli.flags import RunFlags, add_run_flags
+from loadgen.cli.headless import console_refused, finish, reachable, run_headless, say
+from loadgen.cli.launch import DESCRIPTION as LAUNCH_DESCRIPTION
+from loadgen.cli.launch import HELP as LAUNCH_HELP
+from loadgen.cli.launch import add_launch_flags, launch_main
+from loadgen.cli.resolve import resolve
 from loadgen.config import RunOutcome
-from loadgen.headless import console_refused, finish, reachable, run_headless, say
-from loadgen.launch_cmd import DESCRIPTION as LAUNCH_DESCRIPTION
-from loadgen.launch_cmd import HELP as LAUNCH_HELP
-from loadgen.launch_cmd import add_launch_flags, launch_main
-from loadgen.runargs import resolve
-from loadgen.runflags import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    RunFlags,
-    UsageError,
-    add_run_flags,
-)
+from loadgen.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from loadgen.target.http import scrub
 
 __all__ = ["SHELLS", "SUBCOMMANDS", "build_parser", "build_parsers", "main", "target_url"]
@@ -241,7 +235,7 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
         print(shtab.complete(build_parser(), shell=args.shell))
         return EXIT_OK
     if args.command == "selftest":
-        from loadgen.selftest import selftest_main
+        from loadgen.cli.selftest import selftest_main
 
         return selftest_main(args)
     if args.command == "demo":
