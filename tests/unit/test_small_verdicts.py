@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.config import SLO
 from loadgen.profile import load_profile
