@@ -289,7 +289,7 @@ def first_overflow(source: Source, max_model_len: int) -> str | None:
                     source.path, r.line, "input_tokens_target + max_tokens", _past(ask, max_model_len)
                 )
             )
-    for c in source.conversations:
+    for c in source.conversations if source.format != "text" else ():  # text lines have no max_tokens
         for turn in c.turns:
             if turn.max_tokens is not None and turn.max_tokens > max_model_len:
                 ask = f"{turn.max_tokens:,} tokens"
