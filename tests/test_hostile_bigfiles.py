@@ -99,3 +99,46 @@ def test_a_50_mb_trace_holds_only_its_window(tmp_path: Path) -> None:
     header = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
     assert "300 arrivals over 3 s" in json.dumps(header), ran.stderr
     assert ran.peak_rss_mb < RSS_BOUND_MB, ran.peak_rss_mb
+
+
+def test_a_50_mb_request_file_is_read_on_demand(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    rng = random.Random(2)
+    with path.open("w") as f:
+        seq = 0
+        while f.tell() < 50_000_000:
+            for _ in range(500):
+                seq += 1
+                text = " ".join(rng.choices(WORDS, k=80))
+                row = {
+                    "t_s": seq / 1000,
+                    "seq": seq,
+                    "max_tokens": 2,
+                    "messages": [{"role": "user", "content": text}],
+                }
+                f.write(json.dumps(row) + "\n")
+    server = serving()
+    # --level 1: one closed-loop user takes the requests in order (the file's times, 100 s, ignored)
+    args = [
+        "--requests",
+        str(path),
+        "--level",
+        "1",
+        "--steps",
+        "1",
+        "--step-seconds",
+        "2",
+        "--warmup",
+        "0",
+        "--no-metrics",
+    ]
+    try:
+        ran = ramp_measured(
+            ["run", server.url, "--headless", *args, "--out", str(tmp_path / "r.jsonl")],
+            tmp_path,
+            timeout_s=120,
+        )
+    finally:
+        server.stop()
+    assert ran.returncode in (0, 1), ran.stderr
+    assert ran.peak_rss_mb < RSS_BOUND_MB, ran.peak_rss_mb

@@ -142,7 +142,8 @@ class Source:
     note: str = ""  # how it was read, for the operator ("timestamps read as ms: all integers")
     conversations: Sequence[Conversation] = ()  # a tuple, or records read from the file on demand
     entries: tuple[TraceEntry, ...] = ()
-    requests: tuple[RecordedRequest, ...] = ()
+    requests: Sequence[RecordedRequest] = ()  # a tuple, or requests read from the file on demand
+    request_times: Sequence[float] = ()  # the requests' t_s, when they are read on demand
     dataset: DatasetOptions | None = None
     trace: TraceOptions | None = None
     duration_s: float = 0.0
@@ -159,6 +160,8 @@ class Source:
         return len(self.conversations) + len(self.entries) + len(self.requests)
 
     def offsets_s(self) -> tuple[float, ...]:
+        if self.request_times:  # a request file's, held apart: its requests are read from the file
+            return tuple(self.request_times)
         return tuple(e.t_s for e in self.entries) or tuple(r.t_s for r in self.requests)
 
     @property
@@ -289,7 +292,7 @@ def first_overflow(source: Source, max_model_len: int) -> str | None:
                     source.path, r.line, "input_tokens_target + max_tokens", _past(ask, max_model_len)
                 )
             )
-    for c in source.conversations:
+    for c in source.conversations if source.format != "text" else ():  # text lines have no max_tokens
         for turn in c.turns:
             if turn.max_tokens is not None and turn.max_tokens > max_model_len:
                 ask = f"{turn.max_tokens:,} tokens"

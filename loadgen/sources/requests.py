@@ -18,19 +18,20 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import overload
 
 from loadgen.config import APIS, Api
+from loadgen.sources.lines import LineIndex, scan_lines
 from loadgen.sources.model import (
     RecordedRequest,
     Source,
     SourceError,
     check_span,
     check_tokens,
-    decode_text,
-    file_hash,
-    jsonl_objects,
-    read_bytes,
+    parse_json,
 )
 from loadgen.types import RequestSpec
 
@@ -71,44 +72,80 @@ class RequestLog:
             self.fd = None
 
 
+class RecordedRequests(Sequence[RecordedRequest]):
+    """A request file's requests in time order, each read from the file when asked for (``LineIndex``):
+    validated once when the run starts, then only offsets and times are held (and pickled to workers)."""
+
+    def __init__(self, lines: LineIndex, times: array[float]) -> None:
+        self.lines = lines  # in time order
+        self.times = times  # seconds after the file's first request, in the same order
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, i: int) -> RecordedRequest: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[RecordedRequest]: ...
+
+    def __getitem__(self, i: int | slice) -> RecordedRequest | Sequence[RecordedRequest]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        number, text = self.lines.read(i)
+        path = self.lines.path
+        value = parse_json(path, number, text)
+        if not isinstance(value, dict):
+            raise SourceError(path, number, None, "changed since the run read it")
+        return replace(_row(path, number, value)[3], t_s=self.times[i])
+
+
 def load_requests(path: str) -> Source:
-    data = read_bytes(path)
-    text = decode_text(path, data)
-    rows: list[tuple[float, int, int, RecordedRequest]] = []
-    for number, value in jsonl_objects(path, text):
-        rows.append(_row(path, number, value))
-    if not rows:
+    """Read and validate the file line by line (never whole); hold it as offsets in time order."""
+    keys: list[tuple[float, int, int]] = []
+    apis: set[str] = set()
+
+    def keep(number: int, text: str) -> bool:
+        if not text.strip():
+            return False
+        value = parse_json(path, number, text)
+        if not isinstance(value, dict):
+            raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
+        t, worker, seq, request = _row(path, number, value)
+        keys.append((t, worker, seq))
+        apis.add(request.api)
+        return True
+
+    scanned = scan_lines(path, keep)
+    if not keys:
         raise SourceError(path, None, None, "no requests in the file")
-    rows.sort(key=lambda r: r[:3])  # the file's order is not trusted: by time, then worker and sequence
-    first = rows[0][0]
-    check_span(path, rows[-1][3].line, "t_s", rows[-1][0] - first)  # intended_ns read as t_s
-    requests = tuple(
-        RecordedRequest(
-            t_s=t - first,
-            api=r.api,
-            max_tokens=r.max_tokens,
-            messages=r.messages,
-            prompt=r.prompt,
-            input_tokens_target=r.input_tokens_target,
-            session=r.session,
-            turn=r.turn,
-            line=r.line,
-        )
-        for t, _, _, r in rows
-    )
-    apis = sorted({r.api for r in requests})
+    # the file's order is not trusted: by time, then worker and sequence
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    first, last = keys[order[0]][0], keys[order[-1]][0]
+    check_span(path, scanned.numbers[order[-1]], "t_s", last - first)  # intended_ns read as t_s
     if len(apis) > 1:
         raise SourceError(
             path, None, "api", "the file mixes chat and completions requests; replay one API per run"
         )
-    duration = requests[-1].t_s
+    lines = LineIndex(
+        path,
+        array("q", (scanned.offsets[i] for i in order)),
+        array("q", (scanned.numbers[i] for i in order)),
+        scanned.size,
+        scanned.mtime_ns,
+        scanned.sha256,
+    )
+    requests = RecordedRequests(lines, array("d", (keys[i][0] - first for i in order)))
+    duration = last - first
+    api = apis.pop()
     return Source(
         kind="requests",
         path=path,
-        content_hash=file_hash(data),
-        format=apis[0],
-        note=f"{len(requests)} {apis[0]} requests over {duration:g} s",
+        content_hash=scanned.sha256,
+        format=api,
+        note=f"{len(requests)} {api} requests over {duration:g} s",
         requests=requests,
+        request_times=requests.times,
         duration_s=duration,
     )
 

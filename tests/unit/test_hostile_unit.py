@@ -4,6 +4,7 @@ SSE event-size bound, the checks on lengths and timestamps read from files."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 from loadgen.target.http import scrub, url_secrets
 
@@ -74,3 +75,20 @@ def test_the_sse_parser_bounds_an_unfinished_event() -> None:
     parser = SSEParser(1000)
     with pytest.raises(EventTooLarge):  # a complete event then an endless one, in one read
         parser.feed(b"data: a\n\ndata: " + b"z" * 2000)
+
+
+def test_a_dataset_max_tokens_past_the_servers_context_is_named(tmp_path: Path) -> None:
+    import json
+
+    from loadgen.sources import DatasetOptions, load_dataset
+    from loadgen.sources.model import first_overflow
+
+    path = tmp_path / "d.jsonl"
+    rows = [{"prompt": "a", "max_tokens": 100}, {"prompt": "b", "max_tokens": 5000}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    source = load_dataset(DatasetOptions(str(path)))
+    assert first_overflow(source, 8192) is None
+    assert first_overflow(source, 2048) == (
+        f"{path}:2: max_tokens: 5,000 tokens is past the server's max_model_len 2,048: "
+        "--fit-context clamps such requests"
+    )
