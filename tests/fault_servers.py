@@ -1,7 +1,7 @@
 """Tiny fault-injecting servers on 127.0.0.1 (port 0) for what the simulator cannot do: a refusal with a
-``Retry-After``, a 401, ``/v1/models`` answers of every shape, an HTTPS server with a throwaway CA, and an HTTP proxy
-that counts what went through it. Each runs in a thread of its own, so an engine (its own loop and worker
-processes) can talk to it as to any server."""
+``Retry-After``, a 401, ``/v1/models`` answers of every shape, an HTTPS server with a throwaway CA, and an
+HTTP proxy that counts what went through it. Each runs in a thread of its own, so an engine (its own loop and
+worker processes) can talk to it as to any server."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def test_csv_of_several_records_names_the_record_on_each_row(
 
 
 def validate(document: object) -> None:
-    """Against report_schema.json, by a real JSON Schema validator (draft 2020-12), the schema itself first."""
+    """Against report_schema.json, by a real JSON Schema validator (draft 2020-12); the schema first."""
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.Draft202012Validator(schema).validate(document)
