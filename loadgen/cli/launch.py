@@ -142,7 +142,9 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     # The flags are resolved once, before paying for a server start (what cannot run is refused first); the
     # launched server's URL and cold start are filled in once it is up (``_launched_config``).
     try:
-        server_argv(launch.kind, launch.server_model, extra, launch.python, launch.host, launch.port or 1)
+        server_argv(
+            launch.kind, launch.server_model, launch.server_args, launch.python, launch.host, launch.port or 1
+        )
     except LaunchError as exc:
         raise UsageError(str(exc)) from None
     config = resolve(flags, launch.planned_url, launch.server_args)  # the server's --revision is the run's
@@ -161,14 +163,14 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     # own handlers stop the run first (its record finished). Either way ramp exits with 128 + the signal.
     with StopSignals(raising=True):
         try:
-            return _start_and_run(launch, config, log_path, flags.headless)
+            return _start_and_run(launch, flags, config, log_path)
         except KeyboardInterrupt as exc:
             signum = interrupted_by(exc)
             say(f"ramp: interrupted ({signal_label(signum)}); the server has been stopped\n")
             return exit_code(signum)
 
 
-def _start_and_run(launch: LaunchFlags, config: RunConfig, log_path: str | None, headless: bool) -> int:
+def _start_and_run(launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_path: str | None) -> int:
     progress = _Progress(launch.kind, sys.stderr)
     srv: Launched | None = None
     try:
@@ -193,7 +195,7 @@ def _start_and_run(launch: LaunchFlags, config: RunConfig, log_path: str | None,
             print("ramp: interrupted while the server was starting; it has been stopped", file=sys.stderr)
             return exit_code(interrupted_by(exc))
         progress.done()
-        srv.measure_first_token(config.target.model or None)
+        srv.measure_first_token(flags.model or None)
         first = srv.first_token_after_s
         print(
             f"ramp: {launch.kind} healthy after {srv.healthy_after_s or 0.0:.1f} s, first token after "
@@ -202,7 +204,7 @@ def _start_and_run(launch: LaunchFlags, config: RunConfig, log_path: str | None,
             file=sys.stderr,
             flush=True,
         )
-        return _run_launched(config, srv, headless)
+        return _run_launched(config, srv, flags.headless)
     finally:
         if srv is not None:
             _stop(srv)
