@@ -221,6 +221,22 @@ def test_ramp_launch_measures_cold_start_ramps_and_stops(tmp_path: Path) -> None
     assert not alive(int(cold["pid"]))
 
 
+def test_without_out_the_server_log_is_named_for_the_record_it_sits_beside(tmp_path: Path) -> None:
+    """The record's name carries the time it was named at: the flags are resolved once, before the server
+    starts, so a start that takes more than a second cannot name the record after its log."""
+    (tmp_path / "p.toml").write_text(PROFILE)
+    runs = tmp_path / "runs"
+    args = ["launch", "vllm", "fake/tiny", "--python", sys.executable, "--headless", "--profile",
+            str(tmp_path / "p.toml"), "--steps", "1", "--step-seconds", "1", "--warmup", "0"]  # fmt: skip
+    proc = ramp(args, fake_env(FAKE_MODE="sim", FAKE_DELAY_S=1.5, RAMP_RUNS_DIR=runs), tmp_path)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode in (0, 1), err
+    (record,) = runs.glob("*.jsonl")
+    cold = next(e for e in read_record(record).events if e["kind"] == "cold_start")
+    assert cold["log"] == str(record.with_suffix(".vllm.log"))
+    assert sorted(p.name for p in runs.iterdir()) == [record.name, record.with_suffix(".vllm.log").name]
+
+
 def test_ramp_launch_reports_a_server_that_dies_mid_run(tmp_path: Path) -> None:
     args = launch_args(tmp_path, "--steps", "1,2,2", "--step-seconds", "1.5", "--warmup", "0")
     proc = ramp(args, fake_env(FAKE_MODE="sim"), tmp_path)

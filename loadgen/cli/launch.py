@@ -21,7 +21,7 @@ from typing import IO
 
 from loadgen.cli.flags import Flags, RunFlags, add_run_flags
 from loadgen.cli.headless import finish, reachable, run_headless, say
-from loadgen.cli.resolve import resolve, with_server_revision
+from loadgen.cli.resolve import resolve
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.exits import EXIT_UNREACHABLE, UsageError
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
@@ -79,9 +79,15 @@ class LaunchFlags:
     port: int | None
     health_timeout: float
     server_log: str | None
+    server_args: tuple[str, ...] = ()  # after ``--``: passed to the server unchanged
+
+    @property
+    def planned_url(self) -> str:
+        """The server's URL as far as it is known before it starts (a free port is chosen at the start)."""
+        return f"http://{self.host}:{self.port or 1}"
 
     @classmethod
-    def from_namespace(cls, args: argparse.Namespace) -> LaunchFlags:
+    def from_namespace(cls, args: argparse.Namespace, server_args: Sequence[str] = ()) -> LaunchFlags:
         if not args.kind or not args.server_model:
             raise UsageError(
                 f"ramp launch {'|'.join(KINDS)} MODEL [flags] [-- server args], or ramp launch --attach URL"
@@ -96,6 +102,7 @@ class LaunchFlags:
             port=args.port,
             health_timeout=args.health_timeout,
             server_log=args.server_log,
+            server_args=tuple(server_args),
         )
 
 
@@ -130,14 +137,17 @@ class _Progress:
 
 def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """``ramp launch KIND MODEL``: the exit code of the run (3 when the server would not start)."""
-    launch = LaunchFlags.from_namespace(args)
-    flags = with_server_revision(RunFlags.from_namespace(args), extra)  # the server's --revision is the run's
-    # Validate the flags before paying for a server start; the URL is filled in once it is known.
+    launch = LaunchFlags.from_namespace(args, extra)
+    flags = RunFlags.from_namespace(args)
+    # The flags are resolved once, before paying for a server start (what cannot run is refused first); the
+    # launched server's URL and cold start are filled in once it is up (``_launched_config``).
     try:
-        server_argv(launch.kind, launch.server_model, extra, launch.python, launch.host, launch.port or 1)
+        server_argv(
+            launch.kind, launch.server_model, launch.server_args, launch.python, launch.host, launch.port or 1
+        )
     except LaunchError as exc:
         raise UsageError(str(exc)) from None
-    config = resolve(flags, f"http://{launch.host}:{launch.port or 1}")
+    config = resolve(flags, launch.planned_url, launch.server_args)  # the server's --revision is the run's
     log_path = launch.server_log or (
         os.path.splitext(config.out)[0] + f".{launch.kind}.log" if config.out else None
     )
@@ -153,14 +163,14 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     # own handlers stop the run first (its record finished). Either way ramp exits with 128 + the signal.
     with StopSignals(raising=True):
         try:
-            return _start_and_run(launch, flags, extra, log_path)
+            return _start_and_run(launch, flags, config, log_path)
         except KeyboardInterrupt as exc:
             signum = interrupted_by(exc)
             say(f"ramp: interrupted ({signal_label(signum)}); the server has been stopped\n")
             return exit_code(signum)
 
 
-def _start_and_run(launch: LaunchFlags, flags: RunFlags, extra: Sequence[str], log_path: str | None) -> int:
+def _start_and_run(launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_path: str | None) -> int:
     progress = _Progress(launch.kind, sys.stderr)
     srv: Launched | None = None
     try:
@@ -168,7 +178,7 @@ def _start_and_run(launch: LaunchFlags, flags: RunFlags, extra: Sequence[str], l
             srv = launch_and_wait(
                 launch.kind,
                 launch.server_model,
-                extra,
+                launch.server_args,
                 python=launch.python,
                 host=launch.host,
                 port=launch.port,
@@ -194,7 +204,7 @@ def _start_and_run(launch: LaunchFlags, flags: RunFlags, extra: Sequence[str], l
             file=sys.stderr,
             flush=True,
         )
-        return _run_launched(flags, srv)
+        return _run_launched(config, srv, flags.headless)
     finally:
         if srv is not None:
             _stop(srv)
@@ -221,10 +231,12 @@ def _died_message(srv: Launched) -> str:
     )
 
 
-def _launched_config(flags: RunFlags, srv: Launched) -> RunConfig:
-    """The run's config against the launched server, cold, with the cold start in the record."""
+def _launched_config(config: RunConfig, srv: Launched) -> RunConfig:
+    """The run's config (resolved before the start) against the launched server: its URL, cold, with the cold
+    start in the record."""
     return dataclasses.replace(
-        resolve(flags, srv.url),
+        config,
+        target=dataclasses.replace(config.target, url=srv.url),
         cold=True,
         record_events=(("cold_start", srv.cold_start),),
         server_log=lambda: srv.tail(40),
@@ -232,20 +244,20 @@ def _launched_config(flags: RunFlags, srv: Launched) -> RunConfig:
     )
 
 
-def _run_launched(flags: RunFlags, srv: Launched) -> int:
+def _run_launched(resolved: RunConfig, srv: Launched, headless: bool) -> int:
     """A ``ramp run`` against the launched server; 3 when the server died under the load."""
-    config = _launched_config(flags, srv)
+    config = _launched_config(resolved, srv)
     if not reachable(config):
         return EXIT_UNREACHABLE
     outcome: RunOutcome | None
-    if flags.headless:
+    if headless:
         # The engine itself watches the server (config.server_exit): the moment it exits under load the
         # record gets a mark and the run ends as failed (load on a dead server measures nothing).
         outcome = run_headless(config)
     else:
         from tui.app import run_console
 
-        outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+        outcome = run_console(config, refresh_hz=config.snapshot_hz)  # --refresh, else 4 Hz
     died = _died(srv)
     if outcome is not None and died:
         note = (outcome.message + "; " if outcome.message else "") + _died_message(srv)

@@ -275,8 +275,10 @@ def _shape(flags: RunFlags, profile: Profile) -> LoadShape:
     return shape
 
 
-def resolve(flags: RunFlags, url: str) -> RunConfig:
-    """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do."""
+def resolve(flags: RunFlags, url: str, server_args: Sequence[str] = ()) -> RunConfig:
+    """Flags + profile → ``RunConfig``, validated at the edge with messages that say what to do.
+    ``server_args``: what ``ramp launch`` passes to the server it starts (its ``--revision`` is the run's)."""
+    flags = with_server_revision(flags, server_args)
     urls = _urls(url, flags)
     profile = replay_profile(flags, _profile(flags.profile))  # --dataset, --trace, --requests (sourceargs)
     problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
