@@ -55,10 +55,13 @@ class FitContext(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         into = f", recording into {self.new_record}" if self.new_record else ""
         with Vertical(classes="dialog"):
-            yield Static(self.question, classes="dialog-title")  # a Static wraps, a Label would cut it
+            # a Static wraps, a Label would cut it; Text: the record's path is data, never markup
+            yield Static(Text(self.question), classes="dialog-title")
             yield Static(
-                f"y: this run stops (its record keeps what it measured) and starts again clamped{into}.\n"
-                "n: they are sent as drawn and rejected as errors.",
+                Text(
+                    f"y: this run stops (its record keeps what it measured) and starts again clamped{into}.\n"
+                    "n: they are sent as drawn and rejected as errors."
+                ),
                 classes="dialog-help",
             )
             with Horizontal(classes="dialog-buttons"):

@@ -159,7 +159,7 @@ def error_details(snapshot: Snapshot, look: Look = PLAIN) -> RenderableType:
                 error_label(kind),
                 Text(fmt_count(run_errors.get(kind, 0)), style=look.bad if run_errors.get(kind) else ""),
                 fmt_count(step_errors.get(kind, 0)),
-                snapshot.latest_errors.get(kind, "–"),
+                Text(snapshot.latest_errors.get(kind, "–")),  # a server's words: data, never markup
             )
         parts.append(table)
     elif not parts:

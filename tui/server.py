@@ -437,7 +437,8 @@ class ServerPanel(SnapshotPanel):
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         runtime = snapshot.server.runtime if snapshot.server is not None else None
-        self.border_title = f"Server · {runtime}" if runtime else "Server & GPU"
+        # the runtime's name is the server's word: a Text, never read as markup
+        self.border_title = Text(f"Server · {runtime}") if runtime else "Server & GPU"
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("server--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
