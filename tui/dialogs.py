@@ -8,6 +8,7 @@ from itertools import zip_longest
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -76,7 +77,11 @@ class FitContext(ModalScreen[bool]):
 
 
 class ValueInput(ModalScreen[str | None]):
-    """One line of input; ``validate`` raises ValueError with a message shown under the field."""
+    """One line of input; ``validate`` raises ValueError with a message shown under the field.
+
+    Keys that arrive before the field has focus (type-ahead: ``l32⏎`` in one burst over a laggy link or a
+    paste) reach the screen instead of the field: they are typed into it, in order, replacing the value
+    shown, and enter submits what was typed."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="cancel_input")]
 
@@ -95,6 +100,7 @@ class ValueInput(ModalScreen[str | None]):
         self.initial = value
         self.help_text = help_text
         self.validate = validate
+        self.typed_ahead = False
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -104,8 +110,26 @@ class ValueInput(ModalScreen[str | None]):
                 self.help_text or "enter to apply · escape to cancel", id="feedback", classes="dialog-help"
             )
 
+    def on_key(self, event: events.Key) -> None:
+        field = self.query_one("#value", Input)
+        if field.has_focus:
+            return
+        if event.key == "enter":
+            event.stop()
+            self.submit(field.value)
+        elif event.key == "backspace":
+            event.stop()
+            field.action_delete_left()
+        elif event.is_printable and event.character:
+            event.stop()
+            if not self.typed_ahead:  # the first key typed replaces the value shown, as on focus
+                self.typed_ahead, field.value, field.select_on_focus = True, "", False
+            field.insert_text_at_cursor(event.character)
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        text = event.value
+        self.submit(event.value)
+
+    def submit(self, text: str) -> None:
         if self.validate is not None:
             try:
                 self.validate(text)
