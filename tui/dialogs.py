@@ -190,6 +190,14 @@ class HelpScreen(ModalScreen[None]):
         "d shows every figure of a step (← → other steps), e the errors in full.\n"
         "Throughput–latency: ● met, ✕ missed, ○ no SLO, ★ best, each with its step number; ┄ the SLO (SLO ↑ "
         "when far above); ↑ a step far above the rest, drawn on the top edge.\n"
+        "n ends this step and goes to the plan's next level — after a manual change, the plan's first level "
+        "above the current one; without a plan it doubles, up to 1,024. a turns the auto-ramp on or off: it "
+        "takes that next level at every step's end and, without a plan, stops at the first step that misses "
+        "the SLO (or at 1,024); its steps read 'step N (auto)', a key's 'step N (manual)'.\n"
+        "Marks: SLO 'miss <clause> +N' = N more clauses failed; vs base ▲ better, ▼ worse, ≈ within noise, "
+        "= same, '?' one step on each side (no noise estimate), '–' no baseline step at that level. "
+        "Errors 'step N' = this step's count of that kind. BACKING OFF N: N streams wait after a refusal "
+        "(429/503 or a refused connection) before sending again.\n"
         "More actions (refresh rate, curve axis, x2 / ÷2) are in the command palette: ctrl+p."
     )
 

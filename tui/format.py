@@ -75,10 +75,13 @@ def mode_label(mode: str, level: int, rate_rps: float | None, arrival: str = "")
     return f"open loop λ {fmt_rate(rate_rps)}{suffix}"
 
 
-def step_label(step_index: int, step_count: int | None, remaining_s: float | None) -> str:
-    """'step 3/8 · 0:12 left', or 'step 3 (manual)' without a plan."""
+def step_label(
+    step_index: int, step_count: int | None, remaining_s: float | None, *, auto: bool = False
+) -> str:
+    """'step 3/8 · 0:12 left'; without a plan 'step 3 (auto)' while the auto-ramp drives, else
+    'step 3 (manual)'."""
     if step_count is None:
-        return f"step {step_index + 1} (manual)"
+        return f"step {step_index + 1} ({'auto' if auto else 'manual'})"
     text = f"step {step_index + 1}/{step_count}"
     if remaining_s is not None:
         text += f" · {fmt_duration(remaining_s)} left"

@@ -125,7 +125,11 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
     mode = mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival)
     pieces += [
         piece((" ", ""), (mode, _s(styles, "strong"))),
-        piece((DOT, dim), (step_label(snapshot.step_index, snapshot.step_count, None), ""), keep=7),
+        piece(
+            (DOT, dim),
+            (step_label(snapshot.step_index, snapshot.step_count, None, auto=snapshot.auto_ramp), ""),
+            keep=7,
+        ),
     ]
     counting_down = snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure")
     if snapshot.step_remaining_s is not None and snapshot.step_count is not None and counting_down:
