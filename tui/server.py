@@ -128,6 +128,8 @@ def gpu_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int)
                 (meter(frac, bar_w), meter_style(frac, rows.styles)),
                 (f" {fmt_gib(gpu.mem_used_mib)}/{fmt_gib(gpu.mem_total_mib)} GiB", strong),
             ]
+        elif gpu.mem_used_mib is not None:  # its size not known (a record's step line has only its use)
+            mem = [("mem ", dim), (f"{fmt_gib(gpu.mem_used_mib)} GiB used", strong)]
         else:
             mem = [("mem ", dim), (na(reason), dim)]
         util = fmt_pct(gpu.util_pct / 100, 0) if gpu.util_pct is not None else "n/a"
@@ -301,8 +303,11 @@ def scheduler_rows(
     rows.keep = KEEP_ALWAYS
 
 
-def paired_step(steps: Sequence[StepSummary]) -> StepSummary | None:
-    """The latest finished step whose record has the server's TTFT over that step's own window."""
+def paired_step(steps: Sequence[StepSummary], selected: int | None = None) -> StepSummary | None:
+    """The latest finished step whose record has the server's TTFT over that step's own window; in a
+    replay the step looked at (``selected``), or none when its record has no server TTFT."""
+    if selected is not None:
+        steps = steps[selected : selected + 1]
     for step in reversed(steps):
         if (
             step.server.get("server_ttft_p95_ms") is not None
@@ -329,7 +334,7 @@ def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None
             piece(("  p50 ", dim), (fmt_ms(server.server_ttft_ms_p50), strong), keep=1),
             piece(("  · server's window", dim)),
         )
-    step = paired_step(client.steps) if client is not None else None
+    step = paired_step(client.steps, client.selected) if client is not None else None
     rows.keep = KEEP_ALWAYS
     if step is None:
         return
