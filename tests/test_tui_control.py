@@ -9,7 +9,8 @@ from dataclasses import replace
 from tui_fakes import make_snapshot, window
 
 from loadgen.format import fmt_rate
-from tui.control import rate_warming, steering_line, window_line
+from loadgen.snapshot import ClientHealth
+from tui.control import health_line, rate_warming, split_reason, steering_line, window_line
 
 
 def test_step_req_s_reads_warming_until_the_window_is_two_typical_requests_long() -> None:
@@ -31,3 +32,24 @@ def test_backing_off_is_on_the_steering_line() -> None:
     line = steering_line(make_snapshot(backing_off=12), 160, {}).plain
     assert "BACKING OFF 12" in line
     assert "BACKING OFF 12" in steering_line(make_snapshot(backing_off=12), 60, {}).plain  # kept when narrow
+
+
+LONG_REASON = (
+    "load worker waited for a CPU 35% of the time (loop lag over 5 ms in 3% of samples, max 21 ms): other "
+    "processes hold this machine's cores; run ramp on another host"
+)
+
+
+def test_the_client_bound_advice_is_kept_at_120_columns() -> None:
+    """The advice came last and was cut at 120 columns: the figures in parentheses give way first."""
+    health = ClientHealth(loop_lag_ms_p99=48.0, cpu_pct=(41.0,), client_bound=True, reason=LONG_REASON)
+    line = health_line(make_snapshot(health=health), 118, {}).plain
+    assert "CLIENT-BOUND" in line and line.rstrip().endswith("run ramp on another host"), line
+    assert len(line) <= 118
+    wide = health_line(make_snapshot(health=health), 220, {}).plain
+    assert LONG_REASON in wide  # whole where it fits
+    assert split_reason("load worker at 99% CPU: add --workers") == (
+        "load worker at 99% CPU",
+        "",
+        "add --workers",
+    )

@@ -103,6 +103,11 @@ class Dashboard(Container):
                     yield ErrorsPanel(id="errors-panel")
 
 
+# Under this many columns the footer's keys run under its docked "^p palette" (a stray "palettei" at 60x20):
+# it is left out there (? help names ctrl+p)
+PALETTE_IN_FOOTER_W = 80
+
+
 class ConsoleScreen(Screen[None]):
     # Footer order is this list's order: quit and help first so they survive an 80-column footer.
     BINDINGS = [
@@ -147,10 +152,11 @@ class ConsoleScreen(Screen[None]):
         dashboard = Dashboard(id="dashboard", baseline=self.baseline, pricer=self.pricer)
         dashboard.set_reactive(Dashboard.compact, is_compact(self.app.size.width, self.app.size.height))
         yield dashboard
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=self.app.size.width >= PALETTE_IN_FOOTER_W)
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(Dashboard).compact = is_compact(event.size.width, event.size.height)
+        self.query_one(Footer).show_command_palette = event.size.width >= PALETTE_IN_FOOTER_W
 
     def show(self, snapshot: Snapshot, view: ViewState) -> None:
         if self.baseline is not None:

@@ -119,6 +119,19 @@ def spikes(health: ClientHealth) -> list[str]:
     return out
 
 
+def split_reason(reason: str) -> tuple[str, str, str]:
+    """'load worker waited for a CPU 35% of the time (loop lag ... max 21 ms): other processes hold this
+    machine's cores; run ramp on another host' -> the head, its parenthesised figures (' (...)') and the
+    advice ('other ...'), so that a narrow line drops the figures and keeps what to do."""
+    head, colon, advice = reason.rpartition(": ")
+    if not colon:
+        head, advice = reason, ""
+    open_at, close_at = head.find(" ("), head.rfind(")")
+    if 0 <= open_at < close_at:
+        return head[:open_at] + head[close_at + 1 :], head[open_at : close_at + 1], advice
+    return head, "", advice
+
+
 def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> Text:
     """The engine's verdict on the client (``ClientHealth.client_bound``, the rule the record's steps are
     judged by), the figures it stands on, the engine's thresholds, and the finished steps it flagged."""
@@ -139,9 +152,15 @@ def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> 
         f"{fmt_num_trimmed(CLIENT_BOUND_CPU_PCT)}%"
     )
     if health.client_bound:
-        reason = health.reason or "the load generator cannot keep up"
+        head, detail, advice = split_reason(health.reason or "the load generator cannot keep up")
+        bad = _s(styles, "bad")
+        # the figures give way first, then what was seen; what to do stays
         pieces = [
-            piece((" ⚠ CLIENT-BOUND ", _s(styles, "alarm")), ("  ", ""), (reason, _s(styles, "bad"))),
+            piece((" ⚠ CLIENT-BOUND ", _s(styles, "alarm")), (" ", "")),
+            piece((" " + head, bad), keep=5),
+            piece((detail, bad), keep=4),
+            piece((":" if advice else "", bad), keep=5),
+            piece((f" {advice}" if advice else "", bad)),
             lag,
             piece(("  cpu ", dim), (cpu, ""), keep=2),
         ]
@@ -156,8 +175,8 @@ def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> 
         if health.reason:
             pieces.append(piece(("  ·  ", dim), (health.reason, warn), keep=4))
         pieces.append(piece(("  ·  ", dim), (rule, dim), keep=1))
-    if flags is not None:
-        pieces.insert(1, flags)
+    if flags is not None:  # after the verdict and, when bound, its advice
+        pieces.insert(5 if health.client_bound else 1, flags)
     return fit_line(pieces, width)
 
 

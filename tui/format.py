@@ -127,6 +127,9 @@ def slo_clause(failure: str) -> str:
     return " ".join(words) or failure
 
 
+SHORT_CLAUSES = {"no successful request": "no success", "not enough data": "few data"}
+
+
 def verdict_cell(verdict: SLOVerdict, compact: int = 0) -> str:
     """The steps table's SLO cell: 'met', 'miss ITL p99 +1' (one more clause failed), or '–' (no SLO).
     ``compact`` 1 leaves out the count of the other clauses, 2 writes 'miss' as '✕'."""
@@ -135,6 +138,8 @@ def verdict_cell(verdict: SLOVerdict, compact: int = 0) -> str:
         return label
     more = len(verdict.failures) - 1
     clause = slo_clause(verdict.failures[0])
+    if compact >= 1:  # the long clauses, in as few cells as the others ('✕ no successful reque' was cut)
+        clause = SHORT_CLAUSES.get(clause, clause)
     if compact >= 2:
         return f"✕ {clause}"
     return f"miss {clause}" + (f" +{more}" if more and compact == 0 else "")

@@ -22,7 +22,7 @@ from loadgen.snapshot import KVHeadroom, ServerPoint, ServerTelemetry, Snapshot,
 from tui.format import source_reasons
 from tui.line import Piece, fit_line, piece
 from tui.panel import SnapshotPanel
-from tui.plot import blocks, resample, sparkline
+from tui.plot import resample, spark_glyphs, sparkline
 from tui.view import ViewState
 
 LABEL_W = 14
@@ -83,13 +83,15 @@ class ServerRows:
         return self.style("strong")
 
     def row(self, label: str, *parts: Part) -> None:
-        line = Text.assemble((f"{label:<{LABEL_W}}", self.dim), *parts, no_wrap=True, overflow="ellipsis")
+        line = Text.assemble(
+            (f"{label:<{LABEL_W - 1}} ", self.dim), *parts, no_wrap=True, overflow="ellipsis"
+        )
         line.truncate(self.width, overflow="ellipsis")
         self.add(line)
 
     def fit(self, label: str, *pieces: Piece) -> None:
         """A row whose less important pieces give way on a narrow panel."""
-        self.add(fit_line([piece((f"{label:<{LABEL_W}}", self.dim)), *pieces], self.width))
+        self.add(fit_line([piece((f"{label:<{LABEL_W - 1}} ", self.dim)), *pieces], self.width))
 
     def add(self, line: Text) -> None:
         self.lines.append(line)
@@ -203,7 +205,7 @@ def history_cells(
     cols = resample([t for t, _ in known], [v for _, v in known], t0, 0.0, width)
     if top is None:
         return sparkline(cols, basic=basic)
-    glyphs = blocks(basic)[1:]
+    glyphs = spark_glyphs(basic)
     cells = []
     for value in cols:
         if value is None:
