@@ -6,15 +6,21 @@ and in ``ramp replay``, at every size."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
 from tui_fakes import FakeEngine, judged_steps, make_snapshot, server_telemetry
 
+from loadgen.analysis.replay import load_replay
 from loadgen.snapshot import ClientHealth, ReplicaStats, Snapshot
 from tui.app import RampApp
+from tui.replay import ReplayApp
 from tui.screenshot import svg_text as screen_chars
+
+REPLAY_FIXTURE = Path(__file__).parent / "fixtures" / "replay" / "run.jsonl"
 
 # Each one breaks a different way when read as markup.
 HOSTILE = ("[/]", "[/INST]", "[bold red]loud", "[@click=app.quit]bye[/]", "[link=x]", "\\[esc]")
@@ -70,7 +76,7 @@ def hostile_snapshot() -> Snapshot:
     )
 
 
-def svg_text(app: RampApp) -> str:
+def svg_text(app: RampApp | ReplayApp) -> str:
     """The screen's characters, row by row."""
     return screen_chars(app.export_screenshot())
 
@@ -122,3 +128,27 @@ async def test_hostile_text_reaches_the_errors_view_whole() -> None:
         shown = svg_text(app)
         for text in HOSTILE:
             assert text in shown, (text, shown)
+
+
+async def test_hostile_text_in_a_replayed_record(tmp_path: Path) -> None:
+    """`ramp replay` of a record whose error messages, model and profile hold markup: the errors view opens
+    (it died with a MarkupError) and shows the characters."""
+    record = tmp_path / "hostile.jsonl"
+    lines = [json.loads(raw) for raw in REPLAY_FIXTURE.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        if line["type"] == "header":
+            line["model"], line["profile"] = tag("model"), tag("profile")
+        if line["type"] == "step":
+            line["latest_errors"] = {"http_status": f"{tag('latest')} {BODY}"}
+    record.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    app = ReplayApp(load_replay(str(record)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.redraw(force=True)
+        await pilot.pause()
+        first = svg_text(app)
+        await pilot.press("e")
+        await pilot.pause()
+        shown = svg_text(app)
+        assert app.is_running
+        assert "[i]profile[/INST]" in first  # (a model name is shown after its last "/")
+        assert "[i]latest[/INST]" in shown and "[@click=app.quit]bye[/]" in shown
