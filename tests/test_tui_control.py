@@ -11,6 +11,7 @@ from tui_fakes import make_snapshot, window
 from loadgen.format import fmt_rate
 from loadgen.snapshot import ClientHealth
 from tui.control import health_line, rate_warming, split_reason, steering_line, window_line
+from tui.status import progress_line
 
 
 def test_step_req_s_reads_warming_until_the_window_is_two_typical_requests_long() -> None:
@@ -53,3 +54,13 @@ def test_the_client_bound_advice_is_kept_at_120_columns() -> None:
         "",
         "add --workers",
     )
+
+
+def test_the_header_says_where_n_goes() -> None:
+    """Issue 21, item 3: the plan's next level above the current one, 'none' at the plan's end or the
+    auto-ramp's ceiling; never shown in a replay."""
+    assert "n → 32" in progress_line(make_snapshot(next_load=32.0), 160, {}).plain
+    assert "n → none" in progress_line(make_snapshot(next_load=None), 160, {}).plain
+    opened = make_snapshot(mode="open", rate_rps=12.0, next_load=24.0)
+    assert "n → 24 req/s" in progress_line(opened, 160, {}).plain
+    assert "n →" not in progress_line(make_snapshot(selected=1), 160, {}).plain

@@ -298,3 +298,8 @@ def next_load(load: Load, plan: RampPlan | None) -> tuple[int | None, float] | N
         return None
     doubled = max(1.0, current * 2) if closed else max(MIN_OPEN_RATE, current * 2)
     return None, min(float(AUTO_CEILING), doubled)
+
+
+def next_value(target: tuple[int | None, float] | None) -> float | None:
+    """The level or rate of a ``next_load`` answer (None: nowhere)."""
+    return None if target is None else target[1]
