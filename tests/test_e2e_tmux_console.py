@@ -76,6 +76,8 @@ def test_type_ahead_reaches_the_level_dialog(tmp_path: Path) -> None:
             60,
             "a step measuring at the typed level 32",
         )
+        pane.keys("l", "Enter")  # the value shown, unchanged: the step goes on, no step is cut for it
+        pane.wait_for(lambda s: "already at that load" in s, 20, "the notice that nothing changed")
         quit_run(pane, record)
     levels = [line["level"] for line in step_lines(record)]
     assert levels == [3, 32], levels  # the level-3 step cut once, by the change to 32; nothing in between

@@ -230,6 +230,9 @@ class Wheel:
 
     def manual(self, level: int | None = None, rate: float | None = None) -> None:
         load = self.load
+        if self.status.state == "running" and self.steps.current is not None and unchanged(load, level, rate):
+            self.notify("already at that load: the step goes on")  # l⏎ on the value shown cuts nothing
+            return
         if level is not None:
             load.level = max(0, level)
         if rate is not None:
@@ -303,3 +306,13 @@ def next_load(load: Load, plan: RampPlan | None) -> tuple[int | None, float] | N
 def next_value(target: tuple[int | None, float] | None) -> float | None:
     """The level or rate of a ``next_load`` answer (None: nowhere)."""
     return None if target is None else target[1]
+
+
+def unchanged(load: Load, level: int | None, rate: float | None) -> bool:
+    """A key that asks for the load already running, with no plan or auto-ramp to take over from: nothing
+    to change, so no step is cut for it."""
+    if load.auto or load.plan is not None:
+        return False
+    if load.mode == "closed":
+        return rate is None and level is not None and level == load.level
+    return level is None and rate is not None and rate == load.rate

@@ -58,3 +58,17 @@ def test_the_auto_ramp_without_a_plan_stops_at_the_first_step_that_missed_the_sl
     assert not Wheel.ceiling_reached_by(met, planned=False)
     assert not Wheel.ceiling_reached_by(missed, planned=True)  # a plan's early stop is the plan's own
     assert not Wheel.ceiling_reached_by(SLOVerdict(None), planned=False)  # no SLO: only the ceiling
+
+
+def test_a_key_asking_for_the_load_already_running_changes_nothing() -> None:
+    """`l⏎` on the level shown cut a step for nothing; by hand, no plan or auto-ramp to take over from."""
+    from loadgen.run.wheel import unchanged
+
+    load = after_manual(config("--level", "17"), 17)
+    load.auto = False
+    assert unchanged(load, 17, None)
+    assert not unchanged(load, 18, None)
+    load.auto = True  # the key takes the wheel from the auto-ramp: that is a change
+    assert not unchanged(load, 17, None)
+    planned = Load.of(config("--steps", "8,16"))
+    assert not unchanged(planned, 8, None)
