@@ -324,3 +324,6 @@ class Snapshot:
     backing_off: int = 0  # virtual users pausing after a refusal or a refused connection (a gauge)
     replicas: tuple[ReplicaStats, ...] = ()  # several replicas as one target: each one's last N s (rolling)
     selected: int | None = None  # ramp replay: the step looked at (a position in ``steps``); None live
+    # Where ``n`` and the auto-ramp go next (level, or rate in open loop); None: nowhere (the plan's end,
+    # the auto-ramp's ceiling), a --find-max search, or a replay
+    next_load: float | None = None

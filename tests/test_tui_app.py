@@ -284,3 +284,16 @@ async def test_every_panel_fits_the_screen_in_every_tab() -> None:
                         panel.id,
                         panel.region,
                     )
+
+
+async def test_help_explains_every_mark_on_screen() -> None:
+    """Issue 21, item 6: SLO '+N', vs base '?' and '–', the curve's grey markers, 'step N' in the errors
+    panel, BACKING OFF, and where n and a go."""
+    app, _ = make_app()
+    async with app.run_test(size=(120, 48)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        legend = " ".join(HelpScreen.LEGEND.split())
+        for mark in ("+N", "'?'", "'–'", "grey (dim) marker", "'step N'", "BACKING OFF", "first level above"):
+            assert mark in legend, mark

@@ -306,7 +306,8 @@ def panel_plain(app: RampApp, selector: str, width: int = 120) -> str:
 async def test_the_console_draws_the_baseline_and_judges_each_step(tmp_path: Path) -> None:
     config, _ = matched(tmp_path)
     app, _ = console_app(config)
-    async with app.run_test(size=(160, 48)) as pilot:
+    # 200 columns: the steps table's core columns take what 160 leave to the baseline's words (▲ ▼ ≈ there)
+    async with app.run_test(size=(200, 50)) as pilot:
         app.redraw(force=True)
         await pilot.pause()
         curve = panel_plain(app, "#curve-panel")

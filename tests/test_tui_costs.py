@@ -57,7 +57,7 @@ def test_cost_and_goodput_give_way_first_on_a_narrow_panel() -> None:
     narrow = [c.header for c in fitting_columns(good, 60, pricer=pricer)]
     assert COST in wide and GOOD in wide
     assert COST not in narrow and GOOD not in narrow
-    assert {"#", "level", "tok/s", "TTFT p95", "err", "SLO"} <= set(narrow)
+    assert {"#", "level", "tok/s", "dec p50", "TTFT p95", "e2e p95", "SLO"} <= set(narrow)
 
 
 def test_a_repeated_level_shows_median_and_range_in_the_subtitle() -> None:

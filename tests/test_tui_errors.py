@@ -56,3 +56,13 @@ def test_out_of_range_counts_are_shown_when_there_are_some() -> None:
     assert any("out of histogram range" in line and "e2e latency 1" in line for line in lines)
     # none: not a word about it
     assert "out of histogram range" not in render_errors(make_snapshot(), 200, 20).plain
+
+
+def test_a_narrow_panel_cuts_its_lines_and_never_tears_them() -> None:
+    """At 120x36 the errors panel is 22 cells wide: 'HTTP 429    3  step 1' was 23, its '1' torn onto the
+    next line. Every line fits the width; the step's count gives way first."""
+    lines = render_errors(make_snapshot(), width=22, height=12).plain.splitlines()
+    assert all(len(line) <= 22 for line in lines), lines
+    assert any(line.strip().startswith("HTTP 429") and line.rstrip().endswith("3") for line in lines), lines
+    wide = render_errors(make_snapshot(), width=60, height=12).plain
+    assert "HTTP 429    3  step 1" in wide

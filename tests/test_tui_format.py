@@ -22,6 +22,7 @@ def test_mode_and_step_labels() -> None:
     assert f.mode_label("open", 0, 2.5, "constant") == "open loop λ 2.50 req/s (constant)"
     assert f.step_label(2, 8, 12) == "step 3/8 · 0:12 left"
     assert f.step_label(0, None, None) == "step 1 (manual)"
+    assert f.step_label(0, None, None, auto=True) == "step 1 (auto)"  # the auto-ramp's step is not manual
     assert f.window_label("rolling", 10) == "last 10 s"
 
 

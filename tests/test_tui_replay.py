@@ -24,7 +24,7 @@ from textual.screen import ModalScreen
 from loadgen.analysis.replay import load_replay
 from loadgen.analysis.runs import AnalysisError
 from loadgen.cli.main import main
-from loadgen.format import fmt_ms
+from loadgen.format import fmt_gib, fmt_ms
 from loadgen.run.protocol import ControlCommand
 from tui.actions import STEERING_ACTIONS
 from tui.commands import steering_entries
@@ -34,6 +34,7 @@ from tui.detail import StepDetail
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
 from tui.replay import READ_ONLY, ReplayApp, action_name
+from tui.server import ServerPanel
 from tui.status import StatusBar
 from tui.steps import StepsPanel
 from tui.throughput import NOT_RECORDED, ThroughputPanel
@@ -220,3 +221,25 @@ def pressing(*keys: str) -> Any:
 def test_replay_120x36(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     app = replay_here(monkeypatch)
     assert snap_compare(app, terminal_size=(120, 36), run_before=pressing("right"))
+
+
+async def test_the_server_panel_shows_the_step_looked_at_and_its_gpu() -> None:
+    """Issue 21: step 1 selected showed the last step's server TTFT, and "GPU0 mem n/a (no GPU source)" for
+    a record with GPU figures (the header's conditions hold the GPU's size, each step line its use)."""
+    lines = step_lines()
+    header = json.loads(FIXTURE.read_text(encoding="utf-8").splitlines()[0])
+    total_mib = header["server_conditions"]["gpu_mem_total_mib"]
+    app = Watched(str(FIXTURE))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        server = app.query_one(ServerPanel)
+        for position in (0, 1):
+            if position:
+                await pilot.press("right")
+                await settle(pilot)
+            shown = text_of(server)
+            own = lines[position]["server"]
+            assert f"step {position + 1} server TTFT p95 {fmt_ms(own['server_ttft_p95_ms'])}" in shown, shown
+            assert "step 3 server" not in shown
+            assert f"{fmt_gib(own['gpu_mem_used_max_mib'])}/{fmt_gib(total_mib)} GiB" in shown, shown
+            assert "no GPU source" not in shown

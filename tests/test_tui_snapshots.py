@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from test_tui_baseline import baseline_steps, console_app, live_config, write_baseline
 from textual.pilot import Pilot
-from tui_fakes import judged_steps, step
+from tui_fakes import FakeEngine, judged_steps, make_snapshot, step
 from tui_fakes import make_app as console_on
 
-from loadgen.snapshot import ClientHealth, ServerTelemetry
+from loadgen.snapshot import ClientHealth, ServerPoint, ServerTelemetry, SLOVerdict
 from tui.app import RampApp
 
 
@@ -168,4 +168,48 @@ def test_curve_with_a_baseline_120x36(snap_compare: Any, tmp_path: Path) -> None
     steps = [*baseline_steps(), replace(step(6, 64, 4700.0, 400.0, False), repeat=0)]
     path = write_baseline(tmp_path / "base.jsonl", planned, steps)
     app, _ = console_app(live_config(tmp_path, path))
+    assert snap_compare(app, terminal_size=(120, 36), run_before=drawn)
+
+
+# ---- issue 21: glyphs that fused and tore ---------------------------------------------------------------
+
+
+def test_main_60x20_has_no_stray_palette_text(snap_compare: Any) -> None:
+    """The footer's keys ran under the docked "^p palette" ("palettei"); under 80 columns it is left out."""
+    assert snap_compare(make_app(), terminal_size=(60, 20), run_before=drawn)
+
+
+def test_basic_glyphs_draw_an_empty_queue_as_empty_80x24(snap_compare: Any) -> None:
+    """TERM=linux: a waiting queue at zero all along is a baseline (_), never a bar."""
+    quiet = tuple(ServerPoint(float(t - 59), 61.0, 0.0, 0.0) for t in range(60))
+    server = replace(make_snapshot().server, history=quiet)
+    app = RampApp(refresh_hz=4.0, basic_glyphs=True)
+    app.attach(FakeEngine(make_snapshot(server=server), on_snapshot=app.snapshot_callback))
+
+    async def server_tab(pilot: Pilot) -> None:
+        await drawn(pilot)
+        await pilot.press("3")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=server_tab)
+
+
+def test_client_bound_advice_and_paired_ttft_120x36(snap_compare: Any) -> None:
+    """The advice is kept at 120 columns (the figures give way); 'step 22 server' keeps a gap before TTFT;
+    a step that no request answered says '✕ no success' in the SLO cell."""
+    reason = (
+        "load worker waited for a CPU 35% of the time (loop lag over 5 ms in 3% of samples, max 21 ms): other "
+        "processes hold this machine's cores; run ramp on another host"
+    )
+    steps = judged_steps()
+    failed = replace(
+        steps[-1],
+        index=21,
+        verdict=SLOVerdict(False, ("no successful request (12 errors)",)),
+        server={"server_ttft_p50_ms": 402.0, "server_ttft_p95_ms": 655.0},
+    )
+    app = judged_app(
+        steps=(*steps[:-1], failed),
+        health=ClientHealth(loop_lag_ms_p99=48.0, cpu_pct=(41.0,), client_bound=True, reason=reason),
+    )
     assert snap_compare(app, terminal_size=(120, 36), run_before=drawn)

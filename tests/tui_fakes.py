@@ -207,6 +207,7 @@ def make_snapshot(**overrides: Any) -> Snapshot:
         server=server_telemetry(),
         record_path="runs/ramp-demo.jsonl",
         marks=((75.0, "bumped max_num_seqs"),),
+        next_load=128.0,  # the plan's next level
     )
     values.update(overrides)
     return Snapshot(**values)

@@ -103,6 +103,11 @@ class Dashboard(Container):
                     yield ErrorsPanel(id="errors-panel")
 
 
+# Under this many columns the footer's keys run under its docked "^p palette" (a stray "palettei" at 60x20):
+# it is left out there (? help names ctrl+p)
+PALETTE_IN_FOOTER_W = 80
+
+
 class ConsoleScreen(Screen[None]):
     # Footer order is this list's order: quit and help first so they survive an 80-column footer.
     BINDINGS = [
@@ -114,7 +119,9 @@ class ConsoleScreen(Screen[None]):
         Binding("shift+down", "app.level('down_coarse')", "Level -10", show=False, id="level_down_coarse"),
         Binding("pageup", "app.level('double')", "Level x2", show=False, id="level_double"),
         Binding("pagedown", "app.level('half')", "Level ÷2", show=False, id="level_half"),
-        Binding("l,equals_sign", "app.type_level", "Set", key_display="l", id="type_level"),
+        # priority: a dialog's key opens it at once, before the keys typed after it are dispatched, so that
+        # they reach the dialog (type-ahead: "l32⏎" in one burst)
+        Binding("l,equals_sign", "app.type_level", "Set", key_display="l", priority=True, id="type_level"),
         Binding("space,p", "app.toggle_pause", "Pause", key_display="spc", id="pause"),
         Binding("n", "app.next_step", "Next", id="next_step"),
         Binding("a", "app.toggle_auto", "Auto-ramp", show=False, id="auto_ramp"),
@@ -122,7 +129,7 @@ class ConsoleScreen(Screen[None]):
         Binding("M", "app.cycle_metric('right')", "Right metric", show=False, id="cycle_metric_right"),
         Binding("w", "app.cycle_window", "Window", id="cycle_window"),
         Binding("o", "app.toggle_mode", "Open/closed loop", show=False, id="switch_mode"),
-        Binding("k", "app.mark", "Mark", show=False, id="mark"),
+        Binding("k", "app.mark", "Mark", show=False, priority=True, id="mark"),
         # Not in the footer (no room at 80 columns): the steps and errors panels name their keys.
         Binding("d", "app.step_detail", "Step details", show=False, id="step_detail"),
         Binding("e", "app.error_detail", "Error details", show=False, id="error_detail"),
@@ -145,10 +152,11 @@ class ConsoleScreen(Screen[None]):
         dashboard = Dashboard(id="dashboard", baseline=self.baseline, pricer=self.pricer)
         dashboard.set_reactive(Dashboard.compact, is_compact(self.app.size.width, self.app.size.height))
         yield dashboard
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=self.app.size.width >= PALETTE_IN_FOOTER_W)
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(Dashboard).compact = is_compact(event.size.width, event.size.height)
+        self.query_one(Footer).show_command_palette = event.size.width >= PALETTE_IN_FOOTER_W
 
     def show(self, snapshot: Snapshot, view: ViewState) -> None:
         if self.baseline is not None:

@@ -53,6 +53,8 @@ def steering_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
         ("  queued ", dim),
         (fmt_count(snapshot.queued), _s(styles, "warn") if snapshot.queued else ""),
     ]
+    if snapshot.backing_off:  # streams waiting after a refusal (429/503, a refused connection)
+        parts += [("  ·  ", dim), (f"BACKING OFF {fmt_count(snapshot.backing_off)}", _s(styles, "warn"))]
     rolling = snapshot.windows.get("rolling")
     lag = rolling.pct("lag_ms") if rolling is not None else None
     parts += [("  ·  schedule lag p50/p99 ", dim)]
@@ -75,7 +77,9 @@ def window_line(stats: WindowStats | None, label: str, width: int, styles: Mappi
     pieces = [
         piece((f"{label}: ", dim), ("out ", dim), (f"{fmt_si(stats.out_tok_s)} tok/s", strong)),
         piece(("  prefill ", dim), (fmt_si(stats.prefill_tok_s), ""), keep=1),
-        piece(("  ", ""), (fmt_rate(stats.req_s), ""), keep=2),
+        piece(
+            ("  ", ""), ("req/s warming", dim) if rate_warming(stats) else (fmt_rate(stats.req_s), ""), keep=2
+        ),
         piece(("  ·  ok ", dim), (fmt_count(stats.ok), ""), ("  err ", dim)),
         piece((error_text, _s(styles, "bad") if errors else "")),
     ]
@@ -84,6 +88,21 @@ def window_line(stats: WindowStats | None, label: str, width: int, styles: Mappi
             piece(("  ·  ", dim), (f"~{fmt_count(stats.approx_tokens)} approx tokens", _s(styles, "warn")))
         )
     return fit_line(pieces, width)
+
+
+WARMING_E2E = 2.0  # a step's req/s reads true once its window is this many typical requests long
+
+
+def rate_warming(stats: WindowStats) -> bool:
+    """This step's req/s counts completions over the window so far: until the window is a couple of
+    typical requests long (e2e p50), the requests it started have not finished and the rate under-reads
+    (69 -> 88 against a true 94.1). "warming" is shown until then."""
+    if stats.window != "step":
+        return False
+    e2e = stats.pct("e2e_ms")
+    if e2e.count == 0 or e2e.p50 is None:
+        return True
+    return stats.duration_s < WARMING_E2E * e2e.p50 / 1000.0
 
 
 def spikes(health: ClientHealth) -> list[str]:
@@ -98,6 +117,19 @@ def spikes(health: ClientHealth) -> list[str]:
     if busiest > CLIENT_BOUND_CPU_PCT:
         out.append(f"worker cpu {busiest:.0f}% > {fmt_num_trimmed(CLIENT_BOUND_CPU_PCT)}%")
     return out
+
+
+def split_reason(reason: str) -> tuple[str, str, str]:
+    """'load worker waited for a CPU 35% of the time (loop lag ... max 21 ms): other processes hold this
+    machine's cores; run ramp on another host' -> the head, its parenthesised figures (' (...)') and the
+    advice ('other ...'), so that a narrow line drops the figures and keeps what to do."""
+    head, colon, advice = reason.rpartition(": ")
+    if not colon:
+        head, advice = reason, ""
+    open_at, close_at = head.find(" ("), head.rfind(")")
+    if 0 <= open_at < close_at:
+        return head[:open_at] + head[close_at + 1 :], head[open_at : close_at + 1], advice
+    return head, "", advice
 
 
 def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> Text:
@@ -120,9 +152,15 @@ def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> 
         f"{fmt_num_trimmed(CLIENT_BOUND_CPU_PCT)}%"
     )
     if health.client_bound:
-        reason = health.reason or "the load generator cannot keep up"
+        head, detail, advice = split_reason(health.reason or "the load generator cannot keep up")
+        bad = _s(styles, "bad")
+        # the figures give way first, then what was seen; what to do stays
         pieces = [
-            piece((" ⚠ CLIENT-BOUND ", _s(styles, "alarm")), ("  ", ""), (reason, _s(styles, "bad"))),
+            piece((" ⚠ CLIENT-BOUND ", _s(styles, "alarm")), (" ", "")),
+            piece((" " + head, bad), keep=5),
+            piece((detail, bad), keep=4),
+            piece((":" if advice else "", bad), keep=5),
+            piece((f" {advice}" if advice else "", bad)),
             lag,
             piece(("  cpu ", dim), (cpu, ""), keep=2),
         ]
@@ -137,8 +175,8 @@ def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> 
         if health.reason:
             pieces.append(piece(("  ·  ", dim), (health.reason, warn), keep=4))
         pieces.append(piece(("  ·  ", dim), (rule, dim), keep=1))
-    if flags is not None:
-        pieces.insert(1, flags)
+    if flags is not None:  # after the verdict and, when bound, its advice
+        pieces.insert(5 if health.client_bound else 1, flags)
     return fit_line(pieces, width)
 
 

@@ -59,7 +59,7 @@ class DetailScreen(ModalScreen[None]):
 
     def refresh_from(self, snapshot: Snapshot) -> None:
         title, self.report = self.build(snapshot)
-        self.query_one("#detail-title", Label).update(title)
+        self.query_one("#detail-title", Label).update(Text(title))  # names from a record: data
         self.query_one("#detail-body", Static).update(self.report)
 
     def build(self, snapshot: Snapshot) -> tuple[str, RenderableType]:

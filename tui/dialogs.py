@@ -8,6 +8,7 @@ from itertools import zip_longest
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -55,10 +56,13 @@ class FitContext(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         into = f", recording into {self.new_record}" if self.new_record else ""
         with Vertical(classes="dialog"):
-            yield Static(self.question, classes="dialog-title")  # a Static wraps, a Label would cut it
+            # a Static wraps, a Label would cut it; Text: the record's path is data, never markup
+            yield Static(Text(self.question), classes="dialog-title")
             yield Static(
-                f"y: this run stops (its record keeps what it measured) and starts again clamped{into}.\n"
-                "n: they are sent as drawn and rejected as errors.",
+                Text(
+                    f"y: this run stops (its record keeps what it measured) and starts again clamped{into}.\n"
+                    "n: they are sent as drawn and rejected as errors."
+                ),
                 classes="dialog-help",
             )
             with Horizontal(classes="dialog-buttons"):
@@ -73,7 +77,11 @@ class FitContext(ModalScreen[bool]):
 
 
 class ValueInput(ModalScreen[str | None]):
-    """One line of input; ``validate`` raises ValueError with a message shown under the field."""
+    """One line of input; ``validate`` raises ValueError with a message shown under the field.
+
+    Keys that arrive before the field has focus (type-ahead: ``l32⏎`` in one burst over a laggy link or a
+    paste) reach the screen instead of the field: they are typed into it, in order, replacing the value
+    shown, and enter submits what was typed."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="cancel_input")]
 
@@ -92,6 +100,7 @@ class ValueInput(ModalScreen[str | None]):
         self.initial = value
         self.help_text = help_text
         self.validate = validate
+        self.typed_ahead = False
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -101,8 +110,26 @@ class ValueInput(ModalScreen[str | None]):
                 self.help_text or "enter to apply · escape to cancel", id="feedback", classes="dialog-help"
             )
 
+    def on_key(self, event: events.Key) -> None:
+        field = self.query_one("#value", Input)
+        if field.has_focus:
+            return
+        if event.key == "enter":
+            event.stop()
+            self.submit(field.value)
+        elif event.key == "backspace":
+            event.stop()
+            field.action_delete_left()
+        elif event.is_printable and event.character:
+            event.stop()
+            if not self.typed_ahead:  # the first key typed replaces the value shown, as on focus
+                self.typed_ahead, field.value, field.select_on_focus = True, "", False
+            field.insert_text_at_cursor(event.character)
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        text = event.value
+        self.submit(event.value)
+
+    def submit(self, text: str) -> None:
         if self.validate is not None:
             try:
                 self.validate(text)
@@ -161,8 +188,18 @@ class HelpScreen(ModalScreen[None]):
         "Ramp table: ★ the best step under the SLO (only a clean step); SLO names the failing clause; notes: "
         "⚠bound (client-bound), cut N% (a manual change carried N% of its requests into the next load). "
         "d shows every figure of a step (← → other steps), e the errors in full.\n"
-        "Throughput–latency: ● met, ✕ missed, ○ no SLO, ★ best, each with its step number; ┄ the SLO (SLO ↑ "
-        "when far above); ↑ a step far above the rest, drawn on the top edge.\n"
+        "Throughput–latency: ● met, ✕ missed, ○ no SLO, ★ best, each with its step number; a grey (dim) "
+        "marker is a step a key cut (not measured under its own load), a highlighted one the step looked at "
+        "(replay); ◇ a baseline step; ┄ the SLO (SLO ↑ when far above); ↑ a step far above the rest, drawn "
+        "on the top edge.\n"
+        "n ends this step and goes to the plan's next level — after a manual change, the plan's first level "
+        "above the current one; without a plan it doubles, up to 1,024. a turns the auto-ramp on or off: it "
+        "takes that next level at every step's end and, without a plan, stops at the first step that misses "
+        "the SLO (or at 1,024); its steps read 'step N (auto)', a key's 'step N (manual)'.\n"
+        "Marks: SLO 'miss <clause> +N' = N more clauses failed; vs base ▲ better, ▼ worse, ≈ within noise, "
+        "= same, '?' one step on each side (no noise estimate), '–' no baseline step at that level. "
+        "Errors 'step N' = this step's count of that kind. BACKING OFF N: N streams wait after a refusal "
+        "(429/503 or a refused connection) before sending again.\n"
         "More actions (refresh rate, curve axis, x2 / ÷2) are in the command palette: ctrl+p."
     )
 

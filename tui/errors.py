@@ -70,17 +70,7 @@ def render_errors(
             width,
         )
     )
-    kinds = sorted(run_errors.items(), key=lambda item: -item[1])
-    label_w = max((len(error_label(kind)) for kind, _ in kinds), default=0)
-    count_w = max((len(fmt_count(count)) for _, count in kinds), default=0)
-    for kind, count in kinds:
-        lines.append(
-            Text.assemble(
-                (f"  {error_label(kind):<{label_w}}  ", ""),
-                (f"{fmt_count(count):>{count_w}}", bad),
-                (f"  step {fmt_count(step_errors.get(kind, 0))}", dim),
-            )
-        )
+    lines += kind_lines(run_errors, step_errors, width, bad, dim)
     if snapshot.recent_errors:
         lines.append(Text("latest", style=dim))
         room = max(1, height - len(lines))
@@ -89,6 +79,26 @@ def render_errors(
     if log:
         lines = lines[: max(1, height - len(log))] + log
     return LINES.join(lines[: max(1, height)])
+
+
+def kind_lines(
+    run_errors: Mapping[str, int], step_errors: Mapping[str, int], width: int, bad: Style, dim: Style
+) -> list[Text]:
+    """One line a kind, most first: its run count and this step's, fitted like the panel's other lines
+    (the step's count gives way, never torn onto the next line)."""
+    kinds = sorted(run_errors.items(), key=lambda item: -item[1])
+    label_w = max((len(error_label(kind)) for kind, _ in kinds), default=0)
+    count_w = max((len(fmt_count(count)) for _, count in kinds), default=0)
+    return [
+        fit_line(
+            [
+                piece((f"  {error_label(kind):<{label_w}}  ", ""), (f"{fmt_count(count):>{count_w}}", bad)),
+                piece((f"  step {fmt_count(step_errors.get(kind, 0))}", dim), keep=1),
+            ],
+            width,
+        )
+        for kind, count in kinds
+    ]
 
 
 def out_of_range_text(counts: Mapping[str, int]) -> str:
@@ -159,7 +169,7 @@ def error_details(snapshot: Snapshot, look: Look = PLAIN) -> RenderableType:
                 error_label(kind),
                 Text(fmt_count(run_errors.get(kind, 0)), style=look.bad if run_errors.get(kind) else ""),
                 fmt_count(step_errors.get(kind, 0)),
-                snapshot.latest_errors.get(kind, "–"),
+                Text(snapshot.latest_errors.get(kind, "–")),  # a server's words: data, never markup
             )
         parts.append(table)
     elif not parts:

@@ -75,10 +75,13 @@ def mode_label(mode: str, level: int, rate_rps: float | None, arrival: str = "")
     return f"open loop λ {fmt_rate(rate_rps)}{suffix}"
 
 
-def step_label(step_index: int, step_count: int | None, remaining_s: float | None) -> str:
-    """'step 3/8 · 0:12 left', or 'step 3 (manual)' without a plan."""
+def step_label(
+    step_index: int, step_count: int | None, remaining_s: float | None, *, auto: bool = False
+) -> str:
+    """'step 3/8 · 0:12 left'; without a plan 'step 3 (auto)' while the auto-ramp drives, else
+    'step 3 (manual)'."""
     if step_count is None:
-        return f"step {step_index + 1} (manual)"
+        return f"step {step_index + 1} ({'auto' if auto else 'manual'})"
     text = f"step {step_index + 1}/{step_count}"
     if remaining_s is not None:
         text += f" · {fmt_duration(remaining_s)} left"
@@ -124,6 +127,9 @@ def slo_clause(failure: str) -> str:
     return " ".join(words) or failure
 
 
+SHORT_CLAUSES = {"no successful request": "no success", "not enough data": "few data"}
+
+
 def verdict_cell(verdict: SLOVerdict, compact: int = 0) -> str:
     """The steps table's SLO cell: 'met', 'miss ITL p99 +1' (one more clause failed), or '–' (no SLO).
     ``compact`` 1 leaves out the count of the other clauses, 2 writes 'miss' as '✕'."""
@@ -132,6 +138,8 @@ def verdict_cell(verdict: SLOVerdict, compact: int = 0) -> str:
         return label
     more = len(verdict.failures) - 1
     clause = slo_clause(verdict.failures[0])
+    if compact >= 1:  # the long clauses, in as few cells as the others ('✕ no successful reque' was cut)
+        clause = SHORT_CLAUSES.get(clause, clause)
     if compact >= 2:
         return f"✕ {clause}"
     return f"miss {clause}" + (f" +{more}" if more and compact == 0 else "")

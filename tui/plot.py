@@ -17,10 +17,18 @@ from rich.text import Text
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 HALVES = " ▄█"
+# A sparkline in the Linux console font (no eighth blocks): a zero is a baseline, not half a bar, so that
+# an empty queue never reads as a full one
+BASIC_SPARK = "_▄█"
 
 
 def blocks(basic: bool = False) -> str:
     return HALVES if basic else EIGHTHS
+
+
+def spark_glyphs(basic: bool = False) -> str:
+    """A sparkline's cells, lowest first: its lowest is a baseline, never a part of a bar."""
+    return BASIC_SPARK if basic else EIGHTHS[1:]
 
 
 def bar_heights(
@@ -59,7 +67,7 @@ def bar_rows(
 
 def sparkline(values: Sequence[float | None], *, basic: bool = False) -> str:
     """One-row sparkline; gaps (None) are blanks."""
-    glyphs = blocks(basic)[1:]
+    glyphs = spark_glyphs(basic)
     present = [v for v in values if v is not None]
     top = max(present, default=0.0)
     cells = []

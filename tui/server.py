@@ -22,7 +22,7 @@ from loadgen.snapshot import KVHeadroom, ServerPoint, ServerTelemetry, Snapshot,
 from tui.format import source_reasons
 from tui.line import Piece, fit_line, piece
 from tui.panel import SnapshotPanel
-from tui.plot import blocks, resample, sparkline
+from tui.plot import resample, spark_glyphs, sparkline
 from tui.view import ViewState
 
 LABEL_W = 14
@@ -83,13 +83,15 @@ class ServerRows:
         return self.style("strong")
 
     def row(self, label: str, *parts: Part) -> None:
-        line = Text.assemble((f"{label:<{LABEL_W}}", self.dim), *parts, no_wrap=True, overflow="ellipsis")
+        line = Text.assemble(
+            (f"{label:<{LABEL_W - 1}} ", self.dim), *parts, no_wrap=True, overflow="ellipsis"
+        )
         line.truncate(self.width, overflow="ellipsis")
         self.add(line)
 
     def fit(self, label: str, *pieces: Piece) -> None:
         """A row whose less important pieces give way on a narrow panel."""
-        self.add(fit_line([piece((f"{label:<{LABEL_W}}", self.dim)), *pieces], self.width))
+        self.add(fit_line([piece((f"{label:<{LABEL_W - 1}} ", self.dim)), *pieces], self.width))
 
     def add(self, line: Text) -> None:
         self.lines.append(line)
@@ -128,6 +130,8 @@ def gpu_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int)
                 (meter(frac, bar_w), meter_style(frac, rows.styles)),
                 (f" {fmt_gib(gpu.mem_used_mib)}/{fmt_gib(gpu.mem_total_mib)} GiB", strong),
             ]
+        elif gpu.mem_used_mib is not None:  # its size not known (a record's step line has only its use)
+            mem = [("mem ", dim), (f"{fmt_gib(gpu.mem_used_mib)} GiB used", strong)]
         else:
             mem = [("mem ", dim), (na(reason), dim)]
         util = fmt_pct(gpu.util_pct / 100, 0) if gpu.util_pct is not None else "n/a"
@@ -201,7 +205,7 @@ def history_cells(
     cols = resample([t for t, _ in known], [v for _, v in known], t0, 0.0, width)
     if top is None:
         return sparkline(cols, basic=basic)
-    glyphs = blocks(basic)[1:]
+    glyphs = spark_glyphs(basic)
     cells = []
     for value in cols:
         if value is None:
@@ -301,8 +305,11 @@ def scheduler_rows(
     rows.keep = KEEP_ALWAYS
 
 
-def paired_step(steps: Sequence[StepSummary]) -> StepSummary | None:
-    """The latest finished step whose record has the server's TTFT over that step's own window."""
+def paired_step(steps: Sequence[StepSummary], selected: int | None = None) -> StepSummary | None:
+    """The latest finished step whose record has the server's TTFT over that step's own window; in a
+    replay the step looked at (``selected``), or none when its record has no server TTFT."""
+    if selected is not None:
+        steps = steps[selected : selected + 1]
     for step in reversed(steps):
         if (
             step.server.get("server_ttft_p95_ms") is not None
@@ -329,7 +336,7 @@ def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None
             piece(("  p50 ", dim), (fmt_ms(server.server_ttft_ms_p50), strong), keep=1),
             piece(("  · server's window", dim)),
         )
-    step = paired_step(client.steps) if client is not None else None
+    step = paired_step(client.steps, client.selected) if client is not None else None
     rows.keep = KEEP_ALWAYS
     if step is None:
         return
@@ -437,7 +444,8 @@ class ServerPanel(SnapshotPanel):
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
         runtime = snapshot.server.runtime if snapshot.server is not None else None
-        self.border_title = f"Server · {runtime}" if runtime else "Server & GPU"
+        # the runtime's name is the server's word: a Text, never read as markup
+        self.border_title = Text(f"Server · {runtime}") if runtime else "Server & GPU"
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("server--"): self.style_of(name) for name in self.COMPONENT_CLASSES}

@@ -111,6 +111,14 @@ def client_piece(snapshot: Snapshot, styles: Mapping[str, Style]) -> Piece:
     return piece(dot, ("client ok", _s(styles, "good")), keep=3)
 
 
+def next_text(snapshot: Snapshot) -> str:
+    """'32' (the level n goes to), '24 req/s' in open loop, 'none' at the plan's end or the ceiling."""
+    value = snapshot.next_load
+    if value is None:
+        return "none"
+    return f"{value:g} req/s" if snapshot.mode == "open" else f"{value:g}"
+
+
 def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> Text:
     dim = _s(styles, "dim")
     badge = state_badge(snapshot)
@@ -125,8 +133,14 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
     mode = mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival)
     pieces += [
         piece((" ", ""), (mode, _s(styles, "strong"))),
-        piece((DOT, dim), (step_label(snapshot.step_index, snapshot.step_count, None), ""), keep=7),
+        piece(
+            (DOT, dim),
+            (step_label(snapshot.step_index, snapshot.step_count, None, auto=snapshot.auto_ramp), ""),
+            keep=7,
+        ),
     ]
+    if snapshot.selected is None and snapshot.state in LIVE_STATES:  # where n (and the auto-ramp) go
+        pieces.append(piece((f"{DOT}n → ", dim), (next_text(snapshot), ""), keep=2))
     counting_down = snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure")
     if snapshot.step_remaining_s is not None and snapshot.step_count is not None and counting_down:
         pieces.append(piece((" · ", dim), (f"{fmt_duration(snapshot.step_remaining_s)} left", ""), keep=4))

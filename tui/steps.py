@@ -2,8 +2,8 @@
 
 Each row says what its verdict stands on: the failing SLO clause in the SLO cell, and notes for a step
 the client limited (``StepSummary.client_bound``) or a manual change cut (``carried_share``). Columns
-that matter less give way first on a narrow panel; ``#``, level, tok/s, TTFT p95, err, SLO and the notes
-always stay. ``d`` opens every figure of a step (``tui.detail``).
+that matter less give way first on a narrow panel; ``#``, level, tok/s, dec p50, TTFT p95, e2e p95 and SLO
+always stay, the notes cut to the room left. ``d`` opens every figure of a step (``tui.detail``).
 
 With a baseline (``--baseline``, ``tui.baseline``) a "vs base" column says per step how its out tok/s and
 the SLO's figure stand against the baseline at its level: better, worse, or within noise ("?": one step on
@@ -110,13 +110,13 @@ def columns(
         Column("#", lambda s: str(s.index + 1), True, left=True),
         Column("level", level_text, True),
         Column("tok/s", lambda s: fmt_si(s.stats.out_tok_s), True),
-        Column("dec p50", lambda s: fmt_si(s.stats.pct("decode_tok_s").p50), False),
+        Column("dec p50", lambda s: fmt_si(s.stats.pct("decode_tok_s").p50), True),
         Column("TTFT p50", lambda s: fmt_ms(s.stats.pct("ttft_ms").p50), False),
         Column("TTFT p95", lambda s: fmt_ms(s.stats.pct("ttft_ms").p95), True),
-        Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), False),
+        Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), True),
         Column(GOOD, _goodput, False),
         *cost,
-        Column("err", lambda s: fmt_count(s.stats.error_count), True),
+        Column("err", lambda s: fmt_count(s.stats.error_count), False),
         Column("SLO", lambda s: verdict_cell(s.verdict, compact), True, left=True),
         *base,
         Column("notes", lambda s: step_notes(s.client_bound, s.carried_share, s.flags), True, left=True),
@@ -124,7 +124,16 @@ def columns(
 
 
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
-OPTIONAL_ORDER = (COST, GOOD, "e2e p95", "dec p50", "TTFT p50")  # the first to give way on a narrow panel
+# The first to give way on a narrow panel; the core columns (level, tok/s, decode p50, TTFT p95, e2e p95,
+# SLO) never do: the SLO cell shortens and the notes are cut to the room left ("…") instead.
+OPTIONAL_ORDER = (COST, GOOD, "TTFT p50", "err")
+NOTES = "notes"
+NOTES_MIN = 7  # "⚠bound", "cut 23%": what the notes keep before an optional column gives way to them
+
+
+def natural_width(column: Column, steps: Sequence[StepSummary]) -> int:
+    cells = [len(column.cell(s)) for s in steps]
+    return max([len(column.header), *cells]) + (1 if column.header == "#" else 0)  # the star
 
 
 def fitting_columns(
@@ -134,22 +143,23 @@ def fitting_columns(
     pricer: Pricer | None = None,
 ) -> list[Column]:
     """The columns that fit ``width`` (all of them when None): the optional ones give way first, then the
-    SLO cell shortens; an empty notes column, and goodput when no step has one, are left out."""
+    SLO cell shortens; the notes count for at most ``NOTES_MIN`` (they are cut to what is left: see
+    ``notes_width``); an empty notes column, and goodput when no step has one, are left out."""
     has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
 
-    def natural(column: Column) -> int:
-        cells = [len(column.cell(s)) for s in steps]
-        return max([len(column.header), *cells]) + (1 if column.header == "#" else 0)  # the star
-
     def total(chosen: list[Column]) -> int:
-        return sum(natural(c) for c in chosen) + GAP * (len(chosen) - 1)
+        widths = [
+            min(NOTES_MIN, natural_width(c, steps)) if c.header == NOTES else natural_width(c, steps)
+            for c in chosen
+        ]
+        return sum(widths) + GAP * (len(chosen) - 1)
 
     chosen: list[Column] = []
     for compact in range(3):
         chosen = [
             c
             for c in columns(compact, verdicts, pricer)
-            if (c.header != "notes" or any(c.cell(s) for s in steps)) and (c.header != GOOD or has_goodput)
+            if (c.header != NOTES or any(c.cell(s) for s in steps)) and (c.header != GOOD or has_goodput)
         ]
         for header in OPTIONAL_ORDER:
             if width is None or total(chosen) <= width:
@@ -158,6 +168,14 @@ def fitting_columns(
         if width is None or total(chosen) <= width:
             break
     return chosen
+
+
+def notes_width(columns: Sequence[Column], steps: Sequence[StepSummary], width: int | None) -> int | None:
+    """The room the notes have: what the other columns leave of ``width`` (None: their own width)."""
+    if width is None:
+        return None
+    others = [natural_width(c, steps) for c in columns if c.header != NOTES]
+    return max(1, width - sum(others) - GAP * len(others))
 
 
 def render_steps_table(
@@ -178,12 +196,16 @@ def render_steps_table(
         return Text("no finished steps yet", style=_s(styles, "dim"))
     columns = fitting_columns(steps, width, verdicts, pricer)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), expand=False, show_edge=False, pad_edge=False)
+    room = notes_width(columns, steps, width)
     for column in columns:
+        notes = column.header == NOTES
         table.add_column(
             column.header,
             justify="left" if column.left else "right",
             no_wrap=True,
-            min_width=len(column.header),
+            min_width=min(len(column.header), room or len(column.header)) if notes else len(column.header),
+            max_width=room if notes else None,
+            overflow="ellipsis",
         )
     star = starred(steps, best_step)
     visible = max(1, height - 2)
@@ -211,8 +233,8 @@ def cell_text(column: Column, step: StepSummary, best: bool, styles: Mapping[str
     if column.header == "SLO":
         verdict = verdict_label(step.verdict)
         return Text(text, style=_s(styles, {"met": "good", "miss": "bad"}.get(verdict, "dim")))
-    if column.header == "notes":
-        return Text(text, style=_s(styles, "warn"))
+    if column.header == NOTES:
+        return Text(text, style=_s(styles, "warn"), no_wrap=True, overflow="ellipsis")
     if column.header == BASE:
         return base_text(text, styles)
     return Text(text)

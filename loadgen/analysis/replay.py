@@ -208,13 +208,27 @@ def _fill_starts(starts: list[float], steps: Sequence[StepSummary]) -> tuple[flo
     return tuple(out)
 
 
-def _server(step: StepSummary, runtime: str | None) -> ServerTelemetry | None:
-    """The step's server figures (over its window, from its record line) as the server panel reads them."""
+def _server(
+    step: StepSummary, runtime: str | None, conditions: Mapping[str, Any] | None = None
+) -> ServerTelemetry | None:
+    """The step's server figures (over its window, from its record line) as the server panel reads them;
+    the GPU's name and memory size from the header's server conditions (a step line has only its use)."""
     s = step.server
     if not any(v is not None for v in s.values()):
         return None
     gpu = (s.get("gpu_mem_used_max_mib"), s.get("gpu_util_mean"), s.get("power_mean_w"))
-    gpus = (GPUSample(0, "", gpu[0], None, gpu[1], gpu[2]),) if any(v is not None for v in gpu) else ()
+    held = conditions or {}
+    total = held.get("gpu_mem_total_mib")
+    name = str(held.get("gpu_name") or "")
+    gpus = (
+        (
+            GPUSample(
+                0, name, gpu[0], float(total) if isinstance(total, (int, float)) else None, gpu[1], gpu[2]
+            ),
+        )
+        if any(v is not None for v in gpu)
+        else ()
+    )
     return ServerTelemetry(
         runtime=runtime,
         kv_cache_usage=s.get("kv_usage_mean"),
@@ -230,6 +244,11 @@ def _server(step: StepSummary, runtime: str | None) -> ServerTelemetry | None:
         gpus=gpus,
         sources={"record": "ok"},
     )
+
+
+def _conditions(header: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    held = header.get("server_conditions")
+    return held if isinstance(held, dict) else None
 
 
 def _text(header: Mapping[str, Any], key: str) -> str | None:
@@ -275,7 +294,7 @@ def snapshot_at(run: ReplayRun, position: int) -> Snapshot:
         health=ClientHealth(client_bound=step.client_bound, reason=step.bound_reason),
         recent_errors=tuple(f"{kind}: {text}" for kind, text in step.latest_errors.items()),
         warnings=run.warnings,
-        server=_server(step, _text(header, "runtime")),
+        server=_server(step, _text(header, "runtime"), _conditions(header)),
         record_path=run.path,
         marks=run.marks,
         message=run.message,

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 from loadgen.analysis.cost import StepCost, describe_pricing, pricing_of
 from loadgen.analysis.figures import REPEAT_FIGURES
 from loadgen.analysis.runs import levels_of, spread
-from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_range, fmt_seconds, fmt_setting, fmt_usd
+from loadgen.format import (
+    NA,
+    fmt_count,
+    fmt_num_wide,
+    fmt_pct,
+    fmt_range,
+    fmt_seconds,
+    fmt_setting,
+    fmt_usd,
+)
 from loadgen.snapshot import StepSummary
 
 if TYPE_CHECKING:
@@ -107,6 +116,9 @@ _SERVER_COLUMNS: tuple[tuple[str, _Column], ...] = (
     ("server_ttft_p50_ms", _Column("srv TTFT p50", "ms", 34, _server("server_ttft_p50_ms"))),
 )
 _BOUND_COLUMN = _Column("", "", 80, lambda s: "!" if s.client_bound else "")
+# A step a key cut: the share of its counted requests that finished under the next load (the console's
+# "cut N%"); never a best step
+_CUT_COLUMN = _Column("cut", "", 79, lambda s: fmt_pct(s.carried_share, 0) if s.carried_share > 0 else "")
 _GAP = "  "
 
 
@@ -146,6 +158,8 @@ def _columns(steps: Sequence[StepSummary], extra: Sequence[_Column] = ()) -> lis
         if any(s.server and s.server.get(key) is not None for s in steps)
     ]
     columns[slo_at:slo_at] = [*server, *extra]
+    if any(s.carried_share > 0 for s in steps):
+        columns.append(_CUT_COLUMN)
     if any(s.client_bound for s in steps):
         columns.append(_BOUND_COLUMN)
     return columns
@@ -254,6 +268,12 @@ def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     if any(_estimated(s) for s in steps):
         lines.append(
             "  ~ output tokens estimated from the stream: the server sent no usage for some requests"
+        )
+    cut = [s for s in steps if s.carried_share > 0]
+    if cut:
+        which = ", ".join(f"step {s.index + 1} ({fmt_pct(s.carried_share, 0)})" for s in cut)
+        lines.append(
+            f"  cut by a key: {which} of the step's requests finished under the next load; never a best step"
         )
     if any(s.client_bound for s in steps):
         lines.append("  ! client-bound: the load generator, not the server, may have limited these steps")

@@ -12,7 +12,7 @@ from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import Steps
 from loadgen.run.telemetry_link import TelemetryLink
-from loadgen.run.wheel import Wheel
+from loadgen.run.wheel import Wheel, next_value
 from loadgen.snapshot import ReplicaStats, SeriesPoint, Snapshot, WindowStats
 from loadgen.target.http import scrub
 
@@ -62,12 +62,11 @@ class SnapshotBuilder:
         record_path: str | None,
         wheel: Wheel,
     ) -> Snapshot:
-        elapsed = status.elapsed_s(now)
         end_ns = steps.end_ns if status.state == "running" and steps.current is not None else None
         phase = wheel.phase()
         return Snapshot(
             seq=self.next_seq(),
-            elapsed_s=elapsed,
+            elapsed_s=status.elapsed_s(now),
             state=status.state,
             url=scrub(self.config.target.base_url),  # drawn in the console's header (and its screenshots)
             model=status.model,
@@ -106,9 +105,10 @@ class SnapshotBuilder:
             phase=phase,
             closing_left=steps.closing_left() if phase == "closing" else 0,
             surplus=wheel.surplus(),
+            next_load=None if wheel.search is not None else next_value(wheel.next_load()),
             notices=tuple(wheel.notices),
             latest_errors=dict(live.latest_errors),
-            series=self.series_point(now, elapsed, status, load, live),
+            series=self.series_point(now, status.elapsed_s(now), status, load, live),
             replicas=self.replicas(now, status, live, link),
         )
 

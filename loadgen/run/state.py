@@ -122,6 +122,11 @@ class Load:
         assert self.plan is not None
         self.set_target(self.plan.level_at(index))
 
+    def at_plan_position(self, plan: RampPlan, position: int) -> None:
+        """The plan's level at ``position`` (``n`` after a manual change rejoins the plan above the load)."""
+        self.plan, self.plan_index = plan, position
+        self.apply_plan_level(position)
+
     def set_target(self, value: float) -> None:
         """The loop's own figure: the level of a closed loop, the rate of an open one."""
         if self.mode == "closed":

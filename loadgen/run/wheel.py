@@ -17,13 +17,13 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine
 
-from loadgen.config import EndedBy, Mode, RunConfig, StepPhase
+from loadgen.config import EndedBy, Mode, RampPlan, RunConfig, StepPhase
 from loadgen.run.fleet import Fleet
 from loadgen.run.live import LiveFigures
 from loadgen.run.search import Search
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import Steps
-from loadgen.snapshot import StepSummary
+from loadgen.snapshot import SLOVerdict, StepSummary
 from loadgen.target.cache import CacheReset
 from loadgen.telemetry.headroom import level_warning
 
@@ -32,6 +32,9 @@ ResetCache = Callable[[], Coroutine[object, object, CacheReset]]
 NOTICES_KEPT = 8
 WAITING_POLL_NS = 10_000_000  # closing or settling: how soon a worker's "done" is seen (not a snapshot tick)
 MIN_OPEN_RATE = 0.1  # req/s: a closed loop that achieved nothing still opens at a rate that sends
+# The auto-ramp without a plan doubles up to this many streams (closed) or req/s (open), the scale the
+# load generator is measured at; a step that missed the SLO stops it sooner
+AUTO_CEILING = 1024
 
 
 class Wheel:
@@ -175,7 +178,10 @@ class Wheel:
         self.next_after_close = False
         if self.status.state != "running":
             return  # stopped early (SLO), paused or stopping: nothing more begins
-        moved = self.search_next(summary) if self.search is not None else self.step_plan_level()
+        if self.search is not None:
+            moved = self.search_next(summary)
+        else:
+            moved = not self.ceiling_reached(summary) and self.step_plan_level()
         if not moved:
             self.finish_plan()
             return
@@ -194,12 +200,32 @@ class Wheel:
         return True
 
     def step_plan_level(self) -> bool:
-        """Move the load to the plan's next level (no plan: double it). False at the plan's end."""
+        """Move the load to the next level (``next_load``). False when there is none."""
+        target = self.next_load()
+        if target is None:
+            return False
         load = self.load
-        if load.plan is not None:
-            return load.advance_plan()
-        load.double(MIN_OPEN_RATE)
+        position, value = target
+        if position is not None:
+            plan = load.plan if load.plan is not None else self.config.plan
+            assert plan is not None  # a position is only ever one of a plan's
+            load.at_plan_position(plan, position)
+        else:
+            load.set_target(value)
         return True
+
+    def next_load(self) -> tuple[int | None, float] | None:
+        return next_load(self.load, self.config.plan)
+
+    def ceiling_reached(self, summary: StepSummary | None) -> bool:
+        planned = self.load.plan is not None or self.config.plan is not None
+        return summary is not None and self.ceiling_reached_by(summary.verdict, planned=planned)
+
+    @staticmethod
+    def ceiling_reached_by(verdict: SLOVerdict, *, planned: bool) -> bool:
+        """The auto-ramp without a plan stops at the first step that missed the SLO: no level above it is
+        worth measuring (it also stops at ``AUTO_CEILING``). A plan stops at its end or its early stop."""
+        return not planned and verdict.met is False
 
     def finish_plan(self) -> None:
         self.status.finish()
@@ -226,6 +252,9 @@ class Wheel:
 
     def manual(self, level: int | None = None, rate: float | None = None) -> None:
         load = self.load
+        if self.status.state == "running" and self.steps.current is not None and unchanged(load, level, rate):
+            self.notify("already at that load: the step goes on")  # l⏎ on the value shown cuts nothing
+            return
         load.by_hand(level, rate)
         if self.status.state == "starting":
             return
@@ -241,9 +270,8 @@ class Wheel:
     def next_step(self) -> None:
         if self.status.state != "running":
             return
-        plan = self.load.plan
-        if plan is not None and self.load.plan_index + 1 >= plan.positions:
-            self.notify("the plan has no next step: ↑/↓ or l set a level")
+        if self.next_load() is None:
+            self.notify("no next step (the plan's end, or the auto-ramp's ceiling): ↑/↓ or l set a level")
             return
         self.cut("next")
         self.step_plan_level()
@@ -269,3 +297,39 @@ class Wheel:
         self.cut("mode")
         load.switch_to(mode)
         self.start()
+
+
+def next_load(load: Load, plan: RampPlan | None) -> tuple[int | None, float] | None:
+    """Where ``n`` and the auto-ramp go next: (plan position or None, level or rate); None: nowhere.
+
+    In the plan (``load.plan``): its next position. After a manual change left the run's ``plan``: its first
+    level above the current load (17 -> the plan's 32, never 34). Without a plan: double, up to
+    ``AUTO_CEILING`` (an SLO stops the auto-ramp sooner: ``Wheel.ceiling_reached``)."""
+    closed = load.mode == "closed"
+    current = float(load.level if closed else load.rate)
+    if load.plan is not None:
+        if load.plan_index + 1 >= load.plan.positions:
+            return None
+        return load.plan_index + 1, load.plan.level_at(load.plan_index + 1)
+    if plan is not None and plan.mode == load.mode:
+        above = [p for p in range(plan.positions) if plan.level_at(p) > current]
+        return (above[0], plan.level_at(above[0])) if above else None
+    if current >= AUTO_CEILING:
+        return None
+    doubled = max(1.0, current * 2) if closed else max(MIN_OPEN_RATE, current * 2)
+    return None, min(float(AUTO_CEILING), doubled)
+
+
+def next_value(target: tuple[int | None, float] | None) -> float | None:
+    """The level or rate of a ``next_load`` answer (None: nowhere)."""
+    return None if target is None else target[1]
+
+
+def unchanged(load: Load, level: int | None, rate: float | None) -> bool:
+    """A key that asks for the load already running, with no plan or auto-ramp to take over from: nothing
+    to change, so no step is cut for it."""
+    if load.auto or load.plan is not None:
+        return False
+    if load.mode == "closed":
+        return rate is None and level is not None and level == load.level
+    return level is None and rate is not None and rate == load.rate

@@ -237,7 +237,9 @@ def test_next_step_moves_along_the_plan_and_says_when_there_is_none() -> None:
     assert fleet.loads()[-1] == ClosedLoad(8, False) and ctl.load.plan is not None
     _measure(ctl, fleet, clock, 2)
     ctl.command(NextStep())
-    assert [text for _, text in ctl.wheel.notices][-1] == "the plan has no next step: ↑/↓ or l set a level"
+    assert [text for _, text in ctl.wheel.notices][
+        -1
+    ] == "no next step (the plan's end, or the auto-ramp's ceiling): ↑/↓ or l set a level"
     fleet.ship(ok=1, in_flight=0, window=first, closed=True)
     tick(ctl)
     assert [(s.level, s.ended_by) for s in ctl.steps.summaries] == [(4, "next")]
