@@ -305,11 +305,12 @@ async def test_steps_table_keeps_its_key_columns_at_120x36() -> None:
         await show(app, pilot)
         table = panel_text(app, "#steps-panel")
         header = table.splitlines()[0].split()
-        for column in ("#", "level", "tok/s", "p95", "err", "SLO"):
+        for column in ("#", "level", "tok/s", "dec", "p95", "e2e", "SLO"):  # issue 21: the core ones
             assert column in header, (column, header)
         rows = step_rows(table)
         assert set(rows) >= {"2", "3", "4", "5"}
-        assert "miss ITL p99" in rows["5"] and "met" in rows["3"]
+        # the failing clause stays; at 120x36 "miss" is written ✕ so the core columns fit
+        assert ("miss ITL p99" in rows["5"] or "✕ ITL p99" in rows["5"]) and "met" in rows["3"]
 
 
 # ---- 7. the full text of errors --------------------------------------------------------------------------

@@ -139,11 +139,11 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
             keep=7,
         ),
     ]
-    if snapshot.selected is None and snapshot.state in LIVE_STATES:  # where n (and the auto-ramp) go
-        pieces.append(piece((f"{DOT}n → ", dim), (next_text(snapshot), ""), keep=2))
     counting_down = snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure")
     if snapshot.step_remaining_s is not None and snapshot.step_count is not None and counting_down:
         pieces.append(piece((" · ", dim), (f"{fmt_duration(snapshot.step_remaining_s)} left", ""), keep=4))
+    if snapshot.selected is None and snapshot.state in LIVE_STATES:  # where n (and the auto-ramp) go
+        pieces.append(piece((f"{DOT}n → ", dim), (next_text(snapshot), ""), keep=2))
     pieces += [
         piece((f"{DOT}elapsed ", dim), (fmt_duration(snapshot.elapsed_s), ""), keep=1),
         *(
