@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tmux_harness import level_of, needs_tmux, ok_count, quit_run, ramp_session
+from tmux_harness import header_line, level_of, needs_tmux, ok_count, quit_run, ramp_session
 
 pytestmark = needs_tmux
 
@@ -21,13 +21,20 @@ def test_ramp_demo_in_tmux(tmp_path: Path) -> None:
             lambda s: "RUNNING" in s and level_of(s) == 2, 60, "the console to run at level 2"
         )
         assert "sim-llama-8b" in first  # the model discovered from the embedded simulator
-        # Numbers arrive: requests complete at level 2 (the step's own count).
-        pane.wait_for(lambda s: (ok_count(s) or 0) >= 2, 60, "completed requests at level 2")
+        # Numbers arrive: requests complete at level 2 (the step's own count), once its warm-up (the demo's
+        # 3 s: every step warms up, a key-driven or --level one too) is over and the step measures.
+        pane.wait_for(
+            lambda s: "MEASURING" in header_line(s) and (ok_count(s) or 0) >= 2,
+            60,
+            "level 2 measuring requests",
+        )
         pane.keys("Up")
         # A new step begins at level 3: its count starts from zero, then grows.
         pane.wait_for(lambda s: level_of(s) == 3 and ok_count(s) == 0, 20, "a new step at level 3")
         raised = pane.wait_for(
-            lambda s: level_of(s) == 3 and (ok_count(s) or 0) >= 2, 60, "numbers to move at 3"
+            lambda s: level_of(s) == 3 and "MEASURING" in header_line(s) and (ok_count(s) or 0) >= 2,
+            60,
+            "numbers to move at 3, measuring",
         )
         assert "in flight" in raised
         quit_run(pane, record)  # quitting must finish the record (its end event)
