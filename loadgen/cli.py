@@ -39,6 +39,7 @@ from loadgen.headless import console_refused, finish, reachable, run_headless, s
 from loadgen.launch_cmd import DESCRIPTION as LAUNCH_DESCRIPTION
 from loadgen.launch_cmd import HELP as LAUNCH_HELP
 from loadgen.launch_cmd import add_launch_flags, launch_main
+from loadgen.run.exporter import with_exporter
 from loadgen.runargs import resolve
 from loadgen.runflags import (
     EXIT_INTERRUPTED,
@@ -313,13 +314,21 @@ def _run(flags: RunFlags, url: str) -> int:
     config = resolve(flags, target_url(flags, url))
     if not reachable(config):
         return EXIT_UNREACHABLE
+    try:
+        config, metrics = with_exporter(config, flags.metrics_host, flags.metrics_port, say)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     outcome: RunOutcome | None
-    if flags.headless:
-        outcome = run_headless(config)
-    else:
-        from tui.app import run_console
+    try:
+        if flags.headless:
+            outcome = run_headless(config)
+        else:
+            from tui.app import run_console
 
-        outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+            outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+    finally:
+        if metrics is not None:
+            metrics.close()
     return finish(outcome, config)
 
 

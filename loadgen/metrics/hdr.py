@@ -37,6 +37,7 @@ __all__ = [
     "layout_for",
     "percentiles_from_hdr",
     "spec_for",
+    "cumulative_at",
     "summarize",
     "view_from_hdr",
 ]
@@ -180,6 +181,20 @@ def summarize(
         min=lo_raw / div,
     )
     return pct, _bins(nonzero, c, layout, div, lo_raw, hi_raw) if with_bins else ()
+
+
+def cumulative_at(
+    counts: CountArray, layout: Layout, div: float, bounds: tuple[float, ...]
+) -> tuple[tuple[float, int], ...]:
+    """How many values lie at or below each bound (display units; a value counts at its HDR bucket's
+    median equivalent): monotone in the counts, so a histogram that only grows gives counters that only grow."""
+    nonzero = np.flatnonzero(counts)
+    if nonzero.size == 0:
+        return tuple((b, 0) for b in bounds)
+    cum = np.cumsum(counts[nonzero].astype(np.int64))
+    values = layout.median_eq[nonzero].astype(np.float64) / div
+    where = np.searchsorted(values, np.asarray(bounds, dtype=np.float64), side="right")
+    return tuple((b, int(cum[i - 1]) if i > 0 else 0) for b, i in zip(bounds, where.tolist(), strict=True))
 
 
 def _bins(nonzero: IntArray, c: IntArray, layout: Layout, div: float, lo_raw: int, hi_raw: int) -> Bins:

@@ -104,6 +104,7 @@ def record_header(
         # --save-requests: every request as sent (loadgen.sources.requests), for --requests to replay; the
         # replayed source itself (a dataset, trace or request file: path, content hash) is profile_content.replay
         "requests_saved": config.save_requests,
+        "metrics_url": config.metrics_url,  # --metrics-port: where ramp's own Prometheus metrics were served
     }
 
 
