@@ -308,9 +308,13 @@ def _views(line: Mapping[str, Any]) -> dict[str, HistogramView]:
     hists = line.get("hists") or {}
     views: dict[str, HistogramView] = {}
     for metric, unit in METRICS.items():
-        bins = _decoded_view(hists[metric], metric).bins if metric in hists else ()
+        decoded = _decoded_view(hists[metric], metric) if metric in hists else None
         views[metric] = HistogramView(
-            metric=metric, unit=unit, pct=_pct_from(pct.get(metric) or {}), bins=bins
+            metric=metric,
+            unit=unit,
+            pct=_pct_from(pct.get(metric) or {}),
+            bins=() if decoded is None else decoded.bins,
+            le=() if decoded is None else decoded.le,
         )
     return views
 

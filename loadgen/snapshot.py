@@ -96,7 +96,7 @@ class HistogramView:
     unit: str
     pct: Percentiles
     bins: tuple[tuple[float, float, int], ...] = ()  # (low, high, count), ascending, log-spaced
-    # (upper bound, values at or below it), cumulative, at the metric's fixed ``BUCKETS`` (live windows only)
+    # (upper bound, values at or below it), cumulative, at the metric's fixed ``BUCKETS``
     le: tuple[tuple[float, int], ...] = ()
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
 
-from loadgen.snapshot import HistogramView, Percentiles
+from loadgen.snapshot import BUCKETS, HistogramView, Percentiles
 
 __all__ = [
     "PCT_POINTS",
@@ -38,6 +38,7 @@ __all__ = [
     "percentiles_from_hdr",
     "spec_for",
     "cumulative_at",
+    "fixed_buckets",
     "summarize",
     "view_from_hdr",
 ]
@@ -260,7 +261,17 @@ def view_from_hdr(hist: HdrHistogram, key: str) -> HistogramView:
     if hist.counts_len != layout.counts_len:
         raise ValueError(f"histogram {key!r}: layout {hist.counts_len} counts, expected {layout.counts_len}")
     pct, bins = summarize(counts, layout, spec.display_div)
-    return HistogramView(metric=key, unit=spec.unit, pct=pct, bins=bins)
+    return HistogramView(metric=key, unit=spec.unit, pct=pct, bins=bins, le=fixed_buckets(key, counts))
+
+
+def fixed_buckets(key: str, counts: CountArray) -> tuple[tuple[float, int], ...]:
+    """``HistogramView.le`` of one histogram: cumulative counts at its metric's fixed ``BUCKETS`` (none
+    for a class split or a metric without buckets)."""
+    bounds = BUCKETS.get(key)
+    if bounds is None:
+        return ()
+    spec = spec_for(key)
+    return cumulative_at(counts, spec.layout, spec.display_div, bounds)
 
 
 def percentiles_from_hdr(hist: HdrHistogram, key: str) -> Percentiles:

@@ -16,9 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from loadgen.config import Window
-from loadgen.metrics.hdr import DenseHistogram, cumulative_at, spec_for, summarize
+from loadgen.metrics.hdr import DenseHistogram, fixed_buckets, spec_for, summarize
 from loadgen.metrics.recorder import IntervalDelta
-from loadgen.snapshot import BUCKETS, METRICS, HistogramView, Percentiles, WindowStats
+from loadgen.snapshot import METRICS, HistogramView, Percentiles, WindowStats
 
 __all__ = ["Accumulator", "RollingWindow"]
 
@@ -117,8 +117,7 @@ class Accumulator:
         if hist is None:
             return HistogramView(metric=key, unit=spec.unit, pct=Percentiles())
         pct, bins = summarize(hist.counts, spec.layout, spec.display_div)
-        bounds = BUCKETS.get(key)
-        le = () if bounds is None else cumulative_at(hist.counts, spec.layout, spec.display_div, bounds)
+        le = fixed_buckets(key, hist.counts)
         return HistogramView(metric=key, unit=spec.unit, pct=pct, bins=bins, le=le)
 
     def pct(self, key: str) -> Percentiles:
