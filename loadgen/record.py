@@ -308,14 +308,9 @@ def _views(line: Mapping[str, Any]) -> dict[str, HistogramView]:
     hists = line.get("hists") or {}
     views: dict[str, HistogramView] = {}
     for metric, unit in METRICS.items():
-        decoded = _decoded_view(hists[metric], metric) if metric in hists else None
-        views[metric] = HistogramView(
-            metric=metric,
-            unit=unit,
-            pct=_pct_from(pct.get(metric) or {}),
-            bins=() if decoded is None else decoded.bins,
-            le=() if decoded is None else decoded.le,
-        )
+        empty = HistogramView(metric, unit, Percentiles())
+        drawn = _decoded_view(hists[metric], metric) if metric in hists else empty  # bins and le
+        views[metric] = dataclasses.replace(drawn, unit=unit, pct=_pct_from(pct.get(metric) or {}))
     return views
 
 
