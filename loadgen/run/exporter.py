@@ -59,9 +59,11 @@ READY_STATES = ("running", "paused")
 
 
 def gauge(name: str, doc: str, value: float | None) -> Iterator[Metric]:
-    """One unlabelled gauge, left out (never a fake zero) when the snapshot does not know it."""
+    """One unlabelled gauge; without a sample (never a fake zero) when the snapshot does not know it."""
+    family = GaugeMetricFamily(name, doc)
     if value is not None:
-        yield GaugeMetricFamily(name, doc, value=float(value))
+        family.add_metric([], float(value))
+    yield family
 
 
 def one_hot(name: str, doc: str, label: str, values: Iterable[str], current: str) -> Metric:
