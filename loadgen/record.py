@@ -308,9 +308,10 @@ def _views(line: Mapping[str, Any]) -> dict[str, HistogramView]:
     hists = line.get("hists") or {}
     views: dict[str, HistogramView] = {}
     for metric, unit in METRICS.items():
-        empty = HistogramView(metric, unit, Percentiles())
-        drawn = _decoded_view(hists[metric], metric) if metric in hists else empty  # bins and le
-        views[metric] = dataclasses.replace(drawn, unit=unit, pct=_pct_from(pct.get(metric) or {}))
+        bins = _decoded_view(hists[metric], metric).bins if metric in hists else ()
+        views[metric] = HistogramView(
+            metric=metric, unit=unit, pct=_pct_from(pct.get(metric) or {}), bins=bins
+        )
     return views
 
 

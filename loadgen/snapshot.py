@@ -96,7 +96,8 @@ class HistogramView:
     unit: str
     pct: Percentiles
     bins: tuple[tuple[float, float, int], ...] = ()  # (low, high, count), ascending, log-spaced
-    # (upper bound, values at or below it), cumulative, at the metric's fixed ``BUCKETS``
+    # (upper bound, values at or below it), cumulative, at the metric's fixed ``BUCKETS``; empty unless asked
+    # for (``Accumulator.with_buckets``: the run window of a run with --metrics-port)
     le: tuple[tuple[float, int], ...] = ()
 
 

@@ -261,7 +261,7 @@ def view_from_hdr(hist: HdrHistogram, key: str) -> HistogramView:
     if hist.counts_len != layout.counts_len:
         raise ValueError(f"histogram {key!r}: layout {hist.counts_len} counts, expected {layout.counts_len}")
     pct, bins = summarize(counts, layout, spec.display_div)
-    return HistogramView(metric=key, unit=spec.unit, pct=pct, bins=bins, le=fixed_buckets(key, counts))
+    return HistogramView(metric=key, unit=spec.unit, pct=pct, bins=bins)
 
 
 def fixed_buckets(key: str, counts: CountArray) -> tuple[tuple[float, int], ...]:

@@ -49,6 +49,8 @@ class SnapshotBuilder:
         since = steps.measuring_since_ns()
         run_s = steps.run_measured_s + ((now - since) / 1e9 if since is not None else 0.0)
         windows["run"] = steps.run_acc.stats("run", max(1e-3, run_s))
+        if self.config.snapshot_sink is not None:  # --metrics-port: the run's histograms, bucketed
+            windows["run"] = steps.run_acc.with_buckets(windows["run"])
         return windows
 
     def build(
