@@ -21,6 +21,7 @@ from typing import IO
 
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.headless import finish, reachable, run_headless, say
+from loadgen.run.exporter import with_exporter
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runargs import resolve, with_server_revision
 from loadgen.runflags import EXIT_UNREACHABLE, Flags, RunFlags, UsageError, add_run_flags
@@ -236,15 +237,23 @@ def _run_launched(flags: RunFlags, srv: Launched) -> int:
     config = _launched_config(flags, srv)
     if not reachable(config):
         return EXIT_UNREACHABLE
+    try:
+        config, metrics = with_exporter(config, flags.metrics_host, flags.metrics_port, say)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     outcome: RunOutcome | None
-    if flags.headless:
-        # The engine itself watches the server (config.server_exit): the moment it exits under load the
-        # record gets a mark and the run ends as failed (load on a dead server measures nothing).
-        outcome = run_headless(config)
-    else:
-        from tui.app import run_console
+    try:
+        if flags.headless:
+            # The engine itself watches the server (config.server_exit): the moment it exits under load the
+            # record gets a mark and the run ends as failed (load on a dead server measures nothing).
+            outcome = run_headless(config)
+        else:
+            from tui.app import run_console
 
-        outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+            outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+    finally:
+        if metrics is not None:
+            metrics.close()
     died = _died(srv)
     if outcome is not None and died:
         note = (outcome.message + "; " if outcome.message else "") + _died_message(srv)

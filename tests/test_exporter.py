@@ -178,3 +178,22 @@ def _up(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_headless_cli_says_the_port_it_took_and_the_header_keeps_it(
+    sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cli.jsonl"
+    profile = tmp_path / "p.toml"
+    profile.write_text(PROFILE)
+    argv = ["run", sim.url, "--headless", "--profile", str(profile), "--steps", "1", "--step-seconds", "1",
+            "--warmup", "0", "--out", str(out), "--metrics-port", "0"]  # fmt: skip
+    assert cli_main(argv) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("ramp: metrics on ")]
+    assert len(said) == 1
+    url = said[0].removeprefix("ramp: metrics on ")
+    port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/metrics"))
+    assert port > 0 and read_record(out).header["metrics_url"] == url
+    with pytest.raises(OSError):  # closed with the run: nothing listens there any more
+        urllib.request.urlopen(url, timeout=2)
