@@ -26,7 +26,7 @@ from loadgen.config import RampPlan, RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.run.exporter import with_exporter
+from loadgen.run.exporter import serve, with_exporter
 from loadgen.sim import build_config as sim_config
 from loadgen.sim import run_sim_in_thread
 from loadgen.types import Target
@@ -197,3 +197,19 @@ def test_headless_cli_says_the_port_it_took_and_the_header_keeps_it(
     assert port > 0 and read_record(out).header["metrics_url"] == url
     with pytest.raises(OSError):  # closed with the run: nothing listens there any more
         urllib.request.urlopen(url, timeout=2)
+
+
+def test_an_ipv6_host_is_served_and_named_in_brackets() -> None:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    metrics = serve("::1", 0)
+    try:
+        assert metrics.url.startswith("http://[::1]:") and metrics.url.endswith("/metrics")
+        assert get(metrics.url.removesuffix("/metrics") + "/healthz") == (200, "ok\n")
+        assert get(metrics.url.removesuffix("/metrics") + "/nope")[0] == 404
+        assert samples(get(metrics.url)[1]) == {"ramp_up": {(): 0.0}}
+    finally:
+        metrics.close()

@@ -14,6 +14,7 @@ themselves, per window (``step``, ``rolling``, ``run``), exact where any bucket 
 
 from __future__ import annotations
 
+import socket
 import socketserver
 import sys
 import threading
@@ -264,12 +265,18 @@ class SnapshotCollector(Collector):
 
 
 class _Quiet(WSGIRequestHandler):
+    timeout = 10  # a scraper that stalls mid-request gives its thread back
+
     def log_message(self, format: str, *args: object) -> None:  # scrapes are not the operator's business
         pass
 
 
 class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+
+class _ThreadingServer6(_ThreadingServer):
+    address_family = socket.AF_INET6  # --metrics-host ::, ::1
 
 
 @dataclass
@@ -324,7 +331,8 @@ def serve(host: str, port: int) -> MetricsServer:
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         return holder[0].app(environ, start_response)
 
-    server = make_server(host, port, app, server_class=_ThreadingServer, handler_class=_Quiet)
+    server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
+    server = make_server(host.strip("[]"), port, app, server_class=server_class, handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, name="ramp-metrics", daemon=True)
     metrics = MetricsServer(collector, registry, server, thread)
     holder.append(metrics)
