@@ -338,3 +338,6 @@ class Snapshot:
     backing_off: int = 0  # virtual users pausing after a refusal or a refused connection (a gauge)
     replicas: tuple[ReplicaStats, ...] = ()  # several replicas as one target: each one's last N s (rolling)
     selected: int | None = None  # ramp replay: the step looked at (a position in ``steps``); None live
+    worker_hosts: tuple[
+        str, ...
+    ] = ()  # each load worker's host, by worker id (the header's fleet); () unknown

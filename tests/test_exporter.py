@@ -6,6 +6,7 @@ a run and answering a PromQL query with the level the run held."""
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import socket
 import subprocess
@@ -91,6 +92,7 @@ def test_a_scrape_reads_the_level_and_the_record_agrees(sim: Any, tmp_path: Path
         live = samples(text)
         assert live["ramp_level"][()] == 3 and live["ramp_step"][()] == 1
         assert live["ramp_state"][(("state", "running"),)] == 1.0
+        assert live["ramp_workers"] == {(("host", platform.node()),): 1.0}  # the header's fleet, by host
         assert get(base + "/readyz") == (200, "running\n")
         outcome = engine.wait(40)
         assert outcome is not None and outcome.state == "finished", outcome

@@ -125,12 +125,20 @@ def client_families(snap: Snapshot) -> Iterator[Metric]:
     yield from gauge(
         "ramp_loop_lag_p99_seconds", "workers' event-loop lag p99", _scaled(health.loop_lag_ms_p99)
     )
+    # cpu_pct is by worker id when every worker reported: only then is each one's host known
+    hosts = snap.worker_hosts if len(snap.worker_hosts) == len(health.cpu_pct) else ()
     cpu = GaugeMetricFamily(
-        "ramp_worker_cpu_percent", "each load worker's CPU, 100 = one core", labels=["worker"]
+        "ramp_worker_cpu_percent", "each load worker's CPU, 100 = one core", labels=["worker", "host"]
     )
     for worker, pct in enumerate(health.cpu_pct):
-        cpu.add_metric([str(worker)], pct)
+        cpu.add_metric([str(worker), hosts[worker] if hosts else ""], pct)
     yield cpu
+    per_host = GaugeMetricFamily(
+        "ramp_workers", "load workers per host (processes or Ray actors)", labels=["host"]
+    )
+    for host in sorted(set(snap.worker_hosts)):
+        per_host.add_metric([host], snap.worker_hosts.count(host))
+    yield per_host
 
 
 def _scaled(ms: float | None) -> float | None:

@@ -25,6 +25,7 @@ def snapshot(**over: object) -> Snapshot:
         windows={"step": step, "rolling": WindowStats("rolling"), "run": run}, rolling_s=10.0,
         phase="measure", health=ClientHealth(cpu_pct=(40.0, 55.0), client_bound=True),
         replicas=(ReplicaStats("A", "http://a/v1", requests=3, out_tok_s=5.0), ReplicaStats("B", "http://b/v1")),
+        worker_hosts=("gpu1", "gpu2"),
     )  # fmt: skip
     fields.update(over)
     return Snapshot(**fields)  # type: ignore[arg-type]

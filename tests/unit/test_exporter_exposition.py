@@ -11,6 +11,7 @@ from loadgen.metrics.hdr import DenseHistogram, cumulative_at
 from loadgen.metrics.recorder import IntervalDelta
 from loadgen.metrics.windows import Accumulator
 from loadgen.run.exporter import SnapshotCollector
+from loadgen.run.snapshots import worker_hosts
 from loadgen.snapshot import BUCKETS
 
 
@@ -42,7 +43,11 @@ def test_load_step_phase_and_client_state() -> None:
     assert sum(s["ramp_phase"].values()) == 1.0 and len(s["ramp_phase"]) == 5
     assert s["ramp_state"][(("state", "running"),)] == 1.0 and sum(s["ramp_state"].values()) == 1.0
     assert s["ramp_client_bound"][()] == 1.0
-    assert s["ramp_worker_cpu_percent"] == {(("worker", "0"),): 40.0, (("worker", "1"),): 55.0}
+    assert s["ramp_worker_cpu_percent"] == {
+        (("host", "gpu1"), ("worker", "0")): 40.0,
+        (("host", "gpu2"), ("worker", "1")): 55.0,
+    }
+    assert s["ramp_workers"] == {(("host", "gpu1"),): 1, (("host", "gpu2"),): 1}
     assert "ramp_rate_rps" not in s  # closed loop: no rate, never a fake zero
     assert s["ramp_run_info"][(("arrival", "closed"), ("mode", "closed"), ("model", "m"), ("profile", "chat"),
                                ("runtime", "vllm"))] == 1.0  # fmt: skip
@@ -114,3 +119,21 @@ def test_accumulator_buckets_a_window_when_asked() -> None:
     view = acc.with_buckets(acc.stats("run", 1.0)).hist["ttft_ms"]
     assert tuple(b for b, _ in view.le) == BUCKETS["ttft_ms"]
     assert dict(view.le)[100] == 0 and dict(view.le)[150] == 1 and view.le[-1][1] == 1
+
+
+def test_a_worker_not_reporting_leaves_hosts_unsaid() -> None:
+    collector = SnapshotCollector()
+    collector.feed(snapshot(worker_hosts=("gpu1", "gpu2", "gpu2")))  # three workers, two CPU figures
+    s = scrape(collector)
+    assert set(s["ramp_worker_cpu_percent"]) == {
+        (("host", ""), ("worker", "0")),
+        (("host", ""), ("worker", "1")),
+    }
+    assert s["ramp_workers"] == {(("host", "gpu1"),): 1, (("host", "gpu2"),): 2}
+
+
+def test_worker_hosts_from_the_fleet_table() -> None:
+    fleet = {"kind": "ray", "hosts": [{"host": "b", "workers": [1, 2]}, {"host": "a", "workers": [0]}]}
+    assert worker_hosts(fleet) == ("a", "b", "b")
+    assert worker_hosts({}) == () and worker_hosts({"hosts": "junk"}) == ()
+    assert worker_hosts({"hosts": [{"host": "x", "workers": [1]}]}) == ("", "x")
