@@ -182,15 +182,17 @@ def rate_families(windows: Mapping[str, WindowStats]) -> Iterator[Metric]:
         yield family
 
 
-def histogram_family(metric: str, view: HistogramView) -> Metric | None:
-    """The run's distribution of one metric as a Prometheus histogram (base units)."""
+def histogram_family(metric: str, view: HistogramView | None) -> Metric:
+    """The run's distribution of one metric as a Prometheus histogram (base units; ``_sum`` is HDR's mean
+    times the count, to HDR's 0.1 % resolution). Declared without samples until the window has values."""
     base, factor, unit = HISTOGRAMS[metric]
-    if not view.le:
-        return None
+    name, doc = f"{base}_{unit}", f"{metric} over the run's measured windows"
+    if view is None or not view.le:
+        return HistogramMetricFamily(name, doc)
     buckets = [(_bound(le * factor), count) for le, count in view.le]
     buckets.append(("+Inf", view.pct.count))
     total = (view.pct.mean or 0.0) * view.pct.count * factor
-    family = HistogramMetricFamily(f"{base}_{unit}", f"{metric} over the run's measured windows", unit="")
+    family = HistogramMetricFamily(name, doc)
     family.add_metric([], buckets=buckets, sum_value=total)
     return family
 
@@ -244,10 +246,7 @@ def snapshot_families(snap: Snapshot) -> Iterator[Metric]:
     if run is not None:
         yield from total_families(run)
         for metric in HISTOGRAMS:
-            view = run.hist.get(metric)
-            family = None if view is None else histogram_family(metric, view)
-            if family is not None:
-                yield family
+            yield histogram_family(metric, run.hist.get(metric))
     yield from rate_families(windows)
     yield from quantile_families(windows)
     yield from replica_families(snap)

@@ -125,4 +125,9 @@ def test_an_empty_window_still_names_its_families() -> None:
     collector.feed(base)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    assert "ramp_ttft_quantile_seconds" in names_in(generate_latest(registry).decode())
+    names = names_in(generate_latest(registry).decode())
+    assert {
+        "ramp_ttft_quantile_seconds",
+        "ramp_ttft_seconds_bucket",
+        "ramp_decode_tokens_per_second_bucket",
+    } <= names
