@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:  # these import the closed sets, RampPlan and SLO from here
     from loadgen.profile import Pricing, Profile
-    from loadgen.snapshot import StepSummary
+    from loadgen.snapshot import Snapshot, StepSummary
     from loadgen.types import Target
 
 Mode = Literal["closed", "open"]  # closed loop: levels are concurrencies; open loop: arrival rates (req/s)
@@ -180,6 +180,10 @@ class RunConfig:
     # --save-requests FILE: every request as sent, one JSON line each (loadgen.sources.requests), for
     # --requests FILE to replay against another server; None: not saved
     save_requests: str | None = None
+    # --metrics-port: the exporter (loadgen.run.exporter) is handed every snapshot the engine publishes, and
+    # its URL goes into the record header; None: no exporter
+    snapshot_sink: Callable[[Snapshot], None] | None = None
+    metrics_url: str | None = None
 
     @property
     def api(self) -> Api:

@@ -54,6 +54,26 @@ METRICS: dict[str, str] = {
     "lag_ms": "ms",  # schedule lag: actual send - intended send
 }
 
+# Fixed bucket upper bounds (display units) for the cumulative counts a ``HistogramView`` carries in ``le``:
+# what ramp's Prometheus exporter (``loadgen.run.exporter``) publishes as histograms. Fine where LLM
+# latencies live: ITL in single milliseconds, TTFT from tens of ms to a minute, decode from 1 to 1000 tok/s.
+LATENCY_BUCKETS_MS: tuple[float, ...] = (
+    1, 2, 5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750,
+    1000, 1500, 2000, 3000, 5000, 7500, 10000, 15000, 20000, 30000, 60000, 120000,
+)  # fmt: skip
+ITL_BUCKETS_MS: tuple[float, ...] = (
+    0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000, 2000, 5000,
+)  # fmt: skip
+DECODE_BUCKETS_TOK_S: tuple[float, ...] = (
+    1, 2, 5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000,
+)  # fmt: skip
+BUCKETS: dict[str, tuple[float, ...]] = {
+    "ttft_ms": LATENCY_BUCKETS_MS,
+    "itl_ms": ITL_BUCKETS_MS,
+    "decode_tok_s": DECODE_BUCKETS_TOK_S,
+    "e2e_ms": LATENCY_BUCKETS_MS,
+}
+
 __all__ = ["SLO", "WINDOWS"]  # re-exported for the faces: both belong to config
 
 
@@ -82,6 +102,9 @@ class HistogramView:
     unit: str
     pct: Percentiles
     bins: tuple[tuple[float, float, int], ...] = ()  # (low, high, count), ascending, log-spaced
+    # (upper bound, values at or below it), cumulative, at the metric's fixed ``BUCKETS``; empty unless asked
+    # for (``Accumulator.with_buckets``: the run window of a run with --metrics-port)
+    le: tuple[tuple[float, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,3 +350,6 @@ class Snapshot:
     # Where ``n`` and the auto-ramp go next (level, or rate in open loop); None: nowhere (the plan's end,
     # the auto-ramp's ceiling), a --find-max search, or a replay
     next_load: float | None = None
+    worker_hosts: tuple[
+        str, ...
+    ] = ()  # each load worker's host, by worker id (the header's fleet); () unknown

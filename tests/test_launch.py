@@ -323,3 +323,16 @@ def test_a_killed_ramp_takes_its_server_down(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     wait_for(lambda: not alive(server_pid), 10, "the server to be gone")
+
+
+def test_ramp_launch_serves_its_metrics_port(tmp_path: Path) -> None:
+    args = launch_args(
+        tmp_path, "--steps", "1", "--step-seconds", "1", "--warmup", "0", "--metrics-port", "0"
+    )
+    proc = ramp(
+        [*args, "--", "--max-model-len", "512"], fake_env(FAKE_MODE="sim", FAKE_DELAY_S=0.1), tmp_path
+    )
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode in (0, 1), err
+    url = read_record(tmp_path / "run.jsonl").header["metrics_url"]
+    assert url and url.startswith("http://127.0.0.1:") and f"ramp: metrics on {url}" in err

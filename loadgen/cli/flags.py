@@ -77,6 +77,8 @@ class RunFlags:
     time_scale: float | None = None
     requests: str | None = None
     save_requests: str | None = None
+    metrics_port: int | None = None  # --metrics-port: ramp's own Prometheus metrics (loadgen.run.exporter)
+    metrics_host: str = "127.0.0.1"
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> RunFlags:
@@ -340,6 +342,14 @@ def _add_telemetry_flags(p: Flags) -> None:
     )
     p.add_argument("--nvml", action="store_true", help="read local GPUs through NVML (extra: gpu)")
     p.add_argument("--dcgm-url", default=d.dcgm_url, help="DCGM exporter metrics URL")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        default=d.metrics_port,
+        help="serve ramp's own live metrics (Prometheus /metrics, /healthz, /readyz); 0: a free port",
+    )
+    p.add_argument("--metrics-host", default=d.metrics_host, help="address --metrics-port listens on")
 
 
 def _add_output_flags(p: Flags) -> None:

@@ -24,6 +24,7 @@ from loadgen.cli.headless import finish, reachable, run_headless, say
 from loadgen.cli.resolve import resolve
 from loadgen.config import RunConfig, RunOutcome
 from loadgen.exits import EXIT_UNREACHABLE, UsageError
+from loadgen.run.exporter import with_exporter
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
@@ -204,7 +205,7 @@ def _start_and_run(launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_
             file=sys.stderr,
             flush=True,
         )
-        return _run_launched(config, srv, flags.headless)
+        return _run_launched(config, srv, flags)
     finally:
         if srv is not None:
             _stop(srv)
@@ -244,20 +245,28 @@ def _launched_config(config: RunConfig, srv: Launched) -> RunConfig:
     )
 
 
-def _run_launched(resolved: RunConfig, srv: Launched, headless: bool) -> int:
+def _run_launched(resolved: RunConfig, srv: Launched, flags: RunFlags) -> int:
     """A ``ramp run`` against the launched server; 3 when the server died under the load."""
     config = _launched_config(resolved, srv)
     if not reachable(config):
         return EXIT_UNREACHABLE
+    try:
+        config, metrics = with_exporter(config, flags.metrics_host, flags.metrics_port, say)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     outcome: RunOutcome | None
-    if headless:
-        # The engine itself watches the server (config.server_exit): the moment it exits under load the
-        # record gets a mark and the run ends as failed (load on a dead server measures nothing).
-        outcome = run_headless(config)
-    else:
-        from tui.app import run_console
+    try:
+        if flags.headless:
+            # The engine itself watches the server (config.server_exit): the moment it exits under load the
+            # record gets a mark and the run ends as failed (load on a dead server measures nothing).
+            outcome = run_headless(config)
+        else:
+            from tui.app import run_console
 
-        outcome = run_console(config, refresh_hz=config.snapshot_hz)  # --refresh, else 4 Hz
+            outcome = run_console(config, refresh_hz=config.snapshot_hz)  # --refresh, else 4 Hz
+    finally:
+        if metrics is not None:
+            metrics.close()
     died = _died(srv)
     if outcome is not None and died:
         note = (outcome.message + "; " if outcome.message else "") + _died_message(srv)

@@ -43,6 +43,7 @@ from loadgen.cli.launch import add_launch_flags, launch_main
 from loadgen.cli.resolve import resolve
 from loadgen.config import RunOutcome
 from loadgen.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
+from loadgen.run.exporter import with_exporter
 from loadgen.target.http import scrub
 
 __all__ = ["SHELLS", "SUBCOMMANDS", "build_parser", "build_parsers", "main", "target_url"]
@@ -307,13 +308,21 @@ def _run(flags: RunFlags, url: str) -> int:
     config = resolve(flags, target_url(flags, url))
     if not reachable(config):
         return EXIT_UNREACHABLE
+    try:
+        config, metrics = with_exporter(config, flags.metrics_host, flags.metrics_port, say)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     outcome: RunOutcome | None
-    if flags.headless:
-        outcome = run_headless(config)
-    else:
-        from tui.app import run_console
+    try:
+        if flags.headless:
+            outcome = run_headless(config)
+        else:
+            from tui.app import run_console
 
-        outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+            outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
+    finally:
+        if metrics is not None:
+            metrics.close()
     return finish(outcome, config)
 
 

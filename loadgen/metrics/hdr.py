@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
 
-from loadgen.snapshot import HistogramView, Percentiles
+from loadgen.snapshot import BUCKETS, HistogramView, Percentiles
 
 __all__ = [
     "PCT_POINTS",
@@ -37,6 +37,8 @@ __all__ = [
     "layout_for",
     "percentiles_from_hdr",
     "spec_for",
+    "cumulative_at",
+    "fixed_buckets",
     "summarize",
     "view_from_hdr",
 ]
@@ -182,6 +184,20 @@ def summarize(
     return pct, _bins(nonzero, c, layout, div, lo_raw, hi_raw) if with_bins else ()
 
 
+def cumulative_at(
+    counts: CountArray, layout: Layout, div: float, bounds: tuple[float, ...]
+) -> tuple[tuple[float, int], ...]:
+    """How many values lie at or below each bound (display units; a value counts at its HDR bucket's
+    median equivalent): monotone in the counts, so a histogram that only grows gives counters that only grow."""
+    nonzero = np.flatnonzero(counts)
+    if nonzero.size == 0:
+        return tuple((b, 0) for b in bounds)
+    cum = np.cumsum(counts[nonzero].astype(np.int64))
+    values = layout.median_eq[nonzero].astype(np.float64) / div
+    where = np.searchsorted(values, np.asarray(bounds, dtype=np.float64), side="right")
+    return tuple((b, int(cum[i - 1]) if i > 0 else 0) for b, i in zip(bounds, where.tolist(), strict=True))
+
+
 def _bins(nonzero: IntArray, c: IntArray, layout: Layout, div: float, lo_raw: int, hi_raw: int) -> Bins:
     lo = max(lo_raw, 1)
     hi = hi_raw + 1
@@ -246,6 +262,16 @@ def view_from_hdr(hist: HdrHistogram, key: str) -> HistogramView:
         raise ValueError(f"histogram {key!r}: layout {hist.counts_len} counts, expected {layout.counts_len}")
     pct, bins = summarize(counts, layout, spec.display_div)
     return HistogramView(metric=key, unit=spec.unit, pct=pct, bins=bins)
+
+
+def fixed_buckets(key: str, counts: CountArray) -> tuple[tuple[float, int], ...]:
+    """``HistogramView.le`` of one histogram: cumulative counts at its metric's fixed ``BUCKETS`` (none
+    for a class split or a metric without buckets)."""
+    bounds = BUCKETS.get(key)
+    if bounds is None:
+        return ()
+    spec = spec_for(key)
+    return cumulative_at(counts, spec.layout, spec.display_div, bounds)
 
 
 def percentiles_from_hdr(hist: HdrHistogram, key: str) -> Percentiles:

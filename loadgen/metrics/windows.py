@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
 from loadgen.config import Window
-from loadgen.metrics.hdr import DenseHistogram, spec_for, summarize
+from loadgen.metrics.hdr import DenseHistogram, fixed_buckets, spec_for, summarize
 from loadgen.metrics.recorder import IntervalDelta
-from loadgen.snapshot import METRICS, HistogramView, Percentiles, WindowStats
+from loadgen.snapshot import BUCKETS, METRICS, HistogramView, Percentiles, WindowStats
 
 __all__ = ["Accumulator", "RollingWindow"]
 
@@ -118,6 +119,17 @@ class Accumulator:
             return HistogramView(metric=key, unit=spec.unit, pct=Percentiles())
         pct, bins = summarize(hist.counts, spec.layout, spec.display_div)
         return HistogramView(metric=key, unit=spec.unit, pct=pct, bins=bins)
+
+    def with_buckets(self, stats: WindowStats) -> WindowStats:
+        """``stats`` (read from this accumulator) with each view's cumulative counts at its metric's fixed
+        ``BUCKETS`` (``HistogramView.le``): what a Prometheus histogram of the window is made of. Asked for
+        only by the exporter's runs (--metrics-port): about 70 µs per metric."""
+        hist = dict(stats.hist)
+        for key, view in stats.hist.items():
+            counts = self._hists.get(key)
+            if counts is not None and key in BUCKETS:
+                hist[key] = replace(view, le=fixed_buckets(key, counts.counts))
+        return replace(stats, hist=hist)
 
     def pct(self, key: str) -> Percentiles:
         hist = self._hists.get(key)

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from loadgen.config import SetupError
 from loadgen.format import csv_text
+from loadgen.run.clock import ClockPair, read_clocks
 from loadgen.run.protocol import RequestRow
 
 COLUMNS = (
@@ -47,6 +48,7 @@ COLUMNS = (
     "cache_class",  # hit | miss | "" (the workload's prefix-cache class)
     "session_id",
     "turn",
+    "sent_unix_ns",  # sent_ns in Unix time (the record header's clock): joins a server's log or traces
 )
 
 
@@ -64,7 +66,7 @@ def _opt(value: object) -> object:
     return "" if value is None else value
 
 
-def csv_row(step: int, row: RequestRow, run_t0_ns: int) -> list[object]:
+def csv_row(step: int, row: RequestRow, run_t0_ns: int, offset_ns: int = 0) -> list[object]:
     """``row`` as the file's cells, in ``COLUMNS`` order (derived figures computed here, off the hot path)."""
     decode = ""
     if row.first_token_ns is not None and row.last_token_ns is not None and row.output_tokens >= 2:
@@ -97,22 +99,26 @@ def csv_row(step: int, row: RequestRow, run_t0_ns: int) -> list[object]:
         row.cache_class,
         row.session_id,
         row.turn,
+        row.sent_ns + offset_ns if row.sent_ns > 0 else "",
     ]
 
 
 class RequestDetail:
     """The companion file once ``open`` made one, else nothing (every call a no-op)."""
 
-    def __init__(self, file: TextIO | None = None, path: str | None = None, run_t0_ns: int = 0) -> None:
+    def __init__(
+        self, file: TextIO | None = None, path: str | None = None, run_t0_ns: int = 0, offset_ns: int = 0
+    ) -> None:
         self.file = file
         self.path = path if file is not None else None
         self.run_t0_ns = run_t0_ns
+        self.offset_ns = offset_ns  # Unix minus monotonic (the record header's clock)
         self.writer = csv.writer(file, lineterminator="\n") if file is not None else None
         self.pending: dict[int, list[RequestRow]] = {}  # measurement window id -> its rows so far
         self.floor = 0  # windows below it were reported (or never will be): their late rows are dropped
 
     @classmethod
-    def open(cls, record_path: str, run_t0_ns: int) -> RequestDetail:
+    def open(cls, record_path: str, run_t0_ns: int, clocks: ClockPair | None = None) -> RequestDetail:
         """Create the file beside ``record_path`` and write its header line; never overwrites one."""
         path = detail_path(record_path)
         try:
@@ -121,7 +127,7 @@ class RequestDetail:
             raise SetupError(f"{path}: already exists; choose another --out") from None
         except OSError as exc:
             raise SetupError(f"{path}: cannot create the request detail: {exc.strerror or exc}") from None
-        detail = cls(file, path, run_t0_ns)
+        detail = cls(file, path, run_t0_ns, (clocks or read_clocks()).offset_ns)
         assert detail.writer is not None
         detail.writer.writerow(COLUMNS)
         detail.sync()
@@ -142,7 +148,9 @@ class RequestDetail:
             del self.pending[stale]
         if self.writer is None:
             return 0
-        self.writer.writerows([csv_text(c) for c in csv_row(step, row, self.run_t0_ns)] for row in rows)
+        self.writer.writerows(
+            [csv_text(c) for c in csv_row(step, row, self.run_t0_ns, self.offset_ns)] for row in rows
+        )
         self.sync()
         return len(rows)
 

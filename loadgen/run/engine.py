@@ -135,6 +135,12 @@ class Engine:
     # ---- the controller thread --------------------------------------------------------------------------
     def _publish(self, snap: Snapshot) -> None:
         self._latest = snap
+        sink = self.config.snapshot_sink  # --metrics-port: ramp's own exporter
+        if sink is not None:
+            try:
+                sink(snap)
+            except Exception:  # an exporter's bug must not kill the measurement
+                pass
         if self.on_snapshot is not None:
             try:
                 self.on_snapshot(snap)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from loadgen.analysis.cost import Costs, step_cost, task_turns
 from loadgen.config import SLO, RunConfig
 from loadgen.record import RecordWriter
+from loadgen.run.clock import ClockPair, read_clocks
 from loadgen.run.detail import RequestDetail, detail_path
 from loadgen.run.replicas import replica_header
 from loadgen.run.revision import local_commit
@@ -104,6 +105,7 @@ def record_header(
         # --save-requests: every request as sent (loadgen.sources.requests), for --requests to replay; the
         # replayed source itself (a dataset, trace or request file: path, content hash) is profile_content.replay
         "requests_saved": config.save_requests,
+        "metrics_url": config.metrics_url,  # --metrics-port: where ramp's own Prometheus metrics were served
     }
 
 
@@ -138,9 +140,14 @@ class RunRecord:
     file of per-request rows (``detail``, written step by step with it)."""
 
     def __init__(
-        self, writer: RecordWriter | None = None, path: str | None = None, detail: RequestDetail | None = None
+        self,
+        writer: RecordWriter | None = None,
+        path: str | None = None,
+        detail: RequestDetail | None = None,
+        clocks: ClockPair | None = None,
     ) -> None:
         self.writer = writer
+        self.clocks = clocks if clocks is not None else read_clocks()
         self.path = path if writer is not None else None  # where the record is, None when there is none
         self.detail = detail if detail is not None else RequestDetail()
 
@@ -156,11 +163,12 @@ class RunRecord:
         ``detail_t0_ns`` (the run's start): the per-request file beside it too."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         writer = RecordWriter(path)
-        writer.write_header(header)
+        clocks = read_clocks()
+        writer.write_header({**header, "clock": clocks.as_dict()})  # Unix time of any monotonic instant
         for kind, data in events:
             writer.write_event(kind, data)
-        detail = RequestDetail.open(path, detail_t0_ns) if detail_t0_ns is not None else None
-        return cls(writer, path, detail)
+        detail = RequestDetail.open(path, detail_t0_ns, clocks) if detail_t0_ns is not None else None
+        return cls(writer, path, detail, clocks)
 
     def event(self, kind: str, data: Mapping[str, object]) -> None:
         if self.writer is not None:
@@ -176,9 +184,17 @@ class RunRecord:
         """The step line, ``extra`` keys after its own (the 1 Hz ``series``, ``started_s``); then the rows
         of its measurement ``window``'s requests (``--save-requests-detail``)."""
         if self.writer is not None:
-            self.writer.write_step(summary, hists, **(extra or {}))
+            self.writer.write_step(summary, hists, **(extra or {}), **self.unix_window(summary))
         if window is not None:
             self.detail.write_step(summary.index + 1, window)  # counted from 1, as the step line
+
+    def unix_window(self, summary: StepSummary) -> dict[str, object]:
+        """The step's measurement window in Unix nanoseconds (the header's ``clock`` applied to its
+        ``window_t0_ns`` / ``window_t1_ns``): what lays a step over a dashboard or a server log."""
+        return {
+            "window_t0_unix_ns": self.clocks.unix_ns_of(summary.window_t0_ns),
+            "window_t1_unix_ns": self.clocks.unix_ns_of(summary.window_t1_ns),
+        }
 
     def close(self, end: Mapping[str, object]) -> None:
         """The end line, then the file is closed."""

@@ -5,6 +5,7 @@ and load, the step book, the live figures and the server's telemetry. Reading th
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping
 
 from loadgen.config import SLO, RunConfig
 from loadgen.run.live import LiveFigures
@@ -49,6 +50,8 @@ class SnapshotBuilder:
         since = steps.measuring_since_ns()
         run_s = steps.run_measured_s + ((now - since) / 1e9 if since is not None else 0.0)
         windows["run"] = steps.run_acc.stats("run", max(1e-3, run_s))
+        if self.config.snapshot_sink is not None:  # --metrics-port: the run's histograms, bucketed
+            windows["run"] = steps.run_acc.with_buckets(windows["run"])
         return windows
 
     def build(
@@ -62,7 +65,6 @@ class SnapshotBuilder:
         record_path: str | None,
         wheel: Wheel,
     ) -> Snapshot:
-        end_ns = steps.end_ns if status.state == "running" and steps.current is not None else None
         phase = wheel.phase()
         return Snapshot(
             seq=self.next_seq(),
@@ -83,7 +85,7 @@ class SnapshotBuilder:
             step_index=steps.shown_index(),
             step_count=load.plan.positions if load.plan is not None and wheel.search is None else None,
             step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.t0_step_ns else 0.0,
-            step_remaining_s=None if end_ns is None else max(0.0, (end_ns - now) / 1e9),
+            step_remaining_s=remaining_s(now, status, steps),
             warming_up=phase == "warmup",
             in_flight=live.in_flight,
             queued=live.queued,
@@ -110,6 +112,7 @@ class SnapshotBuilder:
             latest_errors=dict(live.latest_errors),
             series=self.series_point(now, status.elapsed_s(now), status, load, live),
             replicas=self.replicas(now, status, live, link),
+            worker_hosts=worker_hosts(status.fleet),
         )
 
     def replicas(
@@ -165,3 +168,19 @@ def series_columns(points: list[SeriesPoint]) -> dict[str, list[float]]:
         "in_flight": [p.in_flight for p in points],
         "level": [p.level for p in points],
     }
+
+
+def worker_hosts(fleet: Mapping[str, object]) -> tuple[str, ...]:
+    """Each worker's host by worker id, out of the header's ``fleet.hosts`` table (``fleet.host_table``)."""
+    table = fleet.get("hosts")
+    by_id: dict[int, str] = {}
+    for row in table if isinstance(table, list) else ():
+        if isinstance(row, dict):
+            by_id.update((int(w), str(row.get("host", ""))) for w in row.get("workers") or ())
+    return tuple(by_id.get(w, "") for w in range(max(by_id, default=-1) + 1))
+
+
+def remaining_s(now: int, status: RunStatus, steps: Steps) -> float | None:
+    """Seconds left in the running step of a plan (None: no end is set, or the run is not running)."""
+    end_ns = steps.end_ns if status.state == "running" and steps.current is not None else None
+    return None if end_ns is None else max(0.0, (end_ns - now) / 1e9)
