@@ -200,6 +200,8 @@ class Client:
                 if index >= 0:
                     per_chunk[index] = n
             chunk_tokens = tuple(per_chunk)
+        first_answer = st.first_answer()
+        reasoning_tokens, reasoning_exact = _reasoning_tokens(st, chunk_tokens)
         if message:
             message = scrub(message, self._secrets)
         end_ns = st.end_ns if st.end_ns is not None else _monotonic_ns()
@@ -230,4 +232,21 @@ class Client:
             request_id=st.request_id,
             retry_after_s=retry_after_s(st.retry_after) if st.retry_after is not None else None,
             ratelimit=tuple(st.ratelimit) if st.ratelimit else (),
+            first_answer_ns=times[first_answer] if first_answer is not None else None,
+            reasoning_tokens=reasoning_tokens,
+            reasoning_exact=reasoning_exact,
+            reasoning_chunks=len(st.reasoning) if st.reasoning else 0,
         )
+
+
+def _reasoning_tokens(st: Stream, chunk_tokens: tuple[int, ...] | None) -> tuple[int, bool]:
+    """(reasoning tokens, exact): usage's ``reasoning_tokens`` when the server gave it, else the reasoning
+    chunks' tokens (``token_ids`` when sent, one per chunk otherwise)."""
+    usage = st.usage
+    if usage is not None and usage.reasoning_tokens is not None:
+        return usage.reasoning_tokens, True
+    if not st.reasoning:
+        return 0, False
+    if chunk_tokens is not None:
+        return sum(chunk_tokens[i] for i in st.reasoning), False
+    return len(st.reasoning), False

@@ -11,7 +11,11 @@ Owns two things the streaming client runs for every socket read:
   ``json.loads``; anything else goes through ``json.loads``. Both paths give the same answer.
 
 A chunk counts as output when its text is non-empty: the role-only first chat chunk (``"content":""``)
-is not the first token. Reasoning text (``reasoning_content`` / ``reasoning``) counts as output.
+is not the first token. Reasoning text (``reasoning_content`` / ``reasoning``) counts as output (the first
+token, TTFT) but not as answer: a chunk with reasoning text and no answer text is ``REASONING_CHUNK``
+(``Event.reasoning``), so the client can time the first *answer* token (TTFAT) apart. A chunk with both
+(a reasoning parser's last reasoning piece and first answer piece in one delta) is an answer chunk that
+also ends the reasoning. ``usage.completion_tokens_details.reasoning_tokens`` is read when given.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-__all__ = ["DONE", "MAX_EVENT_BYTES", "TEXT_CHUNK", "Event", "EventTooLarge", "SSEParser", "classify"]
+__all__ = [
+    "DONE",
+    "MAX_EVENT_BYTES",
+    "REASONING_CHUNK",
+    "TEXT_CHUNK",
+    "Event",
+    "EventTooLarge",
+    "SSEParser",
+    "classify",
+]
 
 # The largest SSE event a stream may send (``--max-event-bytes``). A token chunk is ~200 bytes, a final
 # chunk with logprobs a few KB; an event that never ends (a line without a newline) would otherwise grow
@@ -47,10 +60,13 @@ class Event:
     done: bool = False  # the ``[DONE]`` sentinel
     malformed: str | None = None  # why the payload could not be read
     text: str | None = None  # the output text, only when asked for (``want_text``)
+    reasoning: bool = False  # carries reasoning text and no answer text (has_text is True too)
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
 
 
 # Shared immutable answers for the common cases, so the hot path allocates nothing for them.
 TEXT_CHUNK = Event(has_text=True)
+REASONING_CHUNK = Event(has_text=True, reasoning=True)
 DONE = Event(done=True)
 _NOTHING = Event()
 
@@ -178,18 +194,26 @@ _USAGE = b'"usage"'
 _USAGE_NULL = b'"usage":null'
 _TOKEN_IDS_LIST = b'"token_ids":['
 _TEXT_KEYS = (b'"content":"', b'"text":"', b'"reasoning_content":"', b'"reasoning":"')
+_REASONING = b'"reasoning'
+_REASONING_TEXT, _REASONING_TEXT_2 = _TEXT_KEYS[2:]
 _QUOTE = 0x22
+
+
+# Each text key with the answer its fast path gives (answer keys first: a reasoning key is only reached
+# when no answer key matched anywhere in the payload).
+_KEYED = tuple(zip(_TEXT_KEYS, (TEXT_CHUNK, TEXT_CHUNK, REASONING_CHUNK, REASONING_CHUNK), strict=True))
 
 
 def classify(payload: bytes, want_text: bool = False) -> Event:
     """Classify one ``data`` payload (bytes, as ``SSEParser`` gives them).
 
     The byte tests answer ``TEXT_CHUNK`` only for a compact chunk with exactly one ``finish_reason`` (null),
-    a non-empty text field, no ``usage`` object and no ``token_ids`` list; every other payload, including
-    any the tests are unsure of, is parsed with ``json.loads``.
+    a non-empty text field, no ``usage`` object and no ``token_ids`` list (and ``REASONING_CHUNK`` for the
+    same shape with reasoning text and no answer key); every other payload, including any the tests are
+    unsure of (an answer chunk that names a reasoning key too), is parsed with ``json.loads``.
     """
     if not want_text:
-        for key in _TEXT_KEYS:
+        for key, hit in _KEYED:
             at = payload.find(key)
             if at >= 0:
                 after = at + len(key)
@@ -202,7 +226,13 @@ def classify(payload: bytes, want_text: bool = False) -> Event:
                         and (_USAGE not in payload or _USAGE_NULL in payload)
                         and _TOKEN_IDS_LIST not in payload
                     ):
-                        return TEXT_CHUNK
+                        if (
+                            hit is REASONING_CHUNK
+                            or _REASONING not in payload
+                            # SGLang names "reasoning_content":null in every chunk: only text counts
+                            or (_REASONING_TEXT not in payload and _REASONING_TEXT_2 not in payload)
+                        ):
+                            return hit
                 break  # empty text or an unusual shape: let the full parse decide
     return classify_slow(payload, want_text)
 
@@ -222,39 +252,26 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     if error is not None:
         return Event(error=error, error_code=error_code)
 
-    has_text = False
-    tokens: int | None = None
-    finish: str | None = None
     pieces: list[str] | None = [] if want_text else None
     choices = obj.get("choices")
-    if isinstance(choices, list):
-        for choice in choices:
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta")
-            source = delta if isinstance(delta, dict) else choice
-            for key in ("reasoning_content", "reasoning", "content", "text"):
-                value = source.get(key)
-                if isinstance(value, str) and value:
-                    has_text = True
-                    if pieces is not None:
-                        pieces.append(value)
-            ids = choice.get("token_ids")
-            if ids is None and isinstance(delta, dict):
-                ids = delta.get("token_ids")
-            if isinstance(ids, list):
-                tokens = len(ids) if tokens is None else tokens + len(ids)
-            reason = choice.get("finish_reason")
-            if isinstance(reason, str) and reason:
-                finish = reason
+    has_text, has_reasoning, tokens, finish = (
+        _walk_choices(choices, pieces) if isinstance(choices, list) else (False, False, None, None)
+    )
 
     usage = obj.get("usage")
     has_usage = isinstance(usage, dict)
     prompt, completion, cached = _usage_of(usage) if isinstance(usage, dict) else (None, None, None)
+    reasoning_tokens = _reasoning_tokens(usage) if isinstance(usage, dict) else None
 
+    reasoning_only = has_reasoning and not has_text
+    if reasoning_only and not (tokens is not None or finish or has_usage or want_text):
+        return REASONING_CHUNK
+    has_text = has_text or has_reasoning
     if not (has_text or tokens is not None or finish or has_usage or want_text):
         return _NOTHING
     return Event(
+        reasoning=reasoning_only,
+        reasoning_tokens=reasoning_tokens,
         has_text=has_text,
         tokens=tokens,
         finish_reason=finish,
@@ -266,11 +283,51 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     )
 
 
+def _walk_choices(
+    choices: list[object], pieces: list[str] | None
+) -> tuple[bool, bool, int | None, str | None]:
+    """(answer text, reasoning text, token_ids count, finish_reason) over every choice; the texts appended
+    to ``pieces`` when kept."""
+    has_text = has_reasoning = False
+    tokens: int | None = None
+    finish: str | None = None
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        source = delta if isinstance(delta, dict) else choice
+        for key in ("reasoning_content", "reasoning", "content", "text"):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                if key.startswith("reasoning"):
+                    has_reasoning = True
+                else:
+                    has_text = True
+                if pieces is not None:
+                    pieces.append(value)
+        ids = choice.get("token_ids")
+        if ids is None and isinstance(delta, dict):
+            ids = delta.get("token_ids")
+        if isinstance(ids, list):
+            tokens = len(ids) if tokens is None else tokens + len(ids)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            finish = reason
+    return has_text, has_reasoning, tokens, finish
+
+
 def _usage_of(usage: dict[str, object]) -> tuple[int | None, int | None, int | None]:
     """(prompt, completion, cached) tokens of a ``usage`` object."""
     details = usage.get("prompt_tokens_details")
     cached = _int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
     return _int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")), cached
+
+
+def _reasoning_tokens(usage: dict[str, object]) -> int | None:
+    """``usage.completion_tokens_details.reasoning_tokens`` (OpenAI, vLLM) or, in the Responses API,
+    ``usage.output_tokens_details.reasoning_tokens``; None when the server did not say."""
+    details = usage.get("completion_tokens_details") or usage.get("output_tokens_details")
+    return _int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
 
 
 def _error_of(obj: dict[str, object]) -> tuple[str | None, int | None]:

@@ -173,7 +173,42 @@ async def cancel(req: web.Request, resp: web.StreamResponse, srv: Server) -> Non
     await srv.stop.wait()
 
 
+def thought(text: str, field: str = "reasoning_content", answer: str | None = None) -> bytes:
+    """A reasoning chunk (vLLM/SGLang/DeepSeek ``reasoning_content``, newer vLLM ``reasoning``), compact as
+    vLLM writes it; ``answer`` puts answer text in the same delta (a reasoning parser's last piece)."""
+    delta: dict[str, object] = {field: text}
+    if answer is not None:
+        delta["content"] = answer
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+    payload = json.dumps({"object": "chat.completion.chunk", "choices": [choice]}, separators=(",", ":"))
+    return b"data: " + payload.encode() + b"\n\n"
+
+
+REASONING_USAGE = (
+    b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d,'
+    b'"completion_tokens_details":{"reasoning_tokens":%d}}}\n\n'
+)
+
+
+async def reason(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
+    """4 reasoning chunks, then 3 answer chunks; usage says 4 of the 7 tokens were reasoning."""
+    pieces = [ROLE, *(thought(f"r{i}") for i in range(4)), chunk("a"), chunk("b"), chunk("c", "stop")]
+    for piece in pieces + [REASONING_USAGE % (7, 4), DONE]:
+        srv.write_times.append(time.monotonic_ns())
+        await resp.write(piece)
+        await asyncio.sleep(0.002)  # separate reads: the first answer chunk has a time of its own
+
+
+async def reason_nousage(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
+    """Newer vLLM's ``reasoning`` field, no usage: 3 reasoning chunks, one mixed (reasoning + answer), 2
+    answer chunks."""
+    pieces = [ROLE, *(thought(f"r{i}", "reasoning") for i in range(3)), thought("end", "reasoning", "x")]
+    await write_all(resp, pieces + [chunk("y"), chunk("z", "stop"), DONE])
+
+
 SCENARIOS: dict[str, Handler] = {
+    "reason": reason,
+    "reason_nousage": reason_nousage,
     "ok": ok,
     "nousage": nousage,
     "tokenids": tokenids,

