@@ -57,6 +57,8 @@ async def _drain(st: Stream, resp: web.StreamResponse) -> None:
         await resp.write(data)
         if st.first_ns is None and st.sent:
             st.first_ns = now
+        if st.first_answer_ns is None and st.answering:
+            st.first_answer_ns = now
         st.last_ns = now
 
 
@@ -71,6 +73,7 @@ async def json_reply(
         await asyncio.sleep(st.stall_s)
     now = time.monotonic_ns()
     st.first_ns = st.last_ns = now if st.sent else None
+    st.first_answer_ns = now if st.sent > st.reasoning_total else None
     if "disconnect" in st.faults and request.transport is not None:
         request.transport.close()  # the connection drops before any reply
         return web.Response(status=200)
@@ -88,6 +91,8 @@ def json_body(st: Stream, seq: Seq, text: str, model: str) -> dict[str, Any]:
         "completion_tokens": st.sent,
         "prompt_tokens_details": {"cached_tokens": seq.cached_tokens or 0},
     }
+    if st.reasoning_total:
+        usage["completion_tokens_details"] = {"reasoning_tokens": min(st.sent, st.reasoning_total)}
     reason = seq.finish_reason or "length"
     if st.api == "chat":
         choice: dict[str, Any] = {
