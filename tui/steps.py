@@ -68,7 +68,7 @@ class Column:
 
 BASE = "vs base"
 SELECTED = "▸"  # ramp replay: the step looked at
-COST, GOOD = "$/1M", "good/s"
+COST, GOOD, TTFAT = "$/1M", "good/s", "TTFAT p95"  # TTFAT: shown when a step's requests reasoned
 Verdicts = Mapping[int, StepVerdict]  # StepSummary.index -> its verdict against the baseline
 
 
@@ -113,6 +113,7 @@ def columns(
         Column("dec p50", lambda s: fmt_si(s.stats.pct("decode_tok_s").p50), False),
         Column("TTFT p50", lambda s: fmt_ms(s.stats.pct("ttft_ms").p50), False),
         Column("TTFT p95", lambda s: fmt_ms(s.stats.pct("ttft_ms").p95), True),
+        Column(TTFAT, lambda s: fmt_ms(s.stats.pct("ttfat_ms").p95), False),
         Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), False),
         Column(GOOD, _goodput, False),
         *cost,
@@ -124,7 +125,14 @@ def columns(
 
 
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
-OPTIONAL_ORDER = (COST, GOOD, "e2e p95", "dec p50", "TTFT p50")  # the first to give way on a narrow panel
+OPTIONAL_ORDER = (
+    TTFAT,
+    COST,
+    GOOD,
+    "e2e p95",
+    "dec p50",
+    "TTFT p50",
+)  # the first to give way on a narrow panel
 
 
 def fitting_columns(
@@ -136,6 +144,7 @@ def fitting_columns(
     """The columns that fit ``width`` (all of them when None): the optional ones give way first, then the
     SLO cell shortens; an empty notes column, and goodput when no step has one, are left out."""
     has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
+    reasoned = any(s.stats.reasoned for s in steps)
 
     def natural(column: Column) -> int:
         cells = [len(column.cell(s)) for s in steps]
@@ -149,7 +158,9 @@ def fitting_columns(
         chosen = [
             c
             for c in columns(compact, verdicts, pricer)
-            if (c.header != "notes" or any(c.cell(s) for s in steps)) and (c.header != GOOD or has_goodput)
+            if (c.header != "notes" or any(c.cell(s) for s in steps))
+            and (c.header != GOOD or has_goodput)
+            and (c.header != TTFAT or reasoned)
         ]
         for header in OPTIONAL_ORDER:
             if width is None or total(chosen) <= width:
