@@ -51,13 +51,19 @@ def endpoint_url(target: Target, api: Api) -> str:
 
 def build_body(spec: RequestSpec) -> bytes:
     body: dict[str, object] = {"model": spec.model}
-    if spec.api == "chat":
-        body["messages"] = [{"role": role, "content": content} for role, content in spec.messages]
+    if spec.api == "responses":
+        # The Responses API: messages as input items, usage always in response.completed (no stream_options)
+        body["input"] = [{"role": role, "content": content} for role, content in spec.messages]
+        body["max_output_tokens"] = spec.max_tokens
+        body["stream"] = True
     else:
-        body["prompt"] = spec.prompt
-    body["max_tokens"] = spec.max_tokens
-    body["stream"] = True
-    body["stream_options"] = {"include_usage": True}
+        if spec.api == "chat":
+            body["messages"] = [{"role": role, "content": content} for role, content in spec.messages]
+        else:
+            body["prompt"] = spec.prompt
+        body["max_tokens"] = spec.max_tokens
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
     for key, value in spec.extra_body:
         body[key] = value
     return json.dumps(body, ensure_ascii=False).encode()

@@ -27,13 +27,20 @@ Window = Literal["step", "rolling", "run"]
 StepPhase = Literal["warmup", "measure", "closing", "settling", "idle"]
 AfterPlan = Literal["finish", "idle"]  # a finished plan ends the run (headless) or waits for keys (console)
 Phase = Literal["warmup", "measure"]
-Api = Literal["chat", "completions"]
+Api = Literal["chat", "completions", "responses"]  # responses: the OpenAI Responses API (/v1/responses)
 Transport = Literal["h1", "aiohttp", "httpx"]
 CacheResets = Literal["never", "step", "run"]  # prefix-cache resets: none, before each step, once per run
 
 MODES: tuple[Mode, ...] = get_args(Mode)
 ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
 APIS: tuple[Api, ...] = get_args(Api)
+
+
+def chat_like(api: str) -> bool:
+    """Whether ``api`` sends messages (chat, responses), not a prompt string (completions)."""
+    return api != "completions"
+
+
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 WINDOWS: tuple[Window, ...] = get_args(Window)
 FINAL_STATES: tuple[RunState, ...] = ("finished", "stopped", "failed")

@@ -32,6 +32,7 @@ __all__ = [
     "EventTooLarge",
     "SSEParser",
     "classify",
+    "response_event",
 ]
 
 # The largest SSE event a stream may send (``--max-event-bytes``). A token chunk is ~200 bytes, a final
@@ -132,6 +133,12 @@ class SSEParser:
             # The hot case: one ``data: {...}`` line making the whole event.
             if block.startswith(b"data: ") and b"\n" not in block:
                 out.append(block[6:])
+            elif (
+                block.startswith(b"event: ")
+                and (at := block.find(b"\ndata: ")) > 0
+                and b"\n" not in block[at + 1 :]
+            ):
+                out.append(block[at + 7 :])  # the Responses API's ``event: <type>`` + one data line
             elif block:
                 payload = _parse_block(block)
                 if payload is not None:
@@ -234,7 +241,32 @@ def classify(payload: bytes, want_text: bool = False) -> Event:
                         ):
                             return hit
                 break  # empty text or an unusual shape: let the full parse decide
+        else:  # no chat or completions text key at all: a Responses API delta?
+            delta = _response_delta(payload)
+            if delta is not None:
+                return delta
     return classify_slow(payload, want_text)
+
+
+# The Responses API's text events: a quote inside a JSON string is escaped, so no text can forge the type.
+_OUTPUT_DELTA = b'"type":"response.output_text.delta"'
+_REASONING_DELTAS = (
+    b'"type":"response.reasoning_text.delta"',
+    b'"type":"response.reasoning_summary_text.delta"',
+)
+_DELTA = b'"delta":"'
+
+
+def _response_delta(payload: bytes) -> Event | None:
+    """A compact Responses API text delta (answer or reasoning) with non-empty text, else None."""
+    at = payload.find(_DELTA)
+    if at < 0 or at + 9 >= len(payload) or payload[at + 9] == _QUOTE:
+        return None
+    if _OUTPUT_DELTA in payload:
+        return TEXT_CHUNK
+    if _REASONING_DELTAS[0] in payload or _REASONING_DELTAS[1] in payload:
+        return REASONING_CHUNK
+    return None
 
 
 def classify_slow(payload: bytes, want_text: bool = False) -> Event:
@@ -251,6 +283,9 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     error, error_code = _error_of(obj)
     if error is not None:
         return Event(error=error, error_code=error_code)
+    kind = obj.get("type")
+    if isinstance(kind, str) and kind.startswith("response."):
+        return response_event(kind, obj, want_text)
 
     pieces: list[str] | None = [] if want_text else None
     choices = obj.get("choices")
@@ -316,6 +351,50 @@ def _walk_choices(
     return has_text, has_reasoning, tokens, finish
 
 
+# Responses API terminal events -> the finish_reason a chat stream would give
+_RESPONSE_END = {"response.completed": "stop", "response.incomplete": "length"}
+_RESPONSE_TEXT = (
+    "response.output_text.delta",
+    "response.reasoning_text.delta",
+    "response.reasoning_summary_text.delta",
+)
+
+
+def response_event(kind: str, obj: dict[str, object], want_text: bool = False) -> Event:
+    """One Responses API event (``obj["type"] == kind``): a text delta (answer or reasoning), the terminal
+    ``response.completed`` / ``response.incomplete`` with its usage, ``response.failed`` as an error;
+    every other event (created, in_progress, output_item.added, *.done ...) carries nothing ramp counts."""
+    if kind in _RESPONSE_TEXT:
+        delta = obj.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return Event(text="") if want_text else _NOTHING
+        reasoning = kind != "response.output_text.delta"
+        if not want_text:
+            return REASONING_CHUNK if reasoning else TEXT_CHUNK
+        return Event(has_text=True, reasoning=reasoning, text=None if reasoning else delta)
+    response = obj.get("response")
+    response = response if isinstance(response, dict) else {}
+    if kind == "response.failed":
+        err = response.get("error")
+        message = err.get("message") if isinstance(err, dict) else None
+        return Event(error=str(message or "response.failed"))
+    finish = _RESPONSE_END.get(kind)
+    if finish is None:
+        return Event(text="") if want_text else _NOTHING
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return Event(finish_reason=finish)
+    details = usage.get("input_tokens_details")
+    return Event(
+        finish_reason=finish,
+        has_usage=True,
+        prompt_tokens=_int_or_none(usage.get("input_tokens")),
+        completion_tokens=_int_or_none(usage.get("output_tokens")),
+        cached_tokens=_int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None,
+        reasoning_tokens=_reasoning_tokens(usage),
+    )
+
+
 def _usage_of(usage: dict[str, object]) -> tuple[int | None, int | None, int | None]:
     """(prompt, completion, cached) tokens of a ``usage`` object."""
     details = usage.get("prompt_tokens_details")
@@ -332,7 +411,7 @@ def _reasoning_tokens(usage: dict[str, object]) -> int | None:
 
 def _error_of(obj: dict[str, object]) -> tuple[str | None, int | None]:
     err = obj.get("error")
-    if err is None and obj.get("object") == "error":
+    if err is None and (obj.get("object") == "error" or obj.get("type") == "error"):
         err = obj  # vLLM's older ErrorResponse shape: {"object": "error", "message": ..., "code": ...}
     if err is None:
         return None, None

@@ -100,6 +100,7 @@ class SimServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/responses", self._responses)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_get("/health", self._health)
@@ -163,6 +164,9 @@ class SimServer:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "completions")
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "responses")
 
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         raw = await request.read()
@@ -231,7 +235,8 @@ class SimServer:
             api=api,
             streaming=req.streaming,
             include_usage=req.include_usage,
-            rid=("chatcmpl-" if api == "chat" else "cmpl-") + f"{self._rng.getrandbits(64):016x}",
+            rid={"chat": "chatcmpl-", "responses": "resp_"}.get(api, "cmpl-")
+            + f"{self._rng.getrandbits(64):016x}",
             created=int(time.time()),  # wall clock for the "created" field only
             model_json=self._model_json,
             prompt_tokens=req.prompt_len,

@@ -9,6 +9,7 @@ import asyncio
 
 from aiohttp import web
 
+from . import responses
 from .config import FaultConfig
 from .sequences import Seq
 
@@ -23,7 +24,7 @@ class Stream:
         "resp", "transport", "pos", "unsent", "sent", "chunks", "backlog", "wake", "hold_until", "complete",
         "closed", "cut", "faults", "stall_s", "stall_at", "disconnect_at", "malformed_at", "first_ns",
         "last_ns", "seq", "prompt_tokens", "role_sent", "reasoning_left", "reasoning_total", "rprefix",
-        "answering", "first_answer_ns",
+        "answering", "first_answer_ns", "switch",
     )  # fmt: skip
 
     def __init__(
@@ -74,13 +75,21 @@ class Stream:
         self.reasoning_total = 0
         self.answering = False  # an answer token was sent (the reasoning phase is over)
         self.first_answer_ns: int | None = None  # ground truth: the write that carried the first answer token
+        # between the last reasoning text and the first answer text of one chunk
+        self.switch = b'","content":"'
+        if self.api == "responses":
+            self.head, self.prefix, self.suffix, self.rprefix = responses.templates(
+                self.rid, self.created, self.model_json
+            )
+            self.switch = self.suffix + self.prefix
+            return
         self.rprefix = self.prefix.replace(
             b'"delta":{"content":"', f'"delta":{{"{reasoning_field}":"'.encode()
         )
 
     def think(self, tokens: int) -> None:
-        """Make the reply's first ``tokens`` tokens reasoning (chat only: completions have no such field)."""
-        if self.api == "chat" and tokens > 0:
+        """Make the reply's first ``tokens`` tokens reasoning (chat, responses: completions have no such field)."""
+        if self.api != "completions" and tokens > 0:
             self.reasoning_left = self.reasoning_total = tokens
 
     def arm(self, fc: FaultConfig) -> None:
@@ -144,10 +153,18 @@ class Stream:
         if r == n:
             return self.rprefix, text
         self.answering = True
-        return self.rprefix, text + b'","content":"' + _text(tokens, (self.pos + r) % len(tokens), n - r)
+        return self.rprefix, text + self.switch + _text(tokens, (self.pos + r) % len(tokens), n - r)
 
     def final_suffix(self, seq: Seq) -> bytes:
         reason = seq.finish_reason or "length"
+        if self.api == "responses":
+            usage = (
+                self.prompt_tokens,
+                self.sent,
+                seq.cached_tokens or 0,
+                self.reasoning_sent if self.reasoning_total else None,
+            )
+            return self.suffix + responses.terminal(self.rid, self.created, self.model_json, reason, usage)
         if self.api == "chat":
             tail = (
                 f'"}},"logprobs":null,"finish_reason":"{reason}","stop_reason":null,"token_ids":null}}]}}\n\n'

@@ -20,7 +20,7 @@ import math
 import os
 from collections.abc import Mapping
 
-from loadgen.config import APIS, Api
+from loadgen.config import APIS, Api, chat_like
 from loadgen.sources.model import (
     RecordedRequest,
     Source,
@@ -57,7 +57,7 @@ class RequestLog:
             "max_tokens": spec.max_tokens,
             "input_tokens_target": spec.input_tokens_target,
         }
-        if spec.api == "chat":
+        if chat_like(spec.api):
             line["messages"] = [{"role": role, "content": text} for role, text in spec.messages]
         else:
             line["prompt"] = spec.prompt
