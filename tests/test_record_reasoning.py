@@ -4,14 +4,17 @@ columns and ramp compare's figures."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from loadgen.analysis.figures import FIGURES
 from loadgen.config import SLO
+from loadgen.format import fmt_num_wide
 from loadgen.metrics import Accumulator, Recorder
 from loadgen.record import RecordWriter, read_record, step_from_line
+from loadgen.report import format_step_table
 from loadgen.slo import evaluate
 from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 from loadgen.types import Outcome, RequestResult
@@ -108,3 +111,21 @@ def test_a_model_that_does_not_reason_has_ttfat_but_no_reasoning_rows() -> None:
     stats, _ = stats_of(plain)
     assert stats.pct("ttfat_ms") == stats.pct("ttft_ms") and stats.pct("reasoning_ms").count == 0
     assert stats.reasoned == 0
+
+
+def _step(stats: WindowStats) -> StepSummary:
+    return StepSummary(
+        index=0, mode="closed", level=4, rate_rps=None, arrival="closed", warmup_s=1.0, window_s=10.0,
+        duration_s=11.0, stats=stats, verdict=SLOVerdict(met=None), client_bound=False,
+    )  # fmt: skip
+
+
+def test_text_report_shows_ttfat_only_for_reasoning_steps() -> None:
+    reasoning, _ = stats_of([reasoned(i) for i in range(20)])
+    table = format_step_table([_step(reasoning)], None, width=200)
+    header = table.splitlines()[0]
+    assert "TTFAT p95" in header and "reason p50" in header
+    assert fmt_num_wide(reasoning.pct("ttfat_ms").p95) in table.splitlines()[2]
+    plain = reasoned(0, reasoning_chunks=0)
+    stats, _ = stats_of([dataclasses.replace(plain, reasoning_tokens=0, reasoning_exact=False)])
+    assert "TTFAT" not in format_step_table([_step(stats)], None, width=200)
