@@ -9,6 +9,7 @@ each read as it lands, so both phases' ends carry the same loopback leg and it c
 from __future__ import annotations
 
 import asyncio
+import csv
 import time
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def test_the_record_holds_the_simulators_reasoning(tmp_path: Path) -> None:
             plan=RampPlan((4,), step_s=300.0, warmup_s=0.0),
             out=str(tmp_path / "run.jsonl"),
             telemetry=False,
+            save_requests_detail=True,
         )
         watch = Watch()
         engine = Engine(config, on_snapshot=watch)
@@ -109,5 +111,16 @@ def test_the_record_holds_the_simulators_reasoning(tmp_path: Path) -> None:
     # value at rank round(n / 2), not the mean of the two middle ones)
     p50 = simulated_ms[max(int(len(truth) / 2 + 0.5), 1) - 1]
     assert step.stats.pct("reasoning_ms").p50 == pytest.approx(p50, abs=1.0)
+    # the per-request export: each request's reasoning as the simulator did it, joined on its id
+    with open(tmp_path / "run.requests.csv", encoding="utf-8") as f:
+        rows = {r["request_id"]: r for r in csv.DictReader(f)}
+    truth_by_id = {g["request_id"]: g for g in truth}
+    assert rows.keys() == truth_by_id.keys()
+    for rid, row in rows.items():
+        g = truth_by_id[rid]
+        assert int(row["reasoning_tokens"]) == g["reasoning_tokens"] and row["reasoning_exact"] == "1"
+        assert float(row["ttfat_ms"]) - float(row["ttft_ms"]) == pytest.approx(
+            float(row["reasoning_ms"]), abs=0.002
+        )
     ttft, ttfat = step.stats.pct("ttft_ms"), step.stats.pct("ttfat_ms")
     assert ttft.count == ttfat.count == len(truth) and ttfat.p50 > ttft.p50  # type: ignore[operator]

@@ -47,6 +47,11 @@ COLUMNS = (
     "cache_class",  # hit | miss | "" (the workload's prefix-cache class)
     "session_id",
     "turn",
+    "first_answer_ns",  # reasoning models: the first answer token (the same as first_token_ns without)
+    "ttfat_ms",  # time to first answer token, from the intended start
+    "reasoning_ms",  # first token to first answer token (0 when the model did not reason)
+    "reasoning_tokens",
+    "reasoning_exact",  # 1: reasoning_tokens from usage's completion_tokens_details, 0: counted chunks
 )
 
 
@@ -97,6 +102,11 @@ def csv_row(step: int, row: RequestRow, run_t0_ns: int) -> list[object]:
         row.cache_class,
         row.session_id,
         row.turn,
+        _opt(row.first_answer_ns),
+        _ms(row.first_answer_ns, row.intended_ns),
+        _ms(row.first_answer_ns, row.first_token_ns) if row.first_token_ns is not None else "",
+        row.reasoning_tokens,
+        int(row.reasoning_exact),
     ]
 
 
