@@ -51,6 +51,8 @@ def test_every_check_passes_against_the_simulator(sim: SimHandle) -> None:
         assert status == want, (name, status, reason)
     assert "equal to the non-streamed usage" in checks["usage chunk"][1]
     assert "finish stop" in checks["stop"][1]  # the simulator honours stop sequences
+    # the Responses API through the SDK's own event types: answer deltas, then response.incomplete (cut at 16)
+    assert "text deltas" in checks["responses stream"][1] and "incomplete" in checks["responses stream"][1]
     assert "HTTP 400" in checks["context overflow"][1] and "8,192" in checks["context overflow"][1]
     assert "vllm names" in checks["/metrics"][1]
     ramp = next(c for c in report.checks if c.name == "ramp")
