@@ -204,6 +204,7 @@ _TEXT_KEYS = (b'"content":"', b'"text":"', b'"reasoning_content":"', b'"reasonin
 _REASONING = b'"reasoning'
 _REASONING_TEXT, _REASONING_TEXT_2 = _TEXT_KEYS[2:]
 _QUOTE = 0x22
+_BRACE = 0x7B
 
 
 # Each text key with the answer its fast path gives (answer keys first: a reasoning key is only reached
@@ -233,12 +234,18 @@ def classify(payload: bytes, want_text: bool = False) -> Event:
                         and (_USAGE not in payload or _USAGE_NULL in payload)
                         and _TOKEN_IDS_LIST not in payload
                     ):
-                        if (
-                            hit is REASONING_CHUNK
-                            or _REASONING not in payload
-                            # SGLang names "reasoning_content":null in every chunk: only text counts
-                            or (_REASONING_TEXT not in payload and _REASONING_TEXT_2 not in payload)
-                        ):
+                        if hit is REASONING_CHUNK:
+                            return hit
+                        # An answer chunk naming no reasoning key. When the text key opens the delta (vLLM,
+                        # OpenAI), a reasoning key could only follow it, before the finish_reason: a short
+                        # search; else the whole payload's.
+                        if payload[at - 1] == _BRACE:
+                            if payload.find(_REASONING, after, end) < 0:
+                                return hit
+                        elif _REASONING not in payload:
+                            return hit
+                        # SGLang names "reasoning_content":null in every chunk: only reasoning text counts
+                        if _REASONING_TEXT not in payload and _REASONING_TEXT_2 not in payload:
                             return hit
                 break  # empty text or an unusual shape: let the full parse decide
         else:  # no chat or completions text key at all: a Responses API delta?
