@@ -10,6 +10,7 @@ import statistics
 import time
 from pathlib import Path
 
+import aiohttp
 import pytest
 from snapshot_watch import Watch
 
@@ -99,3 +100,25 @@ def test_a_responses_run_records_its_step(tmp_path: Path) -> None:
     assert step.stats.error_count == 0 and step.stats.ok == len(truth) and step.stats.approx_tokens == 0
     assert step.stats.output_tokens == sum(g["output_tokens"] for g in truth)
     assert step.stats.reasoning_tokens == sum(g["reasoning_tokens"] for g in truth)
+
+
+def test_a_non_streamed_response_has_the_responses_shape() -> None:
+    async def ask() -> dict[str, object]:
+        server = SimServer(build_config("tiny-reasoning", seed=2))
+        url = await server.start("127.0.0.1", 0)
+        try:
+            async with aiohttp.ClientSession() as http:
+                body = {"model": "", "input": "hello", "max_output_tokens": 300, "ignore_eos": True}
+                async with http.post(url + "/v1/responses", json=body) as resp:
+                    assert resp.status == 200
+                    return dict(await resp.json())
+        finally:
+            await server.stop()
+
+    reply = asyncio.run(ask())
+    assert reply["object"] == "response" and reply["status"] == "incomplete"
+    usage = reply["usage"]
+    assert isinstance(usage, dict) and usage["output_tokens"] == 300
+    assert 0 < usage["output_tokens_details"]["reasoning_tokens"] < 300
+    (message,) = reply["output"]  # type: ignore[misc]
+    assert message["content"][0]["type"] == "output_text" and message["content"][0]["text"]

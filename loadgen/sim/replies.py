@@ -94,6 +94,8 @@ def json_body(st: Stream, seq: Seq, text: str, model: str) -> dict[str, Any]:
     if st.reasoning_total:
         usage["completion_tokens_details"] = {"reasoning_tokens": min(st.sent, st.reasoning_total)}
     reason = seq.finish_reason or "length"
+    if st.api == "responses":
+        return responses_body(st, text, model, reason, usage)
     if st.api == "chat":
         choice: dict[str, Any] = {
             "index": 0,
@@ -115,4 +117,27 @@ def json_body(st: Stream, seq: Seq, text: str, model: str) -> dict[str, Any]:
     return {
         "id": st.rid, "object": obj, "created": st.created, "model": model,
         "choices": [choice], "usage": usage,
+    }  # fmt: skip
+
+
+def responses_body(st: Stream, text: str, model: str, reason: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """A non-streaming Responses API reply: one output message, the usage under the Responses names."""
+    details = usage.get("completion_tokens_details")
+    out_usage: dict[str, Any] = {
+        "input_tokens": usage["prompt_tokens"],
+        "input_tokens_details": usage["prompt_tokens_details"],
+        "output_tokens": usage["completion_tokens"],
+        "total_tokens": usage["total_tokens"],
+    }
+    if details is not None:
+        out_usage["output_tokens_details"] = details
+    message = {
+        "type": "message", "id": "msg_" + st.rid, "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }  # fmt: skip
+    status = "incomplete" if reason == "length" else "completed"
+    return {
+        "id": st.rid, "object": "response", "created_at": st.created, "model": model, "status": status,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "output": [message], "usage": out_usage,
     }  # fmt: skip
