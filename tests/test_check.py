@@ -76,6 +76,24 @@ def test_json_format_and_exit_zero(sim: SimHandle, capsys: pytest.CaptureFixture
     assert {"name", "status", "required", "reason", "data"} <= set(doc["checks"][0])
 
 
+def test_a_reasoning_model_through_the_responses_api(capsys: pytest.CaptureFixture[str]) -> None:
+    """--api responses makes the Responses check required; a reasoning model that spends the check's 16
+    tokens thinking still passes it, and the reasoning check says TTFAT leaves that text out."""
+    handle = run_sim_in_thread(build_config("tiny-reasoning", seed=4, speed=4.0))
+    try:
+        code = main(["check", handle.url, "--format", "json", "--ramp-seconds", "0", "--api", "responses"])
+    finally:
+        handle.stop()
+    doc = json.loads(capsys.readouterr().out)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert code == 0 and doc["ok"] is True, [c for c in doc["checks"] if c["status"] == "fail"]
+    responses = checks["responses stream"]
+    assert responses["status"] == "pass" and responses["required"] is True
+    assert "reasoning" in responses["reason"] and "usage" in responses["reason"]
+    assert checks["reasoning"]["status"] == "pass" and "TTFAT" in checks["reasoning"]["reason"]
+    assert "(responses)" in checks["run request"]["reason"]
+
+
 @pytest.mark.parametrize(
     ("flaws", "name", "reason"),
     [

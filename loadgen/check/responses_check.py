@@ -1,6 +1,7 @@
 """The Responses API check of ``ramp check`` (``responses stream``), through the official SDK: one streamed
-``client.responses.create`` with the same prompt as the chat checks; it passes when answer text streamed
-(``response.output_text.delta``) and the stream ended with ``response.completed`` (or ``response.incomplete``,
+``client.responses.create`` with the same prompt as the chat checks; it passes when text streamed (answer
+``response.output_text.delta``, or reasoning deltas only: a reasoning model may spend the check's few tokens
+thinking) and the stream ended with ``response.completed`` (or ``response.incomplete``,
 cut by ``max_output_tokens``) carrying its usage. A server without ``/v1/responses`` answers 404 or 405: n/a,
 unless the run will speak it (``--api responses``), then a failure.
 """
@@ -46,17 +47,16 @@ async def responses_stream(session: Session, required: bool = False) -> CheckRes
         if why.startswith(("HTTP 404", "HTTP 405")) and not required:
             return CheckResult(NAME, "n/a", f"{why} (no Responses API here: ramp run --api chat)")
         return CheckResult(NAME, "fail", why, required)
-    if first is None:
-        return CheckResult(
-            NAME, "fail", f"no answer text in the stream ({reasoning} reasoning deltas)", required
-        )
+    if first is None and not reasoning:
+        return CheckResult(NAME, "fail", "no text in the stream, answer or reasoning", required)
     if usage is None:
         return CheckResult(
             NAME, "fail", "the stream ended without response.completed and its usage", required
         )
-    ttft_ms = (first - started) * 1000
+    shown = f"first text {(first - started) * 1000:.0f} ms" if first is not None else "all reasoning"
     why = (
         f"{deltas} text deltas{f', {reasoning} reasoning' if reasoning else ''}, {status}, "
-        f"usage {usage[0]} + {usage[1]}, first text {ttft_ms:.0f} ms"
+        f"usage {usage[0]} + {usage[1]}, {shown}"
     )
-    return CheckResult(NAME, "pass", why, required, {"ttft_ms": ttft_ms})
+    data: dict[str, object] = {} if first is None else {"ttfat_ms": (first - started) * 1000}
+    return CheckResult(NAME, "pass", why, required, data)
