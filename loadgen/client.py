@@ -199,13 +199,7 @@ class Client:
             output_tokens, exact = usage.completion_tokens, True
         else:
             output_tokens, exact = counted, False
-        chunk_tokens: tuple[int, ...] | None = None
-        if st.ids is not None:
-            per_chunk = [1] * len(times)
-            for index, n in st.ids:
-                if index >= 0:
-                    per_chunk[index] = n
-            chunk_tokens = tuple(per_chunk)
+        chunk_tokens = _chunk_tokens(st)
         first_answer = st.first_answer()
         reasoning_tokens, reasoning_exact = _reasoning_tokens(st, chunk_tokens)
         if message:
@@ -242,7 +236,20 @@ class Client:
             reasoning_tokens=reasoning_tokens,
             reasoning_exact=reasoning_exact,
             reasoning_chunks=len(st.reasoning) if st.reasoning else 0,
+            first_tool_ns=times[st.first_tool] if st.first_tool is not None else None,
+            tool_chunks=st.tool_chunks,
         )
+
+
+def _chunk_tokens(st: Stream) -> tuple[int, ...] | None:
+    """Tokens per text chunk when the server sent ``token_ids`` (1 for a chunk without), else None."""
+    if st.ids is None:
+        return None
+    per_chunk = [1] * len(st.chunk_times)
+    for index, n in st.ids:
+        if index >= 0:
+            per_chunk[index] = n
+    return tuple(per_chunk)
 
 
 def _reasoning_tokens(st: Stream, chunk_tokens: tuple[int, ...] | None) -> tuple[int, bool]:

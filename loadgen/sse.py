@@ -63,6 +63,7 @@ class Event:
     text: str | None = None  # the output text, only when asked for (``want_text``)
     reasoning: bool = False  # carries reasoning text and no answer text (has_text is True too)
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    tool: bool = False  # carries a tool-call delta (a function's name or arguments): answer output
 
 
 # Shared immutable answers for the common cases, so the hot path allocates nothing for them.
@@ -296,8 +297,8 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
 
     pieces: list[str] | None = [] if want_text else None
     choices = obj.get("choices")
-    has_text, has_reasoning, tokens, finish = (
-        _walk_choices(choices, pieces) if isinstance(choices, list) else (False, False, None, None)
+    has_text, has_reasoning, has_tool, tokens, finish = (
+        _walk_choices(choices, pieces) if isinstance(choices, list) else (False, False, False, None, None)
     )
 
     usage = obj.get("usage")
@@ -305,15 +306,16 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     prompt, completion, cached = _usage_of(usage) if isinstance(usage, dict) else (None, None, None)
     reasoning_tokens = _reasoning_tokens(usage) if isinstance(usage, dict) else None
 
-    reasoning_only = has_reasoning and not has_text
+    reasoning_only = has_reasoning and not (has_text or has_tool)
     if reasoning_only and not (tokens is not None or finish or has_usage or want_text):
         return REASONING_CHUNK
-    has_text = has_text or has_reasoning
+    has_text = has_text or has_reasoning or has_tool
     if not (has_text or tokens is not None or finish or has_usage or want_text):
         return _NOTHING
     return Event(
         reasoning=reasoning_only,
         reasoning_tokens=reasoning_tokens,
+        tool=has_tool,
         has_text=has_text,
         tokens=tokens,
         finish_reason=finish,
@@ -327,10 +329,10 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
 
 def _walk_choices(
     choices: list[object], pieces: list[str] | None
-) -> tuple[bool, bool, int | None, str | None]:
-    """(answer text, reasoning text, token_ids count, finish_reason) over every choice; the texts appended
-    to ``pieces`` when kept."""
-    has_text = has_reasoning = False
+) -> tuple[bool, bool, bool, int | None, str | None]:
+    """(answer text, reasoning text, tool-call delta, token_ids count, finish_reason) over every choice;
+    the texts appended to ``pieces`` when kept."""
+    has_text = has_reasoning = has_tool = False
     tokens: int | None = None
     finish: str | None = None
     for choice in choices:
@@ -347,6 +349,7 @@ def _walk_choices(
                     has_text = True
                 if pieces is not None:
                     pieces.append(value)
+        has_tool = has_tool or _tool_delta(source.get("tool_calls"))
         ids = choice.get("token_ids")
         if ids is None and isinstance(delta, dict):
             ids = delta.get("token_ids")
@@ -355,7 +358,18 @@ def _walk_choices(
         reason = choice.get("finish_reason")
         if isinstance(reason, str) and reason:
             finish = reason
-    return has_text, has_reasoning, tokens, finish
+    return has_text, has_reasoning, has_tool, tokens, finish
+
+
+def _tool_delta(calls: object) -> bool:
+    """Whether a ``tool_calls`` delta streams some of a call: its function's name or arguments text."""
+    if not isinstance(calls, list):
+        return False
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and (function.get("arguments") or function.get("name")):
+            return True
+    return False
 
 
 # Responses API terminal events -> the finish_reason a chat stream would give

@@ -87,6 +87,8 @@ class Stream:
         "ratelimit",
         "max_event_bytes",
         "reasoning",
+        "first_tool",
+        "tool_chunks",
     )
 
     def __init__(
@@ -119,6 +121,8 @@ class Stream:
         # Indices (in chunk_times) of the chunks that carried reasoning text and no answer text; None until
         # the first one (a non-reasoning stream never allocates it).
         self.reasoning: list[int] | None = None
+        self.first_tool: int | None = None  # index in chunk_times of the first tool-call delta
+        self.tool_chunks = 0
         # Never sleep longer than one idle period: the first token may arrive meanwhile, and from then on
         # the idle deadline (possibly far earlier than the TTFT one) applies.
         self._arm(min(self.ttft_deadline, self.total_deadline, sent_ns + self.idle_ns))
@@ -192,6 +196,10 @@ class Stream:
         if event.has_text:
             if event.reasoning:
                 self.reasoning_chunk()
+            elif event.tool:
+                self.tool_chunks += 1
+                if self.first_tool is None:
+                    self.first_tool = len(self.chunk_times)
             self.chunk_times.append(t)
             if tokens is not None:
                 if self.ids is None:

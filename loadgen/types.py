@@ -100,6 +100,10 @@ class RequestResult:
     reasoning_tokens: int = 0
     reasoning_exact: bool = False
     reasoning_chunks: int = 0
+    # Tool calls: the first chunk carrying a tool-call delta (its function's name or arguments; answer
+    # output, so TTFT and TTFAT count it), and how many chunks carried one.
+    first_tool_ns: int | None = None
+    tool_chunks: int = 0
 
     @property
     def ttft_ns(self) -> int | None:
@@ -109,6 +113,11 @@ class RequestResult:
     def ttfat_ns(self) -> int | None:
         """Time to first answer token (TTFAT), from the intended start: reasoning text does not count."""
         return None if self.first_answer_ns is None else self.first_answer_ns - self.intended_ns
+
+    @property
+    def ttftc_ns(self) -> int | None:
+        """Time to the first tool-call delta, from the intended start (None: no tool call streamed)."""
+        return None if self.first_tool_ns is None else self.first_tool_ns - self.intended_ns
 
     @property
     def reasoned(self) -> bool:

@@ -53,3 +53,24 @@ async def test_plain_stream_has_ttfat_equal_to_ttft(server: Server, transport: s
     assert result.first_answer_ns == result.first_token_ns is not None
     assert (result.reasoning_tokens, result.reasoning_chunks, result.reasoning_ns) == (0, 0, 0)
     assert not result.reasoned and result.answer_decode_tok_s == result.decode_tok_s
+
+
+async def test_a_stream_of_tool_calls_only_is_output(server: Server, transport: str) -> None:
+    """Tool-call deltas are answer output: the first one ends the reasoning and is timed on its own (time
+    to first tool call)."""
+    result = await send_once(server.target("tools"), transport)
+    assert result.outcome is Outcome.OK, result.error_message
+    times = result.chunk_times_ns
+    assert len(times) == 5 and result.tool_chunks == 3 and result.reasoning_chunks == 2
+    assert result.first_tool_ns == result.first_answer_ns == times[2] and result.first_token_ns == times[0]
+    assert result.ttftc_ns == result.ttfat_ns and result.finish_reason == "tool_calls"
+    assert (result.output_tokens, result.reasoning_tokens) == (9, 2)
+
+
+async def test_a_reply_that_only_calls_a_tool_is_ok(server: Server, transport: str) -> None:
+    """No text at all, only a tool call: OK with its first tool-call delta as the first token (it was an
+    EMPTY_OUTPUT error: no chunk counted as output)."""
+    result = await send_once(server.target("tools_only"), transport)
+    assert result.outcome is Outcome.OK, result.error_message
+    assert result.tool_chunks == 2 and result.first_tool_ns == result.first_token_ns == result.first_answer_ns
+    assert result.output_tokens == 2 and result.finish_reason == "tool_calls"
