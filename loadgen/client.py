@@ -51,13 +51,19 @@ def endpoint_url(target: Target, api: Api) -> str:
 
 def build_body(spec: RequestSpec) -> bytes:
     body: dict[str, object] = {"model": spec.model}
-    if spec.api == "chat":
-        body["messages"] = [{"role": role, "content": content} for role, content in spec.messages]
+    if spec.api == "responses":
+        # The Responses API: messages as input items, usage always in response.completed (no stream_options)
+        body["input"] = [{"role": role, "content": content} for role, content in spec.messages]
+        body["max_output_tokens"] = spec.max_tokens
+        body["stream"] = True
     else:
-        body["prompt"] = spec.prompt
-    body["max_tokens"] = spec.max_tokens
-    body["stream"] = True
-    body["stream_options"] = {"include_usage": True}
+        if spec.api == "chat":
+            body["messages"] = [{"role": role, "content": content} for role, content in spec.messages]
+        else:
+            body["prompt"] = spec.prompt
+        body["max_tokens"] = spec.max_tokens
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
     for key, value in spec.extra_body:
         body[key] = value
     return json.dumps(body, ensure_ascii=False).encode()
@@ -193,13 +199,9 @@ class Client:
             output_tokens, exact = usage.completion_tokens, True
         else:
             output_tokens, exact = counted, False
-        chunk_tokens: tuple[int, ...] | None = None
-        if st.ids is not None:
-            per_chunk = [1] * len(times)
-            for index, n in st.ids:
-                if index >= 0:
-                    per_chunk[index] = n
-            chunk_tokens = tuple(per_chunk)
+        chunk_tokens = _chunk_tokens(st)
+        first_answer = st.first_answer()
+        reasoning_tokens, reasoning_exact = _reasoning_tokens(st, chunk_tokens)
         if message:
             message = scrub(message, self._secrets)
         end_ns = st.end_ns if st.end_ns is not None else _monotonic_ns()
@@ -230,4 +232,34 @@ class Client:
             request_id=st.request_id,
             retry_after_s=retry_after_s(st.retry_after) if st.retry_after is not None else None,
             ratelimit=tuple(st.ratelimit) if st.ratelimit else (),
+            first_answer_ns=times[first_answer] if first_answer is not None else None,
+            reasoning_tokens=reasoning_tokens,
+            reasoning_exact=reasoning_exact,
+            reasoning_chunks=len(st.reasoning) if st.reasoning else 0,
+            first_tool_ns=times[st.first_tool] if st.first_tool is not None else None,
+            tool_chunks=st.tool_chunks,
         )
+
+
+def _chunk_tokens(st: Stream) -> tuple[int, ...] | None:
+    """Tokens per text chunk when the server sent ``token_ids`` (1 for a chunk without), else None."""
+    if st.ids is None:
+        return None
+    per_chunk = [1] * len(st.chunk_times)
+    for index, n in st.ids:
+        if index >= 0:
+            per_chunk[index] = n
+    return tuple(per_chunk)
+
+
+def _reasoning_tokens(st: Stream, chunk_tokens: tuple[int, ...] | None) -> tuple[int, bool]:
+    """(reasoning tokens, exact): usage's ``reasoning_tokens`` when the server gave it, else the reasoning
+    chunks' tokens (``token_ids`` when sent, one per chunk otherwise)."""
+    usage = st.usage
+    if usage is not None and usage.reasoning_tokens is not None:
+        return usage.reasoning_tokens, True
+    if not st.reasoning:
+        return 0, False
+    if chunk_tokens is not None:
+        return sum(chunk_tokens[i] for i in st.reasoning), False
+    return len(st.reasoning), False

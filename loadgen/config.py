@@ -29,13 +29,20 @@ Window = Literal["step", "rolling", "run"]
 StepPhase = Literal["warmup", "measure", "closing", "settling", "idle"]
 AfterPlan = Literal["finish", "idle"]  # a finished plan ends the run (headless) or waits for keys (console)
 Phase = Literal["warmup", "measure"]
-Api = Literal["chat", "completions"]
+Api = Literal["chat", "completions", "responses"]  # responses: the OpenAI Responses API (/v1/responses)
 Transport = Literal["h1", "aiohttp", "httpx"]
 CacheResets = Literal["never", "step", "run"]  # prefix-cache resets: none, before each step, once per run
 
 MODES: tuple[Mode, ...] = get_args(Mode)
 ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
 APIS: tuple[Api, ...] = get_args(Api)
+
+
+def chat_like(api: str) -> bool:
+    """Whether ``api`` sends messages (chat, responses), not a prompt string (completions)."""
+    return api != "completions"
+
+
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 WINDOWS: tuple[Window, ...] = get_args(Window)
 FINAL_STATES: tuple[RunState, ...] = ("finished", "stopped", "failed")
@@ -47,6 +54,7 @@ class SLO:
 
     ttft_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
+    ttfat_p95_ms: float | None = None  # time to first answer token (reasoning excluded)
     decode_p50_tok_s: float | None = None  # at least
     itl_p99_ms: float | None = None
     e2e_p95_s: float | None = None
@@ -58,12 +66,17 @@ class SLO:
     def as_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def good(self, ttft_ms: float | None, decode_tok_s: float | None, e2e_ms: float) -> bool:
+    def good(
+        self, ttft_ms: float | None, decode_tok_s: float | None, e2e_ms: float, ttfat_ms: float | None = None
+    ) -> bool:
         """Whether one successful request met the SLO's limits read per request (goodput): its TTFT within
-        the TTFT limit (p95's, else p99's), its decode speed at least the decode limit, its end-to-end time
-        within the e2e limit. ITL and the error rate are step-level figures, not judged per request."""
+        the TTFT limit (p95's, else p99's), its TTFAT within the TTFAT limit, its decode speed at least the
+        decode limit, its end-to-end time within the e2e limit. ITL and the error rate are step-level
+        figures, not judged per request."""
         ttft_limit = self.ttft_p95_ms if self.ttft_p95_ms is not None else self.ttft_p99_ms
         if ttft_limit is not None and (ttft_ms is None or ttft_ms > ttft_limit):
+            return False
+        if self.ttfat_p95_ms is not None and (ttfat_ms is None or ttfat_ms > self.ttfat_p95_ms):
             return False
         if (
             self.decode_p50_tok_s is not None

@@ -231,6 +231,8 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("output_tokens", _stats(lambda w: w.output_tokens), int, "stats.output_tokens", 0),
     StepKey("cached_tokens", _stats(lambda w: w.cached_tokens), int, "stats.cached_tokens", 0),
     StepKey("approx_tokens", _stats(lambda w: w.approx_tokens), int, "stats.approx_tokens", 0),
+    StepKey("reasoned", _stats(lambda w: w.reasoned), int, "stats.reasoned", 0),
+    StepKey("reasoning_tokens", _stats(lambda w: w.reasoning_tokens), int, "stats.reasoning_tokens", 0),
     StepKey("out_of_range", _stats(lambda w: dict(w.out_of_range)), dict, "stats.out_of_range", {}),
     # the whole text of each kind's latest error, so "HTTP 400" comes with what the server said
     StepKey("latest_errors", _step(lambda s: dict(s.latest_errors)), dict, "latest_errors", {}),
@@ -238,16 +240,20 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("ratelimit", _step(lambda s: dict(s.ratelimit)), dict, "ratelimit", {}),
     StepKey("input_tokens_per_req", _per_request("input_tokens")),
     StepKey("output_tokens_per_req", _per_request("output_tokens")),
+    StepKey("reasoning_tokens_per_req", _per_request("reasoning_tokens")),
     StepKey("out_tok_s", _stats(lambda w: w.out_tok_s), _as_is, "stats.out_tok_s"),
     StepKey("prefill_tok_s", _stats(lambda w: w.prefill_tok_s), _as_is, "stats.prefill_tok_s"),
     StepKey("req_s", _stats(lambda w: w.req_s), _as_is, "stats.req_s"),
     StepKey("goodput_req_s", _stats(lambda w: w.goodput_req_s), _as_is, "stats.goodput_req_s"),
     StepKey("goodput_tok_s", _stats(lambda w: w.goodput_tok_s), _as_is, "stats.goodput_tok_s"),
     StepKey("ttft_ms", _summary("ttft_ms", ("p50", "p95", "p99"))),
+    StepKey("ttfat_ms", _summary("ttfat_ms", ("p50", "p95", "p99"))),
+    StepKey("reasoning_ms", _summary("reasoning_ms", ("p50", "p95"))),
     StepKey("itl_ms", _summary("itl_ms", ("p50", "p99"))),
     StepKey("e2e_ms", _summary("e2e_ms", ("p50", "p95"))),
     StepKey("lag_ms", _summary("lag_ms", ("p50", "p99"))),
     StepKey("decode_tok_s", _summary("decode_tok_s", ("p50", "p95"))),
+    StepKey("answer_decode_tok_s", _summary("answer_decode_tok_s", ("p50", "p95"))),
     StepKey("slo_met", _step(lambda s: s.verdict.met), _as_is, "verdict.met"),
     StepKey("slo_failures", _step(lambda s: list(s.verdict.failures)), tuple, "verdict.failures", ()),
     StepKey("client_bound", _step(lambda s: s.client_bound), bool, "client_bound", False),
@@ -273,23 +279,9 @@ STEP_LINE: tuple[StepKey, ...] = (
     ),
     StepKey("hists", lambda _step, hists: dict(hists)),
     # Several replicas as one target: each one's share of the step, and each one that served nothing.
-    StepKey(
-        "replicas",
-        _step(lambda s: [dataclasses.asdict(r) for r in s.replicas]),
-        _replicas,
-        "replicas",
-        (),
-        only_if=lambda s: bool(s.replicas),
-    ),
-    StepKey(
-        "idle_replicas",
-        _step(lambda s: list(s.idle_replicas)),
-        tuple,
-        "idle_replicas",
-        (),
-        only_if=lambda s: bool(s.replicas),
-    ),
-)
+    StepKey("replicas", _step(lambda s: [dataclasses.asdict(r) for r in s.replicas]), _replicas, "replicas", (), only_if=lambda s: bool(s.replicas)),
+    StepKey("idle_replicas", _step(lambda s: list(s.idle_replicas)), tuple, "idle_replicas", (), only_if=lambda s: bool(s.replicas)),
+)  # fmt: skip
 
 
 def step_line(step: StepSummary, hists: Mapping[str, str]) -> JsonObject:

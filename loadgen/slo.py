@@ -41,6 +41,7 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
         ttft = stats.pct("ttft_ms")
         _above(failures, "TTFT p95", ttft.p95, slo.ttft_p95_ms, "ms")
         _above(failures, "TTFT p99", ttft.p99, slo.ttft_p99_ms, "ms")
+        _above(failures, "TTFAT p95", stats.pct("ttfat_ms").p95, slo.ttfat_p95_ms, "ms")
         if slo.decode_p50_tok_s is not None:
             decode = stats.pct("decode_tok_s").p50
             if decode is None:
@@ -80,6 +81,7 @@ def margin(slo: SLO, stats: WindowStats) -> float | None:
     judged = (
         (ttft.p95, slo.ttft_p95_ms, True),
         (ttft.p99, slo.ttft_p99_ms, True),
+        (stats.pct("ttfat_ms").p95, slo.ttfat_p95_ms, True),
         (stats.pct("decode_tok_s").p50, slo.decode_p50_tok_s, False),
         (stats.pct("itl_ms").p99, slo.itl_p99_ms, True),
         (None if e2e is None else e2e / 1000.0, slo.e2e_p95_s, True),

@@ -47,9 +47,12 @@ STEP_FLAGS: tuple[StepFlag, ...] = ("worker_lost", "closing_cut")
 
 # Histogram metric names, with the unit their values are displayed in.
 METRICS: dict[str, str] = {
-    "ttft_ms": "ms",  # time to first token, from the intended start
+    "ttft_ms": "ms",  # time to first token (reasoning or answer), from the intended start
+    "ttfat_ms": "ms",  # time to first answer token (reasoning excluded), from the intended start
+    "reasoning_ms": "ms",  # the reasoning phase: first token to first answer token (reasoning requests)
     "itl_ms": "ms",  # inter-token latency, per token
-    "decode_tok_s": "tok/s",  # per-request decode speed
+    "decode_tok_s": "tok/s",  # per-request decode speed, the whole output
+    "answer_decode_tok_s": "tok/s",  # per-request decode speed of the answer (after the reasoning)
     "e2e_ms": "ms",  # end-to-end latency, from the intended start
     "lag_ms": "ms",  # schedule lag: actual send - intended send
 }
@@ -123,6 +126,8 @@ class WindowStats:
     prefill_tok_s: float | None = None  # input tokens/s
     req_s: float | None = None
     approx_tokens: int = 0  # requests whose token count was not from usage
+    reasoning_tokens: int = 0  # successful requests' reasoning tokens (usage's, else counted chunks)
+    reasoned: int = 0  # successful requests that reasoned (reasoning text before the answer)
     hist: Mapping[str, HistogramView] = EMPTY  # metric name -> view (see METRICS)
     by_class: Mapping[str, Mapping[str, Percentiles]] = EMPTY  # "cache:hit" -> {"ttft_ms": ...}
     # metric -> values that fell outside its histogram (negative, or past its top): not in its percentiles

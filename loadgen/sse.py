@@ -11,7 +11,11 @@ Owns two things the streaming client runs for every socket read:
   ``json.loads``; anything else goes through ``json.loads``. Both paths give the same answer.
 
 A chunk counts as output when its text is non-empty: the role-only first chat chunk (``"content":""``)
-is not the first token. Reasoning text (``reasoning_content`` / ``reasoning``) counts as output.
+is not the first token. Reasoning text (``reasoning_content`` / ``reasoning``) counts as output (the first
+token, TTFT) but not as answer: a chunk with reasoning text and no answer text is ``REASONING_CHUNK``
+(``Event.reasoning``), so the client can time the first *answer* token (TTFAT) apart. A chunk with both
+(a reasoning parser's last reasoning piece and first answer piece in one delta) is an answer chunk that
+also ends the reasoning. ``usage.completion_tokens_details.reasoning_tokens`` is read when given.
 """
 
 from __future__ import annotations
@@ -19,7 +23,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-__all__ = ["DONE", "MAX_EVENT_BYTES", "TEXT_CHUNK", "Event", "EventTooLarge", "SSEParser", "classify"]
+__all__ = [
+    "DONE",
+    "MAX_EVENT_BYTES",
+    "REASONING_CHUNK",
+    "TEXT_CHUNK",
+    "Event",
+    "EventTooLarge",
+    "SSEParser",
+    "classify",
+    "response_event",
+]
 
 # The largest SSE event a stream may send (``--max-event-bytes``). A token chunk is ~200 bytes, a final
 # chunk with logprobs a few KB; an event that never ends (a line without a newline) would otherwise grow
@@ -47,10 +61,14 @@ class Event:
     done: bool = False  # the ``[DONE]`` sentinel
     malformed: str | None = None  # why the payload could not be read
     text: str | None = None  # the output text, only when asked for (``want_text``)
+    reasoning: bool = False  # carries reasoning text and no answer text (has_text is True too)
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    tool: bool = False  # carries a tool-call delta (a function's name or arguments): answer output
 
 
 # Shared immutable answers for the common cases, so the hot path allocates nothing for them.
 TEXT_CHUNK = Event(has_text=True)
+REASONING_CHUNK = Event(has_text=True, reasoning=True)
 DONE = Event(done=True)
 _NOTHING = Event()
 
@@ -116,6 +134,12 @@ class SSEParser:
             # The hot case: one ``data: {...}`` line making the whole event.
             if block.startswith(b"data: ") and b"\n" not in block:
                 out.append(block[6:])
+            elif (
+                block.startswith(b"event: ")
+                and (at := block.find(b"\ndata: ")) > 0
+                and b"\n" not in block[at + 1 :]
+            ):
+                out.append(block[at + 7 :])  # the Responses API's ``event: <type>`` + one data line
             elif block:
                 payload = _parse_block(block)
                 if payload is not None:
@@ -178,18 +202,27 @@ _USAGE = b'"usage"'
 _USAGE_NULL = b'"usage":null'
 _TOKEN_IDS_LIST = b'"token_ids":['
 _TEXT_KEYS = (b'"content":"', b'"text":"', b'"reasoning_content":"', b'"reasoning":"')
+_REASONING = b'"reasoning'
+_REASONING_TEXT, _REASONING_TEXT_2 = _TEXT_KEYS[2:]
 _QUOTE = 0x22
+_BRACE = 0x7B
+
+
+# Each text key with the answer its fast path gives (answer keys first: a reasoning key is only reached
+# when no answer key matched anywhere in the payload).
+_KEYED = tuple(zip(_TEXT_KEYS, (TEXT_CHUNK, TEXT_CHUNK, REASONING_CHUNK, REASONING_CHUNK), strict=True))
 
 
 def classify(payload: bytes, want_text: bool = False) -> Event:
     """Classify one ``data`` payload (bytes, as ``SSEParser`` gives them).
 
     The byte tests answer ``TEXT_CHUNK`` only for a compact chunk with exactly one ``finish_reason`` (null),
-    a non-empty text field, no ``usage`` object and no ``token_ids`` list; every other payload, including
-    any the tests are unsure of, is parsed with ``json.loads``.
+    a non-empty text field, no ``usage`` object and no ``token_ids`` list (and ``REASONING_CHUNK`` for the
+    same shape with reasoning text and no answer key); every other payload, including any the tests are
+    unsure of (an answer chunk that names a reasoning key too), is parsed with ``json.loads``.
     """
     if not want_text:
-        for key in _TEXT_KEYS:
+        for key, hit in _KEYED:
             at = payload.find(key)
             if at >= 0:
                 after = at + len(key)
@@ -202,9 +235,46 @@ def classify(payload: bytes, want_text: bool = False) -> Event:
                         and (_USAGE not in payload or _USAGE_NULL in payload)
                         and _TOKEN_IDS_LIST not in payload
                     ):
-                        return TEXT_CHUNK
+                        if hit is REASONING_CHUNK:
+                            return hit
+                        # An answer chunk naming no reasoning key. When the text key opens the delta (vLLM,
+                        # OpenAI), a reasoning key could only follow it, before the finish_reason: a short
+                        # search; else the whole payload's.
+                        if payload[at - 1] == _BRACE:
+                            if payload.find(_REASONING, after, end) < 0:
+                                return hit
+                        elif _REASONING not in payload:
+                            return hit
+                        # SGLang names "reasoning_content":null in every chunk: only reasoning text counts
+                        if _REASONING_TEXT not in payload and _REASONING_TEXT_2 not in payload:
+                            return hit
                 break  # empty text or an unusual shape: let the full parse decide
+        else:  # no chat or completions text key at all: a Responses API delta?
+            delta = _response_delta(payload)
+            if delta is not None:
+                return delta
     return classify_slow(payload, want_text)
+
+
+# The Responses API's text events: a quote inside a JSON string is escaped, so no text can forge the type.
+_OUTPUT_DELTA = b'"type":"response.output_text.delta"'
+_REASONING_DELTAS = (
+    b'"type":"response.reasoning_text.delta"',
+    b'"type":"response.reasoning_summary_text.delta"',
+)
+_DELTA = b'"delta":"'
+
+
+def _response_delta(payload: bytes) -> Event | None:
+    """A compact Responses API text delta (answer or reasoning) with non-empty text, else None."""
+    at = payload.find(_DELTA)
+    if at < 0 or at + 9 >= len(payload) or payload[at + 9] == _QUOTE:
+        return None
+    if _OUTPUT_DELTA in payload:
+        return TEXT_CHUNK
+    if _REASONING_DELTAS[0] in payload or _REASONING_DELTAS[1] in payload:
+        return REASONING_CHUNK
+    return None
 
 
 def classify_slow(payload: bytes, want_text: bool = False) -> Event:
@@ -221,40 +291,31 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     error, error_code = _error_of(obj)
     if error is not None:
         return Event(error=error, error_code=error_code)
+    kind = obj.get("type")
+    if isinstance(kind, str) and kind.startswith("response."):
+        return response_event(kind, obj, want_text)
 
-    has_text = False
-    tokens: int | None = None
-    finish: str | None = None
     pieces: list[str] | None = [] if want_text else None
     choices = obj.get("choices")
-    if isinstance(choices, list):
-        for choice in choices:
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta")
-            source = delta if isinstance(delta, dict) else choice
-            for key in ("reasoning_content", "reasoning", "content", "text"):
-                value = source.get(key)
-                if isinstance(value, str) and value:
-                    has_text = True
-                    if pieces is not None:
-                        pieces.append(value)
-            ids = choice.get("token_ids")
-            if ids is None and isinstance(delta, dict):
-                ids = delta.get("token_ids")
-            if isinstance(ids, list):
-                tokens = len(ids) if tokens is None else tokens + len(ids)
-            reason = choice.get("finish_reason")
-            if isinstance(reason, str) and reason:
-                finish = reason
+    has_text, has_reasoning, has_tool, tokens, finish = (
+        _walk_choices(choices, pieces) if isinstance(choices, list) else (False, False, False, None, None)
+    )
 
     usage = obj.get("usage")
     has_usage = isinstance(usage, dict)
     prompt, completion, cached = _usage_of(usage) if isinstance(usage, dict) else (None, None, None)
+    reasoning_tokens = _reasoning_tokens(usage) if isinstance(usage, dict) else None
 
+    reasoning_only = has_reasoning and not (has_text or has_tool)
+    if reasoning_only and not (tokens is not None or finish or has_usage or want_text):
+        return REASONING_CHUNK
+    has_text = has_text or has_reasoning or has_tool
     if not (has_text or tokens is not None or finish or has_usage or want_text):
         return _NOTHING
     return Event(
+        reasoning=reasoning_only,
+        reasoning_tokens=reasoning_tokens,
+        tool=has_tool,
         has_text=has_text,
         tokens=tokens,
         finish_reason=finish,
@@ -266,6 +327,95 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     )
 
 
+def _walk_choices(
+    choices: list[object], pieces: list[str] | None
+) -> tuple[bool, bool, bool, int | None, str | None]:
+    """(answer text, reasoning text, tool-call delta, token_ids count, finish_reason) over every choice;
+    the texts appended to ``pieces`` when kept."""
+    has_text = has_reasoning = has_tool = False
+    tokens: int | None = None
+    finish: str | None = None
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        source = delta if isinstance(delta, dict) else choice
+        for key in ("reasoning_content", "reasoning", "content", "text"):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                if key.startswith("reasoning"):
+                    has_reasoning = True
+                else:
+                    has_text = True
+                if pieces is not None:
+                    pieces.append(value)
+        has_tool = has_tool or _tool_delta(source.get("tool_calls"))
+        ids = choice.get("token_ids")
+        if ids is None and isinstance(delta, dict):
+            ids = delta.get("token_ids")
+        if isinstance(ids, list):
+            tokens = len(ids) if tokens is None else tokens + len(ids)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            finish = reason
+    return has_text, has_reasoning, has_tool, tokens, finish
+
+
+def _tool_delta(calls: object) -> bool:
+    """Whether a ``tool_calls`` delta streams some of a call: its function's name or arguments text."""
+    if not isinstance(calls, list):
+        return False
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and (function.get("arguments") or function.get("name")):
+            return True
+    return False
+
+
+# Responses API terminal events -> the finish_reason a chat stream would give
+_RESPONSE_END = {"response.completed": "stop", "response.incomplete": "length"}
+_RESPONSE_TEXT = (
+    "response.output_text.delta",
+    "response.reasoning_text.delta",
+    "response.reasoning_summary_text.delta",
+)
+
+
+def response_event(kind: str, obj: dict[str, object], want_text: bool = False) -> Event:
+    """One Responses API event (``obj["type"] == kind``): a text delta (answer or reasoning), the terminal
+    ``response.completed`` / ``response.incomplete`` with its usage, ``response.failed`` as an error;
+    every other event (created, in_progress, output_item.added, *.done ...) carries nothing ramp counts."""
+    if kind in _RESPONSE_TEXT:
+        delta = obj.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return Event(text="") if want_text else _NOTHING
+        reasoning = kind != "response.output_text.delta"
+        if not want_text:
+            return REASONING_CHUNK if reasoning else TEXT_CHUNK
+        return Event(has_text=True, reasoning=reasoning, text=None if reasoning else delta)
+    response = obj.get("response")
+    response = response if isinstance(response, dict) else {}
+    if kind == "response.failed":
+        err = response.get("error")
+        message = err.get("message") if isinstance(err, dict) else None
+        return Event(error=str(message or "response.failed"))
+    finish = _RESPONSE_END.get(kind)
+    if finish is None:
+        return Event(text="") if want_text else _NOTHING
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return Event(finish_reason=finish)
+    details = usage.get("input_tokens_details")
+    return Event(
+        finish_reason=finish,
+        has_usage=True,
+        prompt_tokens=_int_or_none(usage.get("input_tokens")),
+        completion_tokens=_int_or_none(usage.get("output_tokens")),
+        cached_tokens=_int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None,
+        reasoning_tokens=_reasoning_tokens(usage),
+    )
+
+
 def _usage_of(usage: dict[str, object]) -> tuple[int | None, int | None, int | None]:
     """(prompt, completion, cached) tokens of a ``usage`` object."""
     details = usage.get("prompt_tokens_details")
@@ -273,9 +423,16 @@ def _usage_of(usage: dict[str, object]) -> tuple[int | None, int | None, int | N
     return _int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")), cached
 
 
+def _reasoning_tokens(usage: dict[str, object]) -> int | None:
+    """``usage.completion_tokens_details.reasoning_tokens`` (OpenAI, vLLM) or, in the Responses API,
+    ``usage.output_tokens_details.reasoning_tokens``; None when the server did not say."""
+    details = usage.get("completion_tokens_details") or usage.get("output_tokens_details")
+    return _int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+
+
 def _error_of(obj: dict[str, object]) -> tuple[str | None, int | None]:
     err = obj.get("error")
-    if err is None and obj.get("object") == "error":
+    if err is None and (obj.get("object") == "error" or obj.get("type") == "error"):
         err = obj  # vLLM's older ErrorResponse shape: {"object": "error", "message": ..., "code": ...}
     if err is None:
         return None, None

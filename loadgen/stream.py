@@ -17,7 +17,7 @@ import asyncio
 import time
 from typing import Any
 
-from loadgen.sse import DONE, TEXT_CHUNK, Event, EventTooLarge, SSEParser, classify
+from loadgen.sse import DONE, REASONING_CHUNK, TEXT_CHUNK, Event, EventTooLarge, SSEParser, classify
 from loadgen.target.http import header_secrets, scrub
 from loadgen.types import ErrorKind, Target
 
@@ -86,6 +86,9 @@ class Stream:
         "retry_after",
         "ratelimit",
         "max_event_bytes",
+        "reasoning",
+        "first_tool",
+        "tool_chunks",
     )
 
     def __init__(
@@ -115,6 +118,11 @@ class Stream:
         self.ratelimit: list[tuple[str, str]] | None = None  # the answer's x-ratelimit-* headers, if any
         self.handle: asyncio.TimerHandle | None = None
         self.max_event_bytes = target.max_event_bytes
+        # Indices (in chunk_times) of the chunks that carried reasoning text and no answer text; None until
+        # the first one (a non-reasoning stream never allocates it).
+        self.reasoning: list[int] | None = None
+        self.first_tool: int | None = None  # index in chunk_times of the first tool-call delta
+        self.tool_chunks = 0
         # Never sleep longer than one idle period: the first token may arrive meanwhile, and from then on
         # the idle deadline (possibly far earlier than the TTFT one) applies.
         self._arm(min(self.ttft_deadline, self.total_deadline, sent_ns + self.idle_ns))
@@ -186,6 +194,12 @@ class Stream:
         """A chunk with token ids, reasoning or kept text: its time, tokens and text."""
         tokens = event.tokens
         if event.has_text:
+            if event.reasoning:
+                self.reasoning_chunk()
+            elif event.tool:
+                self.tool_chunks += 1
+                if self.first_tool is None:
+                    self.first_tool = len(self.chunk_times)
             self.chunk_times.append(t)
             if tokens is not None:
                 if self.ids is None:
@@ -203,6 +217,25 @@ class Stream:
             self.ids_extra += tokens
             if live is not None:
                 live.tokens += tokens
+
+    def reasoning_chunk(self) -> None:
+        """The chunk about to be appended to ``chunk_times`` is reasoning, not answer."""
+        if self.reasoning is None:
+            self.reasoning = []
+        self.reasoning.append(len(self.chunk_times))
+
+    def first_answer(self) -> int | None:
+        """Index in ``chunk_times`` of the first chunk with answer text; None when every chunk was reasoning."""
+        reasoning = self.reasoning
+        n = len(self.chunk_times)
+        if not reasoning:
+            return 0 if n else None
+        at = 0
+        for index in reasoning:  # reasoning comes first in practice: this stops at the first answer chunk
+            if index != at:
+                break
+            at += 1
+        return at if at < n else None
 
 
 class StreamSink:
@@ -256,6 +289,11 @@ class StreamSink:
         for payload in payloads:
             event = classify(payload, self.keep_text)
             if event is TEXT_CHUNK:
+                self.add_time(t)
+                if live is not None:
+                    live.tokens += 1
+            elif event is REASONING_CHUNK:
+                st.reasoning_chunk()
                 self.add_time(t)
                 if live is not None:
                     live.tokens += 1

@@ -46,7 +46,7 @@ _monotonic_ns = time.monotonic_ns
 
 
 def api_path(api: Api) -> str:
-    return "/v1/chat/completions" if api == "chat" else "/v1/completions"
+    return {"chat": "/v1/chat/completions", "responses": "/v1/responses"}.get(api, "/v1/completions")
 
 
 class HTTPTransport(Protocol):

@@ -93,10 +93,55 @@ class RequestResult:
     retry_after_s: float | None = None  # a refusal's Retry-After, in seconds (loadgen.target.refusals)
     # A managed endpoint's x-ratelimit-* headers on this answer, as (name, value) pairs (loadgen.target.ratelimit)
     ratelimit: tuple[tuple[str, str], ...] = ()
+    # Reasoning models: the first chunk with answer text (reasoning excluded; == first_token_ns when the
+    # model did not reason), the reasoning tokens (usage.completion_tokens_details.reasoning_tokens when
+    # reasoning_exact, else the reasoning chunks' tokens) and how many chunks carried reasoning only.
+    first_answer_ns: int | None = None
+    reasoning_tokens: int = 0
+    reasoning_exact: bool = False
+    reasoning_chunks: int = 0
+    # Tool calls: the first chunk carrying a tool-call delta (its function's name or arguments; answer
+    # output, so TTFT and TTFAT count it), and how many chunks carried one.
+    first_tool_ns: int | None = None
+    tool_chunks: int = 0
 
     @property
     def ttft_ns(self) -> int | None:
         return None if self.first_token_ns is None else self.first_token_ns - self.intended_ns
+
+    @property
+    def ttfat_ns(self) -> int | None:
+        """Time to first answer token (TTFAT), from the intended start: reasoning text does not count."""
+        return None if self.first_answer_ns is None else self.first_answer_ns - self.intended_ns
+
+    @property
+    def ttftc_ns(self) -> int | None:
+        """Time to the first tool-call delta, from the intended start (None: no tool call streamed)."""
+        return None if self.first_tool_ns is None else self.first_tool_ns - self.intended_ns
+
+    @property
+    def reasoned(self) -> bool:
+        return self.reasoning_chunks > 0 or self.reasoning_tokens > 0
+
+    @property
+    def reasoning_ns(self) -> int | None:
+        """How long the reasoning phase lasted: first token to first answer token (0 without reasoning;
+        None when no answer came: the whole output was reasoning)."""
+        if self.first_token_ns is None or self.first_answer_ns is None:
+            return None
+        return self.first_answer_ns - self.first_token_ns
+
+    @property
+    def answer_decode_tok_s(self) -> float | None:
+        """Decode speed of the answer alone: (answer tokens - 1) / (last token - first answer token);
+        the same as ``decode_tok_s`` when the model did not reason."""
+        if self.first_answer_ns is None or self.last_token_ns is None:
+            return None
+        answer = self.output_tokens - self.reasoning_tokens
+        span = self.last_token_ns - self.first_answer_ns
+        if answer < 2 or span <= 0:
+            return None
+        return (answer - 1) * 1e9 / span
 
     @property
     def e2e_ns(self) -> int:

@@ -173,7 +173,77 @@ async def cancel(req: web.Request, resp: web.StreamResponse, srv: Server) -> Non
     await srv.stop.wait()
 
 
+def thought(text: str, field: str = "reasoning_content", answer: str | None = None) -> bytes:
+    """A reasoning chunk (vLLM/SGLang/DeepSeek ``reasoning_content``, newer vLLM ``reasoning``), compact as
+    vLLM writes it; ``answer`` puts answer text in the same delta (a reasoning parser's last piece)."""
+    delta: dict[str, object] = {field: text}
+    if answer is not None:
+        delta["content"] = answer
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+    payload = json.dumps({"object": "chat.completion.chunk", "choices": [choice]}, separators=(",", ":"))
+    return b"data: " + payload.encode() + b"\n\n"
+
+
+REASONING_USAGE = (
+    b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d,'
+    b'"completion_tokens_details":{"reasoning_tokens":%d}}}\n\n'
+)
+
+
+async def reason(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
+    """4 reasoning chunks, then 3 answer chunks; usage says 4 of the 7 tokens were reasoning."""
+    pieces = [ROLE, *(thought(f"r{i}") for i in range(4)), chunk("a"), chunk("b"), chunk("c", "stop")]
+    for piece in pieces + [REASONING_USAGE % (7, 4), DONE]:
+        srv.write_times.append(time.monotonic_ns())
+        await resp.write(piece)
+        await asyncio.sleep(0.002)  # separate reads: the first answer chunk has a time of its own
+
+
+async def reason_nousage(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
+    """Newer vLLM's ``reasoning`` field, no usage: 3 reasoning chunks, one mixed (reasoning + answer), 2
+    answer chunks."""
+    pieces = [ROLE, *(thought(f"r{i}", "reasoning") for i in range(3)), thought("end", "reasoning", "x")]
+    await write_all(resp, pieces + [chunk("y"), chunk("z", "stop"), DONE])
+
+
+def tool_call(name: str | None, arguments: str) -> bytes:
+    """A tool-call delta as vLLM streams it: the first names the function, the rest add argument text."""
+    function: dict[str, object] = {"arguments": arguments}
+    call: dict[str, object] = {"index": 0, "function": function}
+    if name is not None:
+        call.update(id="chatcmpl-tool-1", type="function")
+        function["name"] = name
+    choice = {"index": 0, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+    payload = json.dumps({"object": "chat.completion.chunk", "choices": [choice]}, separators=(",", ":"))
+    return b"data: " + payload.encode() + b"\n\n"
+
+
+async def tools(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
+    """A reasoning model that thinks (2 chunks), then calls a tool (3 chunks) and answers no text at all."""
+    pieces = [
+        ROLE,
+        thought("need"),
+        thought("weather"),
+        tool_call("get_weather", ""),
+        tool_call(None, '{"city"'),
+    ]
+    last = b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":\\"Oslo\\"}"}}]},"finish_reason":"tool_calls"}]}\n\n'
+    for piece in pieces + [last, REASONING_USAGE % (9, 2), DONE]:
+        await resp.write(piece)
+        await asyncio.sleep(0.002)  # separate reads: the first tool-call delta has a time of its own
+
+
+async def tools_only(req: web.Request, resp: web.StreamResponse, srv: Server) -> None:
+    """A model that answers with a tool call and no text (no reasoning either)."""
+    pieces = [ROLE, tool_call("get_weather", ""), tool_call(None, '{"city":"Oslo"}'), chunk("", "tool_calls")]
+    await write_all(resp, pieces + [USAGE % 2, DONE])
+
+
 SCENARIOS: dict[str, Handler] = {
+    "tools": tools,
+    "tools_only": tools_only,
+    "reason": reason,
+    "reason_nousage": reason_nousage,
     "ok": ok,
     "nousage": nousage,
     "tokenids": tokenids,

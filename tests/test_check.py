@@ -13,7 +13,7 @@ from fault_servers import CountingProxy, Flaws, openai_like
 from loadgen.check.main import run_checks
 from loadgen.check.results import CheckReport
 from loadgen.cli.main import main
-from loadgen.sim import SimHandle
+from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.types import Target
 
 REQUIRED = {
@@ -46,6 +46,8 @@ def test_every_check_passes_against_the_simulator(sim: SimHandle) -> None:
         assert status == want, (name, status, reason)
     assert "equal to the non-streamed usage" in checks["usage chunk"][1]
     assert "finish stop" in checks["stop"][1]  # the simulator honours stop sequences
+    # the Responses API through the SDK's own event types: answer deltas, then response.incomplete (cut at 16)
+    assert "text deltas" in checks["responses stream"][1] and "incomplete" in checks["responses stream"][1]
     assert "HTTP 400" in checks["context overflow"][1] and "8,192" in checks["context overflow"][1]
     assert "vllm names" in checks["/metrics"][1]
     ramp = next(c for c in report.checks if c.name == "ramp")
@@ -67,6 +69,24 @@ def test_json_format_and_exit_zero(sim: SimHandle, capsys: pytest.CaptureFixture
     ramp = next(c for c in doc["checks"] if c["name"] == "ramp")
     assert ramp["status"] == "n/a" and ramp["required"] is True and "skipped" in ramp["reason"]
     assert {"name", "status", "required", "reason", "data"} <= set(doc["checks"][0])
+
+
+def test_a_reasoning_model_through_the_responses_api(capsys: pytest.CaptureFixture[str]) -> None:
+    """--api responses makes the Responses check required; a reasoning model that spends the check's 16
+    tokens thinking still passes it, and the reasoning check says TTFAT leaves that text out."""
+    handle = run_sim_in_thread(build_config("tiny-reasoning", seed=4, speed=4.0))
+    try:
+        code = main(["check", handle.url, "--format", "json", "--ramp-seconds", "0", "--api", "responses"])
+    finally:
+        handle.stop()
+    doc = json.loads(capsys.readouterr().out)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert code == 0 and doc["ok"] is True, [c for c in doc["checks"] if c["status"] == "fail"]
+    responses = checks["responses stream"]
+    assert responses["status"] == "pass" and responses["required"] is True
+    assert "reasoning" in responses["reason"] and "usage" in responses["reason"]
+    assert checks["reasoning"]["status"] == "pass" and "TTFAT" in checks["reasoning"]["reason"]
+    assert "(responses)" in checks["run request"]["reason"]
 
 
 @pytest.mark.parametrize(

@@ -168,7 +168,16 @@ def test_counters_exact() -> None:
 def test_empty_window_has_no_fake_zeros() -> None:
     stats = Accumulator().stats("run", 0.0)
     assert stats.out_tok_s is None and stats.req_s is None and stats.prefill_tok_s is None
-    assert set(stats.hist) == {"ttft_ms", "itl_ms", "decode_tok_s", "e2e_ms", "lag_ms"}
+    assert set(stats.hist) == {
+        "ttft_ms",
+        "ttfat_ms",
+        "reasoning_ms",
+        "itl_ms",
+        "decode_tok_s",
+        "answer_decode_tok_s",
+        "e2e_ms",
+        "lag_ms",
+    }
     assert stats.pct("ttft_ms").count == 0 and stats.pct("ttft_ms").p50 is None
     assert stats.hist["ttft_ms"].bins == ()
 

@@ -283,7 +283,18 @@ def test_the_docs_document_every_csv_column() -> None:
 
 def _grouped(name: str, section: str) -> bool:
     """Columns documented as a group: ``errors_<kind>``, ``server_<key>``, ``<stem>_<point>_<unit>``."""
-    prefixes = ("errors_", "server_", "ttft_", "itl_", "decode_", "e2e_", "lag_")
+    prefixes = (
+        "errors_",
+        "server_",
+        "ttft_",
+        "ttfat_",
+        "reasoning_",
+        "itl_",
+        "decode_",
+        "answer_decode_",
+        "e2e_",
+        "lag_",
+    )
     return any(name.startswith(p) and f"`{p}" in section for p in prefixes)
 
 

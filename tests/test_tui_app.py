@@ -130,9 +130,14 @@ async def test_view_keys_switch_metric_and_window() -> None:
         left = app.screen.query_one("#hist-left", HistogramPanel)
         assert left.border_title == "TTFT · this step"
         await pilot.press("m")
+        assert left.border_title == "TTFAT · this step"  # the first answer token, reasoning excluded
+        await pilot.press("m")
         assert left.border_title == "ITL · this step"
+        right = app.screen.query_one("#hist-right", HistogramPanel)
         await pilot.press("M")
-        assert app.screen.query_one("#hist-right", HistogramPanel).border_title == "ITL · this step"
+        assert right.border_title == "answer decode tok/s · this step"
+        await pilot.press("M")
+        assert right.border_title == "ITL · this step"
         await pilot.press("w")
         assert left.border_title == "ITL · last 10 s"
         assert "last 10 s:" in panel_text(app, "#control")

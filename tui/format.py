@@ -14,8 +14,11 @@ from loadgen.snapshot import METRICS, SLO, SLOVerdict
 
 METRIC_TITLES: dict[str, str] = {
     "ttft_ms": "TTFT",
+    "ttfat_ms": "TTFAT",  # time to first answer token: reasoning excluded
+    "reasoning_ms": "reasoning phase",
     "itl_ms": "ITL",
     "decode_tok_s": "decode tok/s",
+    "answer_decode_tok_s": "answer decode tok/s",
     "e2e_ms": "e2e latency",
     "lag_ms": "schedule lag",
 }
@@ -99,6 +102,8 @@ def slo_threshold(slo: SLO, metric: str) -> tuple[float, str] | None:
             return slo.ttft_p95_ms, f"SLO p95 ≤ {fmt_ms(slo.ttft_p95_ms)}"
         if slo.ttft_p99_ms is not None:
             return slo.ttft_p99_ms, f"SLO p99 ≤ {fmt_ms(slo.ttft_p99_ms)}"
+    elif metric == "ttfat_ms" and slo.ttfat_p95_ms is not None:
+        return slo.ttfat_p95_ms, f"SLO p95 ≤ {fmt_ms(slo.ttfat_p95_ms)}"
     elif metric == "decode_tok_s" and slo.decode_p50_tok_s is not None:
         return slo.decode_p50_tok_s, f"SLO p50 ≥ {fmt_si(slo.decode_p50_tok_s)}"
     elif metric == "itl_ms" and slo.itl_p99_ms is not None:

@@ -105,7 +105,7 @@ class HistogramPanel(SnapshotPanel):
             width,
             height,
             threshold=slo_threshold(snapshot.slo, metric),
-            higher_is_better=metric == "decode_tok_s",
+            higher_is_better=metric.endswith("decode_tok_s"),
             style=self.histogram_style(),
             basic=self.basic_glyphs,
             ghosts=self.ghosts(snapshot, view),

@@ -68,7 +68,7 @@ class Column:
 
 BASE = "vs base"
 SELECTED = "▸"  # ramp replay: the step looked at
-COST, GOOD = "$/1M", "good/s"
+COST, GOOD, TTFAT = "$/1M", "good/s", "TTFAT p95"  # TTFAT: shown when a step's requests reasoned
 Verdicts = Mapping[int, StepVerdict]  # StepSummary.index -> its verdict against the baseline
 
 
@@ -113,6 +113,7 @@ def columns(
         Column("dec p50", lambda s: fmt_si(s.stats.pct("decode_tok_s").p50), True),
         Column("TTFT p50", lambda s: fmt_ms(s.stats.pct("ttft_ms").p50), False),
         Column("TTFT p95", lambda s: fmt_ms(s.stats.pct("ttft_ms").p95), True),
+        Column(TTFAT, lambda s: fmt_ms(s.stats.pct("ttfat_ms").p95), False),
         Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), True),
         Column(GOOD, _goodput, False),
         *cost,
@@ -126,7 +127,7 @@ def columns(
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
 # The first to give way on a narrow panel; the core columns (level, tok/s, decode p50, TTFT p95, e2e p95,
 # SLO) never do: the SLO cell shortens and the notes are cut to the room left ("…") instead.
-OPTIONAL_ORDER = (COST, GOOD, "TTFT p50", "err")
+OPTIONAL_ORDER = (TTFAT, COST, GOOD, "TTFT p50", "err")
 NOTES = "notes"
 NOTES_MIN = 7  # "⚠bound", "cut 23%": what the notes keep before an optional column gives way to them
 
@@ -146,6 +147,7 @@ def fitting_columns(
     SLO cell shortens; the notes count for at most ``NOTES_MIN`` (they are cut to what is left: see
     ``notes_width``); an empty notes column, and goodput when no step has one, are left out."""
     has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
+    reasoned = any(s.stats.reasoned for s in steps)
 
     def total(chosen: list[Column]) -> int:
         widths = [
@@ -159,7 +161,9 @@ def fitting_columns(
         chosen = [
             c
             for c in columns(compact, verdicts, pricer)
-            if (c.header != NOTES or any(c.cell(s) for s in steps)) and (c.header != GOOD or has_goodput)
+            if (c.header != NOTES or any(c.cell(s) for s in steps))
+            and (c.header != GOOD or has_goodput)
+            and (c.header != TTFAT or reasoned)
         ]
         for header in OPTIONAL_ORDER:
             if width is None or total(chosen) <= width:

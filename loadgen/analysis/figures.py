@@ -49,6 +49,24 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _reasoned(metric: str, point: str) -> Value:
+    """A figure of the reasoning phase or the answer alone: only where the step's requests reasoned (the
+    answer's decode speed of a model that does not reason is its decode speed, already a row)."""
+    get = _pct(metric, point)
+
+    def value(step: StepSummary, line: Mapping[str, object], cost: StepCost | None) -> float | None:
+        return get(step, line, cost) if step.stats.reasoned else None
+
+    return value
+
+
+def _reasoning_per_req(
+    step: StepSummary, _line: Mapping[str, object], _cost: StepCost | None
+) -> float | None:
+    reasoned = step.stats.reasoned
+    return step.stats.reasoning_tokens / reasoned if reasoned else None
+
+
 def _goodput(unit: str) -> Value:
     def value(_step: StepSummary, line: Mapping[str, object], _cost: StepCost | None) -> float | None:
         flat = _number(line.get(f"goodput_{unit}"))
@@ -80,6 +98,18 @@ FIGURES: tuple[Figure, ...] = (
     Figure("itl_p99_ms", "ITL p99 ms", "ms", False, _pct("itl_ms", "p99")),
     Figure("e2e_p95_s", "e2e p95 s", "s", False, _pct("e2e_ms", "p95", 1 / 1000)),
     Figure("error_rate", "error rate", "fraction", False, _error_rate, fmt_pct_wide, fmt_points_wide),
+    # time to first answer token: TTFT's twin with reasoning excluded (the same for a model that does not reason)
+    Figure("ttfat_p50_ms", "TTFAT p50 ms", "ms", False, _pct("ttfat_ms", "p50")),
+    Figure("ttfat_p95_ms", "TTFAT p95 ms", "ms", False, _pct("ttfat_ms", "p95")),
+    Figure("reasoning_p50_ms", "reasoning p50 ms", "ms", False, _reasoned("reasoning_ms", "p50")),
+    Figure("reasoning_tokens_per_req", "reasoning tok/req", "tokens", False, _reasoning_per_req),
+    Figure(
+        "answer_decode_p50_tok_s",
+        "answer decode p50 tok/s",
+        "tok/s",
+        True,
+        _reasoned("answer_decode_tok_s", "p50"),
+    ),
     Figure("goodput_req_s", "goodput req/s", "req/s", True, _goodput("req_s")),
     Figure("goodput_tok_s", "goodput tok/s", "tok/s", True, _goodput("tok_s")),
     Figure("spec_acceptance", "spec accept", "fraction", True, _spec, fmt_pct_wide, fmt_points_wide),

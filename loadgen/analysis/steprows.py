@@ -90,13 +90,18 @@ def _cost(basis: Literal["gpu", "api"], figure: str) -> Callable[[StepInput], ob
 
 
 # The histograms' metrics as column stems: (metric, stem, unit suffix).
-_STEMS = (("ttft_ms", "ttft", "ms"), ("itl_ms", "itl", "ms"), ("decode_tok_s", "decode", "tok_s"),
-          ("e2e_ms", "e2e", "ms"), ("lag_ms", "lag", "ms"))  # fmt: skip
+_STEMS = (("ttft_ms", "ttft", "ms"), ("ttfat_ms", "ttfat", "ms"), ("reasoning_ms", "reasoning", "ms"),
+          ("itl_ms", "itl", "ms"), ("decode_tok_s", "decode", "tok_s"),
+          ("answer_decode_tok_s", "answer_decode", "tok_s"), ("e2e_ms", "e2e", "ms"),
+          ("lag_ms", "lag", "ms"))  # fmt: skip
 _POINTS = ("mean", "p50", "p90", "p95", "p99", "p999", "min", "max")
 _METRIC_DOCS = {
     "ttft_ms": "time to first token, from the intended start",
+    "ttfat_ms": "time to first answer token (reasoning excluded), from the intended start",
+    "reasoning_ms": "reasoning phase, first token to first answer token (requests that reasoned)",
+    "answer_decode_tok_s": "per-request decode speed of the answer alone",
     "itl_ms": "inter-token latency, per token",
-    "decode_tok_s": "per-request decode speed",
+    "decode_tok_s": "per-request decode speed, the whole output (reasoning included)",
     "e2e_ms": "end-to-end latency, from the intended start",
     "lag_ms": "schedule lag: actual send minus intended send",
 }
@@ -168,8 +173,10 @@ STEP_COLUMNS: tuple[Column, ...] = (
     _c("approx_tokens", "integer", "requests whose tokens were counted from the stream (no usage)", lambda s: s.step.stats.approx_tokens, False),
     *(
         _c(f"{which}_tokens_per_req_{p}", "number", f"{which} tokens per request: {p}", _per_req(f"{which}_tokens_per_req", p))
-        for which in ("input", "output") for p in ("p50", "p95", "mean")
+        for which in ("input", "output", "reasoning") for p in ("p50", "p95", "mean")
     ),
+    _c("reasoned", "integer", "successful requests that reasoned before answering", lambda s: s.step.stats.reasoned, False),
+    _c("reasoning_tokens", "integer", "their reasoning tokens (usage's, else counted)", lambda s: s.step.stats.reasoning_tokens, False),
     _c("out_tok_s", "number", "aggregate output tokens/s over the window", lambda s: s.step.stats.out_tok_s),
     _c("prefill_tok_s", "number", "aggregate prompt tokens/s over the window", lambda s: s.step.stats.prefill_tok_s),
     _c("req_s", "number", "finished requests/s", lambda s: s.step.stats.req_s),

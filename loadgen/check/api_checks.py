@@ -224,4 +224,8 @@ class GenerationChecks:
                 "n/a",
                 "no reasoning_content / reasoning fields (not a reasoning model, or no parser)",
             )
-        return CheckResult("reasoning", "pass", f"'{found[0]}' present; ramp counts its text toward TTFT")
+        return CheckResult(
+            "reasoning",
+            "pass",
+            f"'{found[0]}' present; ramp counts its text toward TTFT, not TTFAT (first answer token)",
+        )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from loadgen.config import APIS
+
 __all__ = ["DESCRIPTION", "add_check_flags"]
 
 DESCRIPTION = (
@@ -25,7 +27,7 @@ def add_check_flags(p: argparse.ArgumentParser) -> None:
         default="chat",
         help="the profile ramp run will use: its first request is sent as the run sends it (default: chat)",
     )
-    p.add_argument("--api", choices=("chat", "completions"), help="the API ramp run will use (--api)")
+    p.add_argument("--api", choices=APIS, help="the API ramp run will use (--api)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
     p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
     p.add_argument(

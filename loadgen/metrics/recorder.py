@@ -210,6 +210,7 @@ class Recorder:
         decode = result.decode_tok_s
         if decode is not None:
             push("decode_tok_s", decode)
+        self._answer(result)
         if len(result.chunk_times_ns) >= 2:
             self._itl.append((result.chunk_times_ns, result.chunk_tokens, result.output_tokens))
         if result.cache_class is not None:
@@ -219,6 +220,24 @@ class Recorder:
                 push("ttft_ms" + cls, ttft)
         if ttft is not None and result.bucket != DEFAULT_BUCKET:
             push("ttft_ms|bucket:" + result.bucket, ttft)
+
+    def _answer(self, result: RequestResult) -> None:
+        """TTFAT and the answer's decode speed of every success; the reasoning phase of those that reasoned."""
+        push = self._push
+        ttfat = result.ttfat_ns
+        if ttfat is not None:
+            push("ttfat_ms", ttfat)
+        answer = result.answer_decode_tok_s
+        if answer is not None:
+            push("answer_decode_tok_s", answer)
+        if result.reasoned:
+            counters = self._counters
+            counters["reasoned"] = counters.get("reasoned", 0) + 1
+            counters["reasoning_tokens"] = counters.get("reasoning_tokens", 0) + result.reasoning_tokens
+            push("reasoning_tokens", result.reasoning_tokens)
+            reasoning = result.reasoning_ns
+            if reasoning is not None:
+                push("reasoning_ms", reasoning)
 
     def record(self, result: RequestResult) -> None:
         counters = self._counters
@@ -242,6 +261,7 @@ class Recorder:
                 None if result.ttft_ns is None else result.ttft_ns / 1e6,
                 result.decode_tok_s,
                 (result.end_ns - result.intended_ns) / 1e6,
+                None if result.ttfat_ns is None else result.ttfat_ns / 1e6,
             ):
                 counters["good"] = counters.get("good", 0) + 1
                 counters["good_tokens"] = counters.get("good_tokens", 0) + result.output_tokens
@@ -297,8 +317,9 @@ class Recorder:
         self._spilled = {}
         for key, values in self._values.items():
             metric = key.split("|", 1)[0]
-            arr = np.asarray(values, dtype=np.float64 if metric == "decode_tok_s" else np.int64)
-            if metric == "decode_tok_s":
+            speed = metric.endswith("decode_tok_s")
+            arr = np.asarray(values, dtype=np.float64 if speed else np.int64)
+            if speed:
                 ints = np.rint(arr * 100.0).astype(np.int64)
             elif metric.endswith("_ms"):
                 ints = np.floor_divide(arr + 500, 1000)  # ns -> µs, rounded

@@ -172,6 +172,8 @@ class Accumulator:
             goodput_req_s=c.get("good", 0) / duration_s if rate and c.get("judged") else None,
             goodput_tok_s=c.get("good_tokens", 0) / duration_s if rate and c.get("judged") else None,
             approx_tokens=c.get("approx_tokens", 0),
+            reasoning_tokens=c.get("reasoning_tokens", 0),
+            reasoned=c.get("reasoned", 0),
             hist={metric: self.view(metric) for metric in METRICS},
             by_class=by_class,
             out_of_range=self.out_of_range,

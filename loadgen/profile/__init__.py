@@ -13,6 +13,7 @@ Schema (every key below is the complete list; any other key is an error)::
 
     [target]
     api = "chat"                       # "chat" (/v1/chat/completions) | "completions" (/v1/completions)
+                                       #   | "responses" (/v1/responses, the OpenAI Responses API)
     model = "auto"                     # "auto" = discover from /v1/models, or a served model name
     prefix_role = "system"             # chat: the shared prefix is a system message, or "user": it opens the
                                        #   first user message (for chat templates without a system role)

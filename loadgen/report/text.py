@@ -115,6 +115,11 @@ _SERVER_COLUMNS: tuple[tuple[str, _Column], ...] = (
     ("gpu_mem_used_max_mib", _Column("GPU mem", "GiB", 33, _server("gpu_mem_used_max_mib", 1 / 1024))),
     ("server_ttft_p50_ms", _Column("srv TTFT p50", "ms", 34, _server("server_ttft_p50_ms"))),
 )
+# Reasoning models: shown only when some step's requests reasoned (TTFAT would repeat TTFT otherwise).
+_REASONING_COLUMNS = (
+    _Column("TTFAT p95", "ms", 62, lambda s: fmt_num_wide(s.stats.pct("ttfat_ms").p95)),
+    _Column("reason p50", "ms", 32, lambda s: fmt_num_wide(s.stats.pct("reasoning_ms").p50)),
+)
 _BOUND_COLUMN = _Column("", "", 80, lambda s: "!" if s.client_bound else "")
 # A step a key cut: the share of its counted requests that finished under the next load (the console's
 # "cut N%"); never a best step
@@ -151,6 +156,9 @@ def _columns(steps: Sequence[StepSummary], extra: Sequence[_Column] = ()) -> lis
     """The fixed columns, the telemetry ones some step has and ``extra`` (before SLO), the client-bound
     mark if any."""
     columns = list(_COLUMNS)
+    if any(s.stats.reasoned for s in steps):
+        at = next(i for i, c in enumerate(columns) if c.name == "TTFT p99") + 1
+        columns[at:at] = _REASONING_COLUMNS
     slo_at = len(columns) - 1
     server = [
         column

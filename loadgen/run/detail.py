@@ -49,6 +49,11 @@ COLUMNS = (
     "session_id",
     "turn",
     "sent_unix_ns",  # sent_ns in Unix time (the record header's clock): joins a server's log or traces
+    "first_answer_ns",  # reasoning models: the first answer token (the same as first_token_ns without)
+    "ttfat_ms",  # time to first answer token, from the intended start
+    "reasoning_ms",  # first token to first answer token (0 when the model did not reason)
+    "reasoning_tokens",
+    "reasoning_exact",  # 1: reasoning_tokens from usage's completion_tokens_details, 0: counted chunks
 )
 
 
@@ -100,6 +105,11 @@ def csv_row(step: int, row: RequestRow, run_t0_ns: int, offset_ns: int = 0) -> l
         row.session_id,
         row.turn,
         row.sent_ns + offset_ns if row.sent_ns > 0 else "",
+        _opt(row.first_answer_ns),
+        _ms(row.first_answer_ns, row.intended_ns),
+        _ms(row.first_answer_ns, row.first_token_ns) if row.first_token_ns is not None else "",
+        row.reasoning_tokens,
+        int(row.reasoning_exact),
     ]
 
 

@@ -114,6 +114,9 @@ class RequestRow(NamedTuple):
     cache_class: str  # "hit" | "miss" | "" (the prefix-cache class the workload gave it)
     session_id: int
     turn: int
+    first_answer_ns: int | None = None  # reasoning models: the first answer token (== first_token_ns without)
+    reasoning_tokens: int = 0
+    reasoning_exact: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,6 +215,9 @@ def request_row(worker_id: int, r: RequestResult) -> RequestRow:
         cache_class=r.cache_class or "",
         session_id=r.session_id,
         turn=r.turn,
+        first_answer_ns=r.first_answer_ns,
+        reasoning_tokens=r.reasoning_tokens,
+        reasoning_exact=r.reasoning_exact,
     )
 
 
@@ -245,6 +248,8 @@ class RequestTrace:
             "end_ns": r.end_ns,
             "output_tokens": r.output_tokens,
             "chunks": len(r.chunk_times_ns),
+            "first_answer_ns": r.first_answer_ns,
+            "reasoning_tokens": r.reasoning_tokens,
         }
         if self.chunks:
             line["chunk_times_ns"] = list(r.chunk_times_ns)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.config import Api, RunConfig, SetupError
+from loadgen.config import Api, RunConfig, SetupError, chat_like
 from loadgen.target.http import scrub
 from loadgen.target.tokenizer_file import LocalTokenizer, TokenizerFileError, load_tokenizer
 from loadgen.workload import (
@@ -56,12 +56,12 @@ def local_sizer(tokenizer: LocalTokenizer, api: Api, why: str = "") -> PromptSiz
         raise SetupError(
             f"--tokenizer {tokenizer.path}: its counts do not grow with the text; is it a tokenizer?"
         )
-    if api == "chat":
+    if chat_like(api):
         overhead, per_message = FALLBACK_OVERHEAD["chat"]
     else:
         overhead, per_message = max(0, int(round(c_short - tokens_per_word * short_words))), 0
     note = f"fitted to the local tokenizer {tokenizer.describe()}"
-    if api == "chat":
+    if chat_like(api):
         note += ", chat template estimated"
     return PromptSizer(
         words_per_token=1.0 / tokens_per_word,

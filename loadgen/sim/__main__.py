@@ -28,6 +28,8 @@ _OVERRIDES: dict[str, tuple[str, type]] = {
     "--kv-tokens": ("kv_capacity_tokens", int),
     "--max-model-len": ("max_model_len", int),
     "--stream-interval": ("stream_interval", int),
+    "--reasoning-tokens": ("reasoning_tokens", int),
+    "--reasoning-field": ("reasoning_field", str),
     "--num-speculative-tokens": ("num_speculative_tokens", int),
     "--spec-acceptance": ("spec_acceptance", float),
     "--fault-error-rate": ("error_rate", float),

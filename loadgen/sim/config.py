@@ -14,6 +14,7 @@ from typing import Any
 from .params import EngineParams, StepCost
 from .presets import preset_params
 
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 FAULT_KINDS = ("error", "429", "stall", "disconnect", "slow_ttft", "malformed", "empty")
 
 
@@ -44,6 +45,9 @@ class SimConfig:
     engine: EngineParams = field(default_factory=EngineParams)
     faults: FaultConfig = field(default_factory=FaultConfig)
     stream_interval: int = 1  # tokens coalesced per SSE chunk, like vLLM's --stream-interval
+    # where a reasoning model streams its thought: "reasoning_content" (vLLM, SGLang, DeepSeek) or
+    # "reasoning" (newer vLLM)
+    reasoning_field: str = "reasoning_content"
     ground_truth_limit: int = 100_000
     gpu_telemetry: bool = True
     version: str = "0.32.0-ramp-sim"  # the vLLM API it imitates, marked as the simulator
@@ -113,6 +117,10 @@ def validate(config: SimConfig) -> None:
         )
     if not 0.0 <= e.spec_acceptance <= 1.0:
         problems.append(f"spec_acceptance must be within 0..1 (got {e.spec_acceptance})")
+    if e.reasoning_tokens < 0 or not 0.0 <= e.reasoning_spread < 1.0:
+        problems.append("reasoning_tokens must be >= 0 and reasoning_spread within 0..1 (1 excluded)")
+    if config.reasoning_field not in REASONING_FIELDS:
+        problems.append(f"reasoning_field must be one of {', '.join(REASONING_FIELDS)}")
     if config.stream_interval < 1:
         problems.append(f"stream_interval must be >= 1 (got {config.stream_interval})")
     f = config.faults

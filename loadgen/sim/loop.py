@@ -130,6 +130,8 @@ class EngineLoop:
             return False
         if st.first_ns is None and n:
             st.first_ns = now
+        if st.first_answer_ns is None and st.answering:
+            st.first_answer_ns = now
         st.last_ns = now
         return True
 

@@ -72,6 +72,11 @@ class EngineParams:
     # Without ignore_eos a request may stop early: after min_output_tokens, each token ends it with eos_prob.
     min_output_tokens: int = 16
     eos_prob: float = 0.004
+    # A reasoning model: each reply starts with a reasoning phase of about this many tokens (uniform within
+    # ±reasoning_spread of it, at least 1; 0: the model does not reason), streamed in the reasoning field
+    # (SimConfig.reasoning_field), then answers. Reasoning counts toward max_tokens, as on a real server.
+    reasoning_tokens: int = 0
+    reasoning_spread: float = 0.5
     fixed_ttft_ms: float = 50.0
     fixed_tpot_ms: float = 10.0
     speed: float = 1.0  # simulated time runs this many times faster than the real GPU would

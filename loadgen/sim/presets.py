@@ -1,6 +1,7 @@
 """Named engine presets: "h200-llama8b" (grounded in real H200 step times), "tiny-cpu" (a small KV cache
 like the captured CPU vLLM, so queueing and preemption show at 16 streams) and "fast" (fixed latencies, for
-benchmarking the client itself).
+benchmarking the client itself); "tiny-reasoning" and "h200-reasoning" are the same engines serving a
+reasoning model (a reasoning phase streamed before each answer, ``EngineParams.reasoning_tokens``).
 
 The H200 numbers are copied from ``tests/fixtures/h200-llama8b-steps/`` (a test checks they still match):
 decode steps are fitted with ``base + per_seq * B + per_kv_token * B * L`` by least squares (within 5 % of
@@ -8,6 +9,8 @@ every measured point), prefill is interpolated between the measured prompt lengt
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -103,7 +106,23 @@ def _fast() -> EngineParams:
     )
 
 
-PRESETS = {"h200-llama8b": _h200, "tiny-cpu": _tiny_cpu, "fast": _fast}
+def _tiny_reasoning() -> EngineParams:
+    # tiny-cpu's engine serving a reasoning model: ~96 tokens of thought (48..144) before each answer
+    return dataclasses.replace(_tiny_cpu(), reasoning_tokens=96, reasoning_spread=0.5)
+
+
+def _h200_reasoning() -> EngineParams:
+    # the H200 engine serving a reasoning model: ~512 tokens of thought (256..768) before each answer
+    return dataclasses.replace(_h200(), reasoning_tokens=512, reasoning_spread=0.5)
+
+
+PRESETS = {
+    "h200-llama8b": _h200,
+    "tiny-cpu": _tiny_cpu,
+    "fast": _fast,
+    "tiny-reasoning": _tiny_reasoning,
+    "h200-reasoning": _h200_reasoning,
+}
 
 
 def preset_params(name: str) -> EngineParams:

@@ -57,6 +57,8 @@ async def _drain(st: Stream, resp: web.StreamResponse) -> None:
         await resp.write(data)
         if st.first_ns is None and st.sent:
             st.first_ns = now
+        if st.first_answer_ns is None and st.answering:
+            st.first_answer_ns = now
         st.last_ns = now
 
 
@@ -71,6 +73,7 @@ async def json_reply(
         await asyncio.sleep(st.stall_s)
     now = time.monotonic_ns()
     st.first_ns = st.last_ns = now if st.sent else None
+    st.first_answer_ns = now if st.sent > st.reasoning_total else None
     if "disconnect" in st.faults and request.transport is not None:
         request.transport.close()  # the connection drops before any reply
         return web.Response(status=200)
@@ -88,7 +91,11 @@ def json_body(st: Stream, seq: Seq, text: str, model: str) -> dict[str, Any]:
         "completion_tokens": st.sent,
         "prompt_tokens_details": {"cached_tokens": seq.cached_tokens or 0},
     }
+    if st.reasoning_total:
+        usage["completion_tokens_details"] = {"reasoning_tokens": min(st.sent, st.reasoning_total)}
     reason = seq.finish_reason or "length"
+    if st.api == "responses":
+        return responses_body(st, text, model, reason, usage)
     if st.api == "chat":
         choice: dict[str, Any] = {
             "index": 0,
@@ -110,4 +117,27 @@ def json_body(st: Stream, seq: Seq, text: str, model: str) -> dict[str, Any]:
     return {
         "id": st.rid, "object": obj, "created": st.created, "model": model,
         "choices": [choice], "usage": usage,
+    }  # fmt: skip
+
+
+def responses_body(st: Stream, text: str, model: str, reason: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """A non-streaming Responses API reply: one output message, the usage under the Responses names."""
+    details = usage.get("completion_tokens_details")
+    out_usage: dict[str, Any] = {
+        "input_tokens": usage["prompt_tokens"],
+        "input_tokens_details": usage["prompt_tokens_details"],
+        "output_tokens": usage["completion_tokens"],
+        "total_tokens": usage["total_tokens"],
+    }
+    if details is not None:
+        out_usage["output_tokens_details"] = details
+    message = {
+        "type": "message", "id": "msg_" + st.rid, "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }  # fmt: skip
+    status = "incomplete" if reason == "length" else "completed"
+    return {
+        "id": st.rid, "object": "response", "created_at": st.created, "model": model, "status": status,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "output": [message], "usage": out_usage,
     }  # fmt: skip

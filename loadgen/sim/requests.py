@@ -63,7 +63,9 @@ def parse_generate(raw: bytes, api: str, model: str, params: EngineParams) -> Ge
         ids=ids,
         max_tokens=max_tokens,
         streaming=bool(body.get("stream", False)),
-        include_usage=bool(opts.get("include_usage", False)) if isinstance(opts, dict) else False,
+        # the Responses API always ends with its usage (response.completed)
+        include_usage=api == "responses"
+        or (bool(opts.get("include_usage")) if isinstance(opts, dict) else False),
         ignore_eos=bool(body.get("ignore_eos")),
         seed=_seed(body.get("seed")),
         stop=_stop(body.get("stop")),
@@ -88,7 +90,7 @@ def _stop(value: object) -> tuple[str, ...]:
 
 
 def _max_tokens(body: dict[str, Any], prompt_len: int, max_model_len: int) -> int:
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens", body.get("max_output_tokens")))
     if max_tokens is None:
         max_tokens = max_model_len - prompt_len
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
@@ -135,6 +137,10 @@ def messages(body: dict[str, Any]) -> list[tuple[str, str]]:
 def prompt_ids(body: dict[str, Any], api: str) -> list[int]:
     if api == "chat":
         return tokenizer.encode_chat(messages(body))
+    if api == "responses":  # input: a string, or message items as chat's (the same template, the same ids)
+        given = body.get("input")
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+        return tokenizer.encode_chat(messages({"messages": items}))
     prompt = body.get("prompt")
     if isinstance(prompt, str):
         return list(tokenizer.encode(prompt))

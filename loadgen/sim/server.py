@@ -28,6 +28,7 @@ from .faults import FaultDraw
 from .loop import EngineLoop
 from .metrics import make_registry, render
 from .model import make_engine
+from .params import EngineParams
 from .replies import json_reply, stream_reply
 from .requests import BadRequest, GenerateRequest, error_response, parse_generate, tokenize_ids
 from .sequences import Engine, Seq, sample_output_len
@@ -40,7 +41,14 @@ def _ground_truth_record(request: web.Request, api: str, arrival_ns: int) -> dic
         "admitted_ns": None, "first_token_ns": None, "last_token_ns": None, "end_ns": None, "status": 200,
         "stream": False, "prompt_tokens": None, "cached_tokens": None, "output_tokens": 0, "chunks": 0,
         "preemptions": 0, "fault": None, "finish_reason": None, "max_tokens": None,
+        "reasoning_tokens": 0, "first_answer_ns": None,
     }  # fmt: skip
+
+
+def reasoning_len(draws: random.Random, params: EngineParams) -> int:
+    """A reasoning phase's length: uniform within ±``reasoning_spread`` of ``reasoning_tokens``, at least 1."""
+    mean, spread = params.reasoning_tokens, params.reasoning_spread
+    return max(1, round(draws.uniform(mean * (1 - spread), mean * (1 + spread))))
 
 
 def stop_cut(tokens: tuple[bytes, ...], pos: int, target: int, stop: tuple[str, ...]) -> int:
@@ -92,6 +100,7 @@ class SimServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/responses", self._responses)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_get("/health", self._health)
@@ -156,6 +165,9 @@ class SimServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "completions")
 
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "responses")
+
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         raw = await request.read()
         gt = _ground_truth_record(request, api, time.monotonic_ns())
@@ -201,6 +213,8 @@ class SimServer:
             gt["last_token_ns"] = st.last_ns
             gt["cached_tokens"] = seq.cached_tokens
             gt["output_tokens"] = st.sent
+            gt["reasoning_tokens"] = min(st.sent, st.reasoning_total)
+            gt["first_answer_ns"] = st.first_answer_ns
             gt["chunks"] = st.chunks
             gt["preemptions"] = seq.preemptions
             gt["finish_reason"] = seq.finish_reason if seq.state == "finished" else seq.state
@@ -221,12 +235,14 @@ class SimServer:
             api=api,
             streaming=req.streaming,
             include_usage=req.include_usage,
-            rid=("chatcmpl-" if api == "chat" else "cmpl-") + f"{self._rng.getrandbits(64):016x}",
+            rid={"chat": "chatcmpl-", "responses": "resp_"}.get(api, "cmpl-")
+            + f"{self._rng.getrandbits(64):016x}",
             created=int(time.time()),  # wall clock for the "created" field only
             model_json=self._model_json,
             prompt_tokens=req.prompt_len,
             pos=draws.randrange(len(self._loop.tokens)),
             faults=faults,
+            reasoning_field=self.config.reasoning_field,
         )
         st.arm(self.config.faults)
         return st
@@ -236,6 +252,8 @@ class SimServer:
         target = 0 if empty else sample_output_len(draws, params, req.max_tokens, req.ignore_eos)
         if req.stop and target:
             target = stop_cut(self._loop.tokens, st.pos, target, req.stop)
+        if params.reasoning_tokens and target:
+            st.think(min(target, reasoning_len(draws, params)))
         seq = Seq(
             self._next_rid,
             time.monotonic_ns(),

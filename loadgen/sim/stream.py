@@ -9,6 +9,7 @@ import asyncio
 
 from aiohttp import web
 
+from . import responses
 from .config import FaultConfig
 from .sequences import Seq
 
@@ -22,7 +23,8 @@ class Stream:
         "api", "streaming", "include_usage", "rid", "created", "model_json", "prefix", "suffix", "head",
         "resp", "transport", "pos", "unsent", "sent", "chunks", "backlog", "wake", "hold_until", "complete",
         "closed", "cut", "faults", "stall_s", "stall_at", "disconnect_at", "malformed_at", "first_ns",
-        "last_ns", "seq", "prompt_tokens", "role_sent",
+        "last_ns", "seq", "prompt_tokens", "role_sent", "reasoning_left", "reasoning_total", "rprefix",
+        "answering", "first_answer_ns", "switch",
     )  # fmt: skip
 
     def __init__(
@@ -37,6 +39,7 @@ class Stream:
         prompt_tokens: int,
         pos: int,
         faults: dict[str, float],
+        reasoning_field: str = "reasoning_content",
     ) -> None:
         self.api = api
         self.streaming = streaming
@@ -67,6 +70,27 @@ class Stream:
         self.transport: asyncio.Transport | None = None
         self.role_sent = False
         self.head, self.prefix, self.suffix = self._templates()
+        # A reasoning model's reply: its first ``reasoning_total`` tokens are reasoning (``think``).
+        self.reasoning_left = 0
+        self.reasoning_total = 0
+        self.answering = False  # an answer token was sent (the reasoning phase is over)
+        self.first_answer_ns: int | None = None  # ground truth: the write that carried the first answer token
+        # between the last reasoning text and the first answer text of one chunk
+        self.switch = b'","content":"'
+        if self.api == "responses":
+            self.head, self.prefix, self.suffix, self.rprefix = responses.templates(
+                self.rid, self.created, self.model_json
+            )
+            self.switch = self.suffix + self.prefix
+            return
+        self.rprefix = self.prefix.replace(
+            b'"delta":{"content":"', f'"delta":{{"{reasoning_field}":"'.encode()
+        )
+
+    def think(self, tokens: int) -> None:
+        """Make the reply's first ``tokens`` tokens reasoning (chat, responses: completions have no such field)."""
+        if self.api != "completions" and tokens > 0:
+            self.reasoning_left = self.reasoning_total = tokens
 
     def arm(self, fc: FaultConfig) -> None:
         """Place the mid-stream faults (stall, disconnect, malformed) at their token counts."""
@@ -98,20 +122,19 @@ class Stream:
     def chunk(self, tokens: tuple[bytes, ...], n: int, finished: Seq | None) -> bytes:
         """The SSE bytes for the next ``n`` tokens; ``finished``: the request, when this chunk ends it."""
         pos = self.pos
-        ntoks = len(tokens)
-        if n == 1:
-            text = tokens[pos]
-        elif pos + n <= ntoks:
-            text = b"".join(tokens[pos : pos + n])
+        prefix = self.prefix
+        if self.reasoning_left:
+            prefix, text = self._thought(tokens, n)
         else:
-            text = b"".join(tokens[(pos + i) % ntoks] for i in range(n))
-        self.pos = (pos + n) % ntoks
+            text = _text(tokens, pos, n)
+            self.answering = self.answering or n > 0
+        self.pos = (pos + n) % len(tokens)
         self.sent += n
         self.unsent = 0
         if finished is not None:
-            data = self.prefix + text + self.final_suffix(finished)
+            data = prefix + text + self.final_suffix(finished)
         else:
-            data = self.prefix + text + self.suffix
+            data = prefix + text + self.suffix
         if not self.role_sent:
             self.role_sent = True
             if self.head:
@@ -121,8 +144,27 @@ class Stream:
             data = self.prefix + b' oops"}, "finish_reason":\n\n' + data
         return data
 
+    def _thought(self, tokens: tuple[bytes, ...], n: int) -> tuple[bytes, bytes]:
+        """(prefix, text) of a chunk in the reasoning phase: reasoning only, or the last reasoning tokens
+        and the first answer tokens in one delta (as a reasoning parser sends the transition)."""
+        r = min(n, self.reasoning_left)
+        self.reasoning_left -= r
+        text = _text(tokens, self.pos, r)
+        if r == n:
+            return self.rprefix, text
+        self.answering = True
+        return self.rprefix, text + self.switch + _text(tokens, (self.pos + r) % len(tokens), n - r)
+
     def final_suffix(self, seq: Seq) -> bytes:
         reason = seq.finish_reason or "length"
+        if self.api == "responses":
+            usage = (
+                self.prompt_tokens,
+                self.sent,
+                seq.cached_tokens or 0,
+                self.reasoning_sent if self.reasoning_total else None,
+            )
+            return self.suffix + responses.terminal(self.rid, self.created, self.model_json, reason, usage)
         if self.api == "chat":
             tail = (
                 f'"}},"logprobs":null,"finish_reason":"{reason}","stop_reason":null,"token_ids":null}}]}}\n\n'
@@ -142,11 +184,32 @@ class Stream:
         return (
             f'data: {{"id":"{self.rid}","object":"{obj}","created":{self.created},"model":{self.model_json},'
             f'"choices":[],"usage":{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion},'
-            f'"completion_tokens":{completion},"prompt_tokens_details":{{"cached_tokens":{cached}}}}}}}\n\n'
+            f'"completion_tokens":{completion},"prompt_tokens_details":{{"cached_tokens":{cached}}}'
+            f"{self.reasoning_details()}}}}}\n\n"
         ).encode()
+
+    @property
+    def reasoning_sent(self) -> int:
+        return self.reasoning_total - self.reasoning_left
+
+    def reasoning_details(self) -> str:
+        """``,"completion_tokens_details":{"reasoning_tokens":N}`` for a reasoning model's usage, else ""."""
+        if not self.reasoning_total:
+            return ""
+        return f',"completion_tokens_details":{{"reasoning_tokens":{self.reasoning_sent}}}'
 
     def text(self, tokens: tuple[bytes, ...]) -> str:
         """The whole reply's text, for a non-streaming answer."""
         start = self.pos
         self.pos = (start + self.sent) % len(tokens)
         return b"".join(tokens[(start + i) % len(tokens)] for i in range(self.sent)).decode()
+
+
+def _text(tokens: tuple[bytes, ...], pos: int, n: int) -> bytes:
+    """The text of ``n`` tokens from ``pos`` (the token list wraps around)."""
+    ntoks = len(tokens)
+    if n == 1:
+        return tokens[pos]
+    if pos + n <= ntoks:
+        return b"".join(tokens[pos : pos + n])
+    return b"".join(tokens[(pos + i) % ntoks] for i in range(n))

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import overload
 
-from loadgen.config import APIS, Api
+from loadgen.config import APIS, Api, chat_like
 from loadgen.sources.lines import LineIndex, scan_lines
 from loadgen.sources.model import (
     RecordedRequest,
@@ -58,7 +58,7 @@ class RequestLog:
             "max_tokens": spec.max_tokens,
             "input_tokens_target": spec.input_tokens_target,
         }
-        if spec.api == "chat":
+        if chat_like(spec.api):
             line["messages"] = [{"role": role, "content": text} for role, text in spec.messages]
         else:
             line["prompt"] = spec.prompt

@@ -30,6 +30,7 @@ import random
 import zlib
 from typing import TYPE_CHECKING, Protocol
 
+from loadgen.config import chat_like
 from loadgen.distributions import sample_seconds, sample_tokens
 from loadgen.sources import Conversation, DialogTurn, RecordedRequest, Source, TraceEntry
 from loadgen.types import Outcome, RequestResult, RequestSpec
@@ -125,7 +126,7 @@ def trace_request(
     if words > 0:
         parts.append(w.unique_text(rng, words))
     text = " ".join(parts)
-    chat = w.api == "chat"
+    chat = chat_like(w.api)
     return RequestSpec(
         api=w.api,
         model=w.model,
@@ -217,7 +218,7 @@ class DialogSession:
 
     def shape(self, user: str) -> tuple[tuple[tuple[str, str], ...], str, int]:
         """(messages, prompt, words of text) of this turn, the history before it included."""
-        if self.workload.api == "chat":
+        if chat_like(self.workload.api):
             self.history.append(("user", user))
             return tuple(self.history), "", sum(len(text.split()) for _, text in self.history)
         if self.conversation.raw and not self.transcript:
@@ -259,7 +260,7 @@ class DialogSession:
         text = server_text or turn.reply
         if text is None:
             text = self.workload.unique_text(self.rng, self.workload.sizer.words_for(max_tokens))
-        if self.workload.api == "chat":
+        if chat_like(self.workload.api):
             self.history.append(("assistant", text))
         else:
             self.transcript = f"{self.transcript} {text}"

@@ -10,7 +10,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from loadgen.config import APIS, Api
+from loadgen.config import APIS, Api, chat_like
 from loadgen.target.http import scrub
 from loadgen.target.tokenize import TokenizeError, count_tokens, tokenize_body, tokenize_client, tokenize_url
 from loadgen.types import Target
@@ -19,7 +19,11 @@ from loadgen.workload.text import VOCABULARY
 # Fallback when the server has no /tokenize: the usual rule of thumb for English (~0.75 words per token);
 # chat overhead is a typical Llama-3 / ChatML template (BOS + generation prompt, ~5 tokens per message).
 FALLBACK_WORDS_PER_TOKEN = 0.75
-FALLBACK_OVERHEAD: Mapping[str, tuple[int, int]] = {"chat": (8, 5), "completions": (1, 0)}
+FALLBACK_OVERHEAD: Mapping[str, tuple[int, int]] = {
+    "chat": (8, 5),
+    "completions": (1, 0),
+    "responses": (8, 5),
+}
 TRANSCRIPT_LABEL_TOKENS = 4  # "\n\nUser: " / "\n\nAssistant:" in a completions-API session transcript
 
 CALIBRATION_PASSES = 3  # the long calibration text holds the vocabulary this many times
@@ -56,7 +60,7 @@ class PromptSizer:
     @property
     def per_turn_tokens(self) -> int:
         """Template tokens a session turn adds to the history besides its text (chat: the reply's message)."""
-        return self.per_message_tokens if self.api == "chat" else 0
+        return self.per_message_tokens if chat_like(self.api) else 0
 
     def slack(self, tokens: int) -> int:
         """Tokens kept free when a request of ``tokens`` estimated prompt tokens is clamped to fit: random
@@ -103,7 +107,7 @@ async def calibrate_sizer(target: Target, model: str, api: Api) -> PromptSizer:
     short, long = vocabulary_passes(1), vocabulary_passes(CALIBRATION_PASSES)
     try:
         async with tokenize_client(target, 30.0, connect_timeout_s=target.connect_timeout_s) as client:
-            if api == "chat":
+            if chat_like(api):
 
                 def chat(*messages: tuple[str, str]) -> dict[str, object]:
                     return tokenize_body(model, messages=messages, add_generation_prompt=True)

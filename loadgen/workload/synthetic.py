@@ -20,7 +20,7 @@ import itertools
 import random
 from bisect import bisect_right
 
-from loadgen.config import Api
+from loadgen.config import Api, chat_like
 from loadgen.distributions import sample_seconds, sample_tokens
 from loadgen.profile import Bucket, PrefixGroup, Profile
 from loadgen.sources import Source
@@ -208,7 +208,7 @@ class Session:
         rng = self.rng
         new_tokens = sample_tokens(self.bucket.input, rng)
         max_tokens = sample_tokens(self.bucket.output, rng)
-        chat = w.api == "chat"
+        chat = chat_like(w.api)
         if self.turn == 0:
             overhead = sizer.overhead_tokens + (
                 sizer.per_message_tokens if self._system_prefix and chat else 0
@@ -250,7 +250,7 @@ class Session:
 
     def _shape(self, body: str) -> tuple[tuple[tuple[str, str], ...], str]:
         """(messages, prompt) of this turn around its fresh ``body``: chat history or completions transcript."""
-        if self.workload.api == "chat":
+        if chat_like(self.workload.api):
             if self.turn == 0 and self._prefix and not self._system_prefix:
                 body = f"{self._prefix}\n\n{body}"
             self._history.append(("user", body))
@@ -295,7 +295,7 @@ class Session:
             text = self.workload.unique_text(
                 self.rng, self.workload.sizer.words_for(output_tokens or max_tokens)
             )
-        if self.workload.api == "chat":
+        if chat_like(self.workload.api):
             self._history.append(("assistant", text))
             self._context_tokens = prompt_tokens + output_tokens + self.workload.sizer.per_message_tokens
         else:

@@ -1,0 +1,124 @@
+"""The OpenAI Responses API (``--api responses``) against the simulator: the same requests sent through
+/v1/responses and /v1/chat/completions of two simulators alike (same preset, same seed, same order) agree on
+every token exactly and on the latencies within noise; and a whole run of a profile with api = "responses"
+records its steps like a chat run."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from snapshot_watch import Watch
+
+from loadgen.client import Client
+from loadgen.config import RampPlan, RunConfig
+from loadgen.profile import parse_profile
+from loadgen.record import read_record, step_from_line
+from loadgen.run.engine import Engine
+from loadgen.sim import build_config, spawn_sim_process
+from loadgen.sim.server import SimServer
+from loadgen.types import Api, Outcome, RequestResult, RequestSpec, Target
+
+N = 12
+
+
+def spec(api: Api, i: int) -> RequestSpec:
+    words = " ".join(f"w{i}x{k}" for k in range(8 + i))
+    return RequestSpec(
+        api=api,
+        model="",
+        max_tokens=120 + 4 * i,
+        messages=(("user", words),),
+        extra_body=(("ignore_eos", True),),
+    )
+
+
+async def _sequential(api: Api) -> list[RequestResult]:
+    server = SimServer(build_config("tiny-reasoning", seed=11))
+    url = await server.start("127.0.0.1", 0)
+    client = Client(Target(url=url), 1, "h1")
+    try:
+        return [await asyncio.wait_for(client.send(spec(api, i), time.monotonic_ns()), 30) for i in range(N)]
+    finally:
+        await client.aclose()
+        await server.stop()
+
+
+def _median_ms(results: list[RequestResult], get: str) -> float:
+    return statistics.median(getattr(r, get) / 1e6 for r in results)
+
+
+def test_responses_and_chat_agree_on_tokens_and_latencies() -> None:
+    chat = asyncio.run(_sequential("chat"))
+    responses = asyncio.run(_sequential("responses"))
+    for c, r in zip(chat, responses, strict=True):
+        assert c.outcome is r.outcome is Outcome.OK, (c.error_message, r.error_message)
+        assert r.tokens_exact and r.reasoning_exact
+        assert (r.input_tokens, r.output_tokens, r.reasoning_tokens) == (
+            c.input_tokens,
+            c.output_tokens,
+            c.reasoning_tokens,
+        )
+        assert r.output_tokens == len(r.chunk_times_ns) and r.reasoning_chunks == r.reasoning_tokens > 0
+        assert r.finish_reason == c.finish_reason == "length"
+    for figure in ("ttft_ns", "ttfat_ns", "reasoning_ns"):
+        a, b = _median_ms(chat, figure), _median_ms(responses, figure)
+        assert abs(a - b) <= max(2.0, 0.05 * a), (figure, a, b)
+    decode = [statistics.median(x.decode_tok_s or 0 for x in run) for run in (chat, responses)]
+    assert decode[1] == pytest.approx(decode[0], rel=0.05)
+
+
+def test_a_responses_run_records_its_step(tmp_path: Path) -> None:
+    sim = spawn_sim_process(build_config("tiny-reasoning", seed=5))
+    try:
+        text = 'name = "r"\n[target]\napi = "responses"\n[[bucket]]\ninput = 16\noutput = 120\n[sampling]\nignore_eos = true\n'
+        config = RunConfig(
+            target=Target(url=sim.url, api="responses"),  # what runargs makes of the profile's api
+            profile=parse_profile(text),
+            plan=RampPlan((2,), step_s=300.0, warmup_s=0.0),
+            out=str(tmp_path / "run.jsonl"),
+            telemetry=False,
+        )
+        watch = Watch()
+        engine = Engine(config, on_snapshot=watch)
+        engine.start()
+        try:
+            watch.until(lambda s: s.windows["step"].ok >= 4, 90)
+        finally:
+            engine.stop(cancel=False)
+            outcome = engine.wait(60)
+        assert outcome is not None and outcome.state == "stopped"
+        truth = [g for g in sim.ground_truth() if g.get("request_id")]
+    finally:
+        sim.stop()
+    step = step_from_line(read_record(tmp_path / "run.jsonl").steps[0])
+    assert {g["api"] for g in truth} == {"responses"}
+    assert step.stats.error_count == 0 and step.stats.ok == len(truth) and step.stats.approx_tokens == 0
+    assert step.stats.output_tokens == sum(g["output_tokens"] for g in truth)
+    assert step.stats.reasoning_tokens == sum(g["reasoning_tokens"] for g in truth)
+
+
+def test_a_non_streamed_response_has_the_responses_shape() -> None:
+    async def ask() -> dict[str, object]:
+        server = SimServer(build_config("tiny-reasoning", seed=2))
+        url = await server.start("127.0.0.1", 0)
+        try:
+            async with aiohttp.ClientSession() as http:
+                body = {"model": "", "input": "hello", "max_output_tokens": 300, "ignore_eos": True}
+                async with http.post(url + "/v1/responses", json=body) as resp:
+                    assert resp.status == 200
+                    return dict(await resp.json())
+        finally:
+            await server.stop()
+
+    reply = asyncio.run(ask())
+    assert reply["object"] == "response" and reply["status"] == "incomplete"
+    usage = reply["usage"]
+    assert isinstance(usage, dict) and usage["output_tokens"] == 300
+    assert 0 < usage["output_tokens_details"]["reasoning_tokens"] < 300
+    (message,) = reply["output"]  # type: ignore[misc]
+    assert message["content"][0]["type"] == "output_text" and message["content"][0]["text"]
