@@ -8,7 +8,8 @@ from dataclasses import replace
 from tui_fakes import STEPS
 
 from loadgen.format import fmt_ms
-from loadgen.snapshot import HistogramView, Percentiles, StepSummary
+from loadgen.snapshot import SLO, HistogramView, Percentiles, StepSummary
+from tui.step_report import slo_clauses
 from tui.steps import TTFAT, fitting_columns
 
 
@@ -36,3 +37,10 @@ def test_ttfat_column_gives_way_first() -> None:
     width = sum(max(len(c.header), *(len(c.cell(s)) for s in steps)) for c in wide) + 2 * (len(wide) - 1)
     narrower = [c.header for c in fitting_columns(steps, width - 1)]
     assert TTFAT not in narrower and "TTFT p95" in narrower
+
+
+def test_the_step_report_lists_the_ttfat_clause() -> None:
+    step = reasoning(STEPS[0], 1234.0)
+    clauses = slo_clauses(SLO(ttft_p95_ms=500.0, ttfat_p95_ms=1000.0), step)
+    ttfat = next(c for c in clauses if c.name == "TTFAT p95")
+    assert ttfat.value == fmt_ms(1234.0) and fmt_ms(1000.0) in ttfat.limit

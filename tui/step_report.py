@@ -55,6 +55,10 @@ def slo_clauses(slo: SLO, step: StepSummary) -> list[Clause]:
         clauses.append(Clause("TTFT p95", f"≤ {fmt_ms(slo.ttft_p95_ms)}", fmt_ms(stats.pct("ttft_ms").p95)))
     if slo.ttft_p99_ms is not None:
         clauses.append(Clause("TTFT p99", f"≤ {fmt_ms(slo.ttft_p99_ms)}", fmt_ms(stats.pct("ttft_ms").p99)))
+    if slo.ttfat_p95_ms is not None:
+        clauses.append(
+            Clause("TTFAT p95", f"≤ {fmt_ms(slo.ttfat_p95_ms)}", fmt_ms(stats.pct("ttfat_ms").p95))
+        )
     if slo.decode_p50_tok_s is not None:
         decode = stats.pct("decode_tok_s").p50
         clauses.append(
