@@ -49,6 +49,7 @@ ramp = partial(run_ramp, timeout=60)
         f"http://ops:{PASSWORD}@127.0.0.1:99999/?api_key={QUERY_KEY}",  # a usage error naming the URL
         f"ftp://ops:{PASSWORD}@127.0.0.1:8000/?token={QUERY_KEY}",
     ],
+    ids=["unreachable", "bad-port", "not-http"],  # the free port differs per process (pytest-xdist workers)
 )
 def test_stderr_of_a_failing_run_holds_no_credential(url: str, tmp_path: Path) -> None:
     proc = ramp("run", url, "--headless", "--steps", "1", "--out", str(tmp_path / "r.jsonl"))

@@ -76,8 +76,11 @@ def test_finish_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert finish(died) == EXIT_UNREACHABLE
 
 
-def test_finish_prices_the_steps_and_shows_repeats(capsys: pytest.CaptureFixture[str]) -> None:
+def test_finish_prices_the_steps_and_shows_repeats(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Headless ends with the same priced table and repeats as `ramp report` (issue 11: cost live)."""
+    monkeypatch.setenv("COLUMNS", "120")  # the table's width: the same in a terminal, a pipe or a test worker
     from dataclasses import replace
 
     from tui_fakes import step

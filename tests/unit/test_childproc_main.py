@@ -15,6 +15,9 @@ def test_the_child_is_not_told_to_import_main_and_names_still_read_through(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     real = sys.modules["__main__"]
+    if getattr(real.__spec__, "name", None) is None and getattr(real, "__file__", None) is None:
+        # a pytest-xdist worker's main has neither: give it the path a script's main has
+        monkeypatch.setattr(real, "__file__", "/nonexistent/script.py", raising=False)
     marker = object()
     monkeypatch.setattr(real, "ramp_test_name", marker, raising=False)
     before = multiprocessing.spawn.get_preparation_data("w")
