@@ -4,7 +4,7 @@ Starts the simulator in a process of its own (``loadgen.sim.spawn_sim_process``)
 way ``ramp demo`` does, runs the real engine behind ``RampApp`` under Textual's Pilot, and saves each screen
 the way the console's ``s`` key does (``tui.screenshot``): the SVG with its spaces fixed, a text capture
 (``.txt``) and a PNG (``rsvg-convert``, ``apt-get install librsvg2-bin``) into ``screenshots/``: the main
-screen at 160x48, 120x36 and 80x24, every tab at 80x24, and the step and errors detail views. A mark is
+screen at 160x48, 120x36, 80x24 and 60x20, every tab at 80x24, and the step and errors detail views. A mark is
 placed (``k``) during the run, so that the timeline shows one; the last step is held (auto-ramp off) once
 it has measured a while, so that every screen shows it measuring.
 
@@ -126,6 +126,10 @@ async def drive(
             await pilot.pause(0.3)
             shot(f"console-80x24-{name}")
             await pilot.press("escape")
+        await pilot.resize_terminal(60, 20)  # the smallest the console is tried at (an SSH pane, a split)
+        await pilot.press("1")
+        await pilot.pause(0.5)
+        shot("console-60x20")
         await pilot.press("q")
         await pilot.pause(0.2)
         if app.screen.__class__.__name__ == "ConfirmQuit":

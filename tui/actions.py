@@ -11,6 +11,7 @@ details and quitting on top.
 from __future__ import annotations
 
 from textual.app import App
+from textual.message import Message
 
 from loadgen.config import Mode
 from loadgen.format import fmt_rate
@@ -34,6 +35,17 @@ from tui.steering import level_delta, next_level, next_rate, parse_level, parse_
 STEERING_ACTIONS = frozenset(
     {"level", "type_level", "type_cap", "toggle_pause", "next_step", "toggle_auto", "toggle_mode", "mark"}
 )
+
+
+class Steered(Message):
+    """Posted from the engine's thread when a snapshot changes what the operator steers: the app draws it as
+    it arrives, not at its next redraw tick (a key's effect on screen in milliseconds, not up to a tick)."""
+
+
+def steered(snapshot: Snapshot) -> tuple[object, ...]:
+    """What the steering keys change (a plan's own step changes too)."""
+    s = snapshot
+    return (s.state, s.paused, s.mode, s.level, s.rate_rps, s.auto_ramp, s.step_index, s.phase, s.next_load)
 
 
 def prepare_subprocesses() -> None:
@@ -64,8 +76,11 @@ class EngineActions(App[None]):
         prepare_subprocesses()
 
     def snapshot_callback(self, snapshot: Snapshot) -> None:
-        """Called from the engine's thread: keep only the newest snapshot; the timer draws it."""
-        self._pushed = snapshot
+        """Called from the engine's thread: keep only the newest snapshot; the timer draws it, or at once a
+        message does when it changes what the operator steers (``Steered``: posting one is thread-safe)."""
+        previous, self._pushed = self._pushed, snapshot
+        if previous is None or steered(previous) != steered(snapshot):
+            self.post_message(Steered())
 
     @property
     def latest_snapshot(self) -> Snapshot | None:

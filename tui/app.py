@@ -16,7 +16,9 @@ record, on an engine from ``engine_factory`` (by default a real ``Engine``); no 
 
 Snapshots arrive on the engine's thread: ``snapshot_callback`` only stores the newest one (an atomic
 attribute write). A timer started in ``on_ready`` at ``refresh_hz`` redraws from it, so the redraw rate is
-fixed however fast snapshots come, and nothing is redrawn when the snapshot (and the view) did not change.
+fixed however fast snapshots come, and nothing is redrawn when the snapshot (and the view) did not change;
+a snapshot that changes what the operator steers (level, pause, mode, step...) is drawn as it arrives (the
+engine publishes one as soon as it applies a command), so a key's effect is on screen without a tick's wait.
 The engine is typed as ``loadgen.run.engine.EngineControl``: anything with those methods will do.
 
 Quitting a live run asks first; then ``engine.stop()`` and ``engine.wait(timeout)`` run in a thread
@@ -43,7 +45,7 @@ from loadgen.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.run.signals import StopSignals
 from loadgen.snapshot import Snapshot
-from tui.actions import EngineActions
+from tui.actions import EngineActions, Steered
 from tui.baseline import open_baseline
 from tui.commands import RampCommands
 from tui.console import ConsoleScreen
@@ -123,6 +125,9 @@ class RampApp(EngineActions):
         if self._redraw_timer is not None:
             self._redraw_timer.stop()
         self._redraw_timer = self.set_interval(1 / self.refresh_hz, self.redraw, name="redraw")
+
+    def on_steered(self, message: Steered) -> None:
+        self.redraw()
 
     def redraw(self, force: bool = False) -> None:
         snapshot = self.latest_snapshot

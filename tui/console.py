@@ -156,7 +156,10 @@ class ConsoleScreen(Screen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(Dashboard).compact = is_compact(event.size.width, event.size.height)
-        self.query_one(Footer).show_command_palette = event.size.width >= PALETTE_IN_FOOTER_W
+        footer, palette = self.query_one(Footer), event.size.width >= PALETTE_IN_FOOTER_W
+        if footer.show_command_palette != palette:  # the reactive repaints; the key goes only on a recompose
+            footer.show_command_palette = palette
+            footer.refresh(recompose=True)
 
     def show(self, snapshot: Snapshot, view: ViewState) -> None:
         if self.baseline is not None:

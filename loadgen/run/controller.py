@@ -78,6 +78,7 @@ class Controller:
         self.record = RunRecord()  # none until setup opens one (--out)
         self.stop_requested: bool | None = None  # None, or the cancel flag of the stop asked for
         self.wake = asyncio.Event()
+        self.answer_due = False  # a command was applied: the next turn publishes it, not the next tick
 
     def worker_pids(self) -> list[int]:
         return self.fleet.pids()
@@ -111,6 +112,7 @@ class Controller:
                 self.wheel.switch_mode(mode)
             case NextStep():
                 self.wheel.next_step()
+        self.answer_due = True
         self.wake.set()
 
     def _mark(self, note: str) -> None:
@@ -198,6 +200,8 @@ class Controller:
             if now >= deadline:
                 deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
                 self._check_health(now)
+                self._publish_snapshot()
+            elif self.answer_due:  # the operator sees a key's effect now, not up to a tick later
                 self._publish_snapshot()
 
     def _next_timer_ns(self) -> int:
@@ -305,6 +309,7 @@ class Controller:
             self.record.path,
             self.wheel,
         )
+        self.answer_due = False
         self.publish(snap)
 
     # ---- shutdown ---------------------------------------------------------------------------------------

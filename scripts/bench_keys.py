@@ -1,0 +1,269 @@
+"""Key → screen latency of the console: how long after a key is typed its effect is on screen.
+
+Runs the real ``ramp demo --preset fast`` (the embedded simulator, no plan left to run by itself: a plan of
+levels S, S+1, ... with steps of an hour) in a tmux session of its own, at each stream count S, and for each
+key sends it with ``tmux send-keys`` and reads the screen with ``capture-pane`` as fast as it can until the
+key's effect shows: the level in the header (n: the plan's next level; ↑, ↓, l N⏎), the auto-ramp word
+(a), PAUSED (space), the loop's name (o), in a run at 160x48; the histogram's title (m, w), the help screen
+(?) and the tab's panel (1-6), in another run at 80x24. Each press's latency is from just before send-keys to the end of the first
+capture that shows the effect, so it includes tmux's own round trip (a capture is a few ms); presses are
+spaced by 0.25-0.5 s, spread so that they land all over the console's refresh period.
+
+    python scripts/bench_keys.py [--streams 256 1024] [--presses 10] [--timeout 5]
+
+A benchmark that prints numbers (docs/numbers.md), not a test. Needs tmux.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WIDE = (160, 48)  # the steering keys: the whole header fits beside the toasts
+SMALL = (80, 24)  # the local keys: the compact layout, with tabs
+POLL_S = 0.002  # between two captures while waiting for an effect
+START_TIMEOUT_S = 90.0
+
+Extract = Callable[[list[str]], object]
+
+
+@dataclass
+class Press:
+    label: str  # the row of the table it counts in
+    keys: tuple[str, ...]  # send-keys arguments, sent in one call
+    extract: Extract  # the part of the screen the key changes
+    want: object = None  # the value the key must bring (None: any value other than before)
+
+
+@dataclass
+class Result:
+    label: str
+    streams: int
+    times_s: list[float] = field(default_factory=list)
+    timeouts: int = 0
+
+
+class Session:
+    """``ramp ARGS`` in a detached tmux session on a tmux server of its own."""
+
+    def __init__(self, args: list[str], cwd: Path, size: tuple[int, int]) -> None:
+        self.name = f"ramp-keys-{uuid.uuid4().hex[:8]}"
+        ramp = Path(sys.executable).with_name("ramp")
+        exe = str(ramp) if ramp.exists() else shutil.which("ramp") or "ramp"
+        shell = " ".join(f"'{a}'" for a in [exe, *args])
+        env = f"env TERM=xterm-256color COLUMNS={size[0]} LINES={size[1]} {shell}; sleep 30"
+        dims = ["-x", str(size[0]), "-y", str(size[1])]
+        subprocess.run(
+            self.tmux("new-session", "-d", "-s", self.name, *dims, "-c", str(cwd), env), check=True
+        )
+
+    def tmux(self, *args: str) -> list[str]:
+        return ["tmux", "-L", self.name, *args]
+
+    def lines(self) -> list[str]:
+        out = subprocess.run(self.tmux("capture-pane", "-p", "-t", self.name), capture_output=True, text=True)
+        return out.stdout.splitlines()
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(self.tmux("send-keys", "-t", self.name, *keys), check=True)
+
+    def resize(self, size: tuple[int, int]) -> None:
+        subprocess.run(self.tmux("resize-window", "-t", self.name, "-x", str(size[0]), "-y", str(size[1])))
+
+    def wait(self, ok: Callable[[list[str]], bool], timeout: float, what: str) -> list[str]:
+        deadline = time.monotonic() + timeout
+        screen: list[str] = []
+        while time.monotonic() < deadline:
+            screen = self.lines()
+            if ok(screen):
+                return screen
+            time.sleep(0.05)  # polling the terminal for a condition, with a deadline
+        raise SystemExit(f"bench_keys: timed out waiting for {what}; the screen was:\n" + "\n".join(screen))
+
+    def close(self) -> None:
+        subprocess.run(self.tmux("kill-server"), capture_output=True)
+
+
+def header(screen: list[str]) -> str:
+    return screen[1] if len(screen) > 1 else ""
+
+
+def found(pattern: str, text: str) -> str | None:
+    m = re.search(pattern, text)
+    return m.group(1) if m else None
+
+
+def level(screen: list[str]) -> object:
+    return found(r"\blevel (\d+)", "\n".join(screen[:4]))
+
+
+def auto_word(screen: list[str]) -> object:
+    return found(r"\bauto (on|off)\b", header(screen))
+
+
+def paused(screen: list[str]) -> object:
+    return "PAUSED" in header(screen)
+
+
+def loop_name(screen: list[str]) -> object:
+    return found(r"\b(open|closed) loop\b", header(screen))
+
+
+def help_open(screen: list[str]) -> object:
+    return any("ramp — keys" in line for line in screen)
+
+
+def panel_title(screen: list[str]) -> object:
+    """The first panel's title under the tabs (80x24: the line under the tabs' underline)."""
+    return found(r"╭─ (.+?) ─", screen[7]) if len(screen) > 7 else None
+
+
+def in_flight(screen: list[str]) -> int:
+    value = found(r"\bin flight (\d[\d,]*)", "\n".join(screen[:4]))
+    return int(value.replace(",", "")) if value else 0
+
+
+def measure(session: Session, press: Press, timeout: float) -> float | None:
+    before = press.extract(session.lines())
+    t0 = time.perf_counter()
+    session.keys(*press.keys)
+    deadline = t0 + timeout
+    while time.perf_counter() < deadline:
+        now = press.extract(session.lines())
+        if (now == press.want) if press.want is not None else (now != before):
+            return time.perf_counter() - t0
+        time.sleep(POLL_S)  # polling the terminal for the key's effect, with a deadline
+    screen = "\n".join(session.lines())
+    print(
+        f"bench_keys: {press.label}: no effect in {timeout:g} s (before: {before!r}); screen:\n{screen}",
+        file=sys.stderr,
+    )
+    return None
+
+
+def steering_presses(streams: int, presses: int) -> list[Press]:
+    out = [Press("n", ("n",), level) for _ in range(presses)]
+    out += [Press("a", ("a",), auto_word) for _ in range(presses)]
+    out += [
+        Press("↑" if i % 2 == 0 else "↓", ("Up" if i % 2 == 0 else "Down",), level)
+        for i in range(2 * presses)
+    ]
+    # From the level ↑↓ left (the plan's last level): l to another, then back, each as one burst
+    base = streams + presses
+    for i in range(presses):
+        target = str(base + 5 if i % 2 == 0 else base)
+        out.append(Press("l N⏎", ("l", target, "Enter"), level, want=target))
+    out += [
+        Press("space (pause)" if i % 2 == 0 else "space (resume)", ("Space",), paused)
+        for i in range(2 * presses)
+    ]
+    out += [Press("o", ("o",), loop_name) for _ in range(2 * presses)]
+    return out
+
+
+def local_presses(presses: int) -> list[Press]:
+    out = [Press("m", ("m",), panel_title) for _ in range(presses)]
+    out += [Press("w", ("w",), panel_title) for _ in range(presses)]
+    out += [Press("?", ("?",), help_open) for _ in range(2 * presses)]  # ? opens the help and closes it
+    tabs = "234561"
+    out += [Press("1-6", (tabs[i % 6],), panel_title) for i in range(presses)]
+    return out
+
+
+def gap(i: int) -> float:
+    """0.25-0.5 s, spread evenly over the refresh period (the golden ratio's fractional steps)."""
+    return 0.25 + 0.25 * ((i * 0.6180339887) % 1.0)
+
+
+def run_at(streams: int, presses: int, timeout: float, preset: str, tmp: Path) -> list[Result]:
+    """The steering keys in one run at 160x48, then the local keys in another at 80x24, both at ``streams``."""
+    results: dict[str, Result] = {}
+    count = 0
+    for size, todo in ((WIDE, steering_presses(streams, presses)), (SMALL, local_presses(presses))):
+        levels = ",".join(str(streams + i) for i in range(presses + 1))
+        args = ["demo", "--preset", preset, "--steps", levels, "--step-seconds", "3600", "--warmup", "1"]
+        args += ["--out", str(tmp / f"keys-{streams}-{size[0]}.jsonl")]
+        session = Session(args, tmp, size)
+        try:
+            session.wait(lambda s: "RUNNING" in header(s), START_TIMEOUT_S, "the run to start")
+            session.wait(
+                lambda s: in_flight(s) >= 0.9 * streams, START_TIMEOUT_S, f"{streams} streams in flight"
+            )
+            session.wait(lambda s: "MEASURING" in header(s), 30, "the step's warm-up to end")
+            for press in todo:
+                taken = measure(session, press, timeout)
+                result = results.setdefault(press.label, Result(press.label, streams))
+                if taken is None:
+                    result.timeouts += 1
+                else:
+                    result.times_s.append(taken)
+                time.sleep(
+                    gap(count)
+                )  # spacing the presses over the refresh period (a benchmark, not a test)
+                count += 1
+        finally:
+            session.close()
+    return list(results.values())
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.0f}"
+
+
+def table(results: list[Result]) -> str:
+    rows = [
+        "| key | streams | presses | median ms | p90 ms | max ms | timed out |",
+        "|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in results:
+        t = sorted(r.times_s)
+        if t:
+            p90 = t[min(len(t) - 1, int(round(0.9 * (len(t) - 1))))]
+            cells = [ms(statistics.median(t)), ms(p90), ms(t[-1])]
+        else:
+            cells = ["–", "–", "–"]
+        rows.append(
+            f"| {r.label} | {r.streams:,} | {len(t) + r.timeouts} | {' | '.join(cells)} | {r.timeouts} |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--streams", type=int, nargs="+", default=[256, 1024], help="stream counts (default 256 1024)"
+    )
+    ap.add_argument("--presses", type=int, default=10, help="presses of each key (default 10)")
+    ap.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds a press waits for its effect (default 5)"
+    )
+    ap.add_argument("--preset", default="fast", help="the simulator's preset (default fast)")
+    opts = ap.parse_args()
+    if shutil.which("tmux") is None:
+        print("bench_keys: tmux is needed (apt-get install -y tmux)", file=sys.stderr)
+        return 2
+    if opts.presses < 1 or opts.timeout <= 0 or any(s < 1 for s in opts.streams):
+        print("bench_keys: --presses and --streams must be at least 1, --timeout positive", file=sys.stderr)
+        return 2
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="ramp-bench-keys-") as tmp:
+        for streams in opts.streams:
+            results += run_at(streams, opts.presses, opts.timeout, opts.preset, Path(tmp))
+            print(table([r for r in results if r.streams == streams]), flush=True)
+            print(flush=True)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
