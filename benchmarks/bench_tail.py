@@ -200,6 +200,7 @@ def _spans(npz: Any, name: str, width: int, since: int, until: int) -> np.ndarra
 def analyse(trace_dir: Path, truth: dict[str, Any], since: int, until: int) -> dict[str, Any]:
     stages: dict[str, list[np.ndarray]] = {s: [] for s in STAGES}
     ttft, ttft_truth, late = [], [], []
+    cpu: list[np.ndarray] = [np.zeros((0, 3), np.int64)]
     gcs: list[np.ndarray] = [np.zeros((0, 3), np.int64)]
     ships: list[np.ndarray] = [np.zeros((0, 2), np.int64)]
     for trace_path in sorted(trace_dir.glob("trace-*.jsonl")):
@@ -208,6 +209,7 @@ def analyse(trace_dir: Path, truth: dict[str, Any], since: int, until: int) -> d
             stages[name].append(values)
         gcs.append(_spans(npz, "gcs", 3, since, until))
         ships.append(_spans(npz, "ships", 2, since, until))
+        cpu.append(np.diff(_spans(npz, "cpu", 3, since, until), axis=0).sum(axis=0, keepdims=True))
         for t, g in pairs:
             ttft.append((t["first_token_ns"] - t["intended_ns"]) / 1e6)
             ttft_truth.append((g["first_token_ns"] - g["arrival_ns"]) / 1e6)
@@ -222,6 +224,7 @@ def analyse(trace_dir: Path, truth: dict[str, Any], since: int, until: int) -> d
         "late": np.asarray(late),
         "gcs": np.concatenate(gcs),
         "ships": np.concatenate(ships),
+        "cpu": np.concatenate(cpu).sum(axis=0),  # wall, CPU, run-queue wait of the loops' threads (ns)
         "span_s": (until - since) / 1e9,
     }
 
@@ -253,6 +256,11 @@ def report(r: dict[str, Any]) -> None:
         f"max {np.max(gc_ms) if len(gc_ms) else 0:.2f} ms; ship: {len(ships)} shipments, "
         f"p50 {_pct((ships[:, 1] - ships[:, 0]) / 1e6, 50):.2f} max "
         f"{np.max((ships[:, 1] - ships[:, 0]) / 1e6) if len(ships) else 0:.2f} ms"
+    )
+    wall, used, waited = r["cpu"]
+    print(
+        f"  the worker loop's thread: CPU {100 * used / max(wall, 1):.0f} % of the measured wall time, "
+        f"runnable but waiting for a core {100 * waited / max(wall, 1):.1f} %"
     )
     print(
         f"  TTFT p99 client {_pct(r['ttft'], 99):.2f}, truth {_pct(r['ttft_truth'], 99):.2f}: "

@@ -13,7 +13,9 @@ What is kept (int64 nanoseconds, at most ``LIMIT`` values a series, then ``full`
 * ``steps``: (start, end) of each task step (a coroutine's run between two awaits) of the tasks created
   after the start: requests finishing and new ones being sent, the tick;
 * ``ships``: (start, end) of each interval shipment (encoding the window's histograms);
-* ``gcs``: (start, end, generation) of each garbage collection.
+* ``gcs``: (start, end, generation) of each garbage collection;
+* ``cpu``: (time, CPU used, time spent runnable but waiting for a core) of the loop's thread at each
+  shipment: how much of the ``idle`` the OS took (Linux schedstat; -1 elsewhere).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Coroutine, Generator
 from typing import Any, ClassVar
 
 from loadgen.h1 import Connection, Pool
+from loadgen.run.health import runqueue_wait_ns
 
 LIMIT = 6_000_000  # values kept per series: 48 MB at most each, ~2M reads
 
@@ -87,6 +90,7 @@ class ReadTrace:
         self.steps: array[int] = array("q")
         self.ships: array[int] = array("q")
         self.gcs: array[int] = array("q")
+        self.cpu: array[int] = array("q")
         self.gc_start = 0
 
     @classmethod
@@ -116,7 +120,10 @@ class ReadTrace:
 
     def shipped(self, start_ns: int) -> None:
         if len(self.ships) < LIMIT:
-            self.ships.extend((start_ns, _monotonic_ns()))
+            now = _monotonic_ns()
+            wait = runqueue_wait_ns()
+            self.ships.extend((start_ns, now))
+            self.cpu.extend((now, time.thread_time_ns(), -1 if wait is None else wait))
 
     def close(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Write the timeline; stop timing (new connections, and ``loop``'s new tasks, are plain again)."""
@@ -128,7 +135,7 @@ class ReadTrace:
         if self.on_gc in gc.callbacks:
             gc.callbacks.remove(self.on_gc)
         reads, TimedConnection.reads = TimedConnection.reads, array("q")
-        series = (reads, self.steps, self.ships, self.gcs)
+        series = (reads, self.steps, self.ships, self.gcs, self.cpu)
 
         def values(s: array[int]) -> np.ndarray:
             return np.frombuffer(s, dtype=np.int64) if len(s) else np.zeros(0, np.int64)
@@ -140,4 +147,5 @@ class ReadTrace:
             steps=values(self.steps),
             ships=values(self.ships),
             gcs=values(self.gcs),
+            cpu=values(self.cpu),
         )
