@@ -21,6 +21,8 @@ client's stamp of it (``read delay``) is split along that timeline:
 * ``tasks``: task steps (a finished request's result and recording, the next request's send, the tick);
 * ``ship``: interval shipments (window histograms encoded and sent to the controller);
 * ``gc``: garbage collections (under whichever of the above they interrupted);
+* ``preempted``: wall time inside those callbacks while the OS ran something else (their CPU time, taken
+  with ``thread_time_ns``, is what the four above count);
 * ``stamp``: the read callback's entry to the stamp it records (what runs before ``monotonic_ns``);
 
 and, beside them, ``parse``: this read's own callback after its stamp (does not delay this request; it is
@@ -57,27 +59,42 @@ from loadgen.types import Target  # noqa: E402
 IDLE, TASK, READ, SHIP, GC = range(5)  # timeline labels, by priority: a GC inside a shipment counts as GC
 LABELS = ("idle", "tasks", "reads", "ship", "gc")  # indexed by the labels above
 LABEL_OF = {name: k for k, name in enumerate(LABELS)}
-STAGES = ("read delay", "idle", "reads", "tasks", "ship", "gc", "stamp", "parse", "send delay", "request leg")
+STAGES = (
+    "read delay",
+    "idle",
+    "reads",
+    "tasks",
+    "ship",
+    "gc",
+    "preempted",
+    "stamp",
+    "parse",
+    "send delay",
+    "request leg",
+)
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """One worker's loop, as disjoint segments: ``times[k]`` starts segment k, labelled ``label[k]``;
-    ``cum[L][k]``: time labelled L before ``times[k]``."""
+    """One worker's loop, as disjoint segments: ``times[k]`` starts segment k, labelled ``label[k]``, its
+    enclosing read or task step on CPU for ``share[k]`` of its wall time; ``cum[L][k]`` (``cum_cpu``): the
+    wall (CPU) time labelled L before ``times[k]``."""
 
     times: np.ndarray
     label: np.ndarray
+    share: np.ndarray
     cum: np.ndarray
-    reads: np.ndarray  # (n, 3): entry, stamp, exit
+    cum_cpu: np.ndarray
+    reads: np.ndarray  # (n, 4): entry, stamp, exit, CPU
 
-    def labelled(self, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
-        """(len(LABELS), n): how much of each [t0, t1) carried each label."""
-        return self._upto(t1) - self._upto(t0)
+    def labelled(self, t0: np.ndarray, t1: np.ndarray, cpu: bool = False) -> np.ndarray:
+        """(len(LABELS), n): how much of each [t0, t1) carried each label (of it on CPU, with ``cpu``)."""
+        return self._upto(t1, cpu) - self._upto(t0, cpu)
 
-    def _upto(self, t: np.ndarray) -> np.ndarray:
+    def _upto(self, t: np.ndarray, cpu: bool) -> np.ndarray:
         k = np.clip(np.searchsorted(self.times, t, side="right") - 1, 0, len(self.times) - 1)
-        out = self.cum[:, k].astype(np.float64)
-        inside = np.maximum(0, t - self.times[k])
+        out = (self.cum_cpu if cpu else self.cum)[:, k].astype(np.float64)
+        inside = np.maximum(0, t - self.times[k]) * (self.share[k] if cpu else 1.0)
         out[self.label[k], np.arange(len(t))] += inside
         before = t < self.times[0]  # before the first event: idle, counted back from it
         out[IDLE, before] += t[before] - self.times[0]
@@ -86,13 +103,10 @@ class Timeline:
 
 def timeline(npz: Any) -> Timeline:
     """The worker's segments: at every instant the highest-priority kind of work active then."""
-    reads = npz["reads"].reshape(-1, 3)
-    spans = [
-        (reads[:, 0], reads[:, 2], READ),
-        (npz["steps"].reshape(-1, 2)[:, 0], npz["steps"].reshape(-1, 2)[:, 1], TASK),
-        (npz["ships"].reshape(-1, 2)[:, 0], npz["ships"].reshape(-1, 2)[:, 1], SHIP),
-        (npz["gcs"].reshape(-1, 3)[:, 0], npz["gcs"].reshape(-1, 3)[:, 1], GC),
-    ]
+    reads, steps = npz["reads"].reshape(-1, 4), npz["steps"].reshape(-1, 3)
+    ships, gcs = npz["ships"].reshape(-1, 2), npz["gcs"].reshape(-1, 3)
+    spans = [(reads[:, 0], reads[:, 2], READ), (steps[:, 0], steps[:, 1], TASK)]
+    spans += [(ships[:, 0], ships[:, 1], SHIP), (gcs[:, 0], gcs[:, 1], GC)]
     times = np.concatenate([np.concatenate([a, b]) for a, b, _ in spans])
     kinds = np.concatenate([np.full(2 * len(a), k) for a, _, k in spans])
     deltas = np.concatenate([np.concatenate([np.ones(len(a)), -np.ones(len(a))]) for a, _, _ in spans])
@@ -102,11 +116,21 @@ def timeline(npz: Any) -> Timeline:
     for k in (TASK, READ, SHIP, GC):  # later kinds win: the priority order
         active = np.cumsum(np.where(kinds == k, deltas, 0)) > 0
         label[active] = k
+    # Reads and task steps never overlap (each is one loop callback): the one a segment lies in says how
+    # much of its wall time the thread was on CPU; the rest, the OS ran something else.
+    top = np.concatenate([reads[:, [0, 2, 3]], steps])
+    top = top[np.argsort(top[:, 0], kind="stable")]
+    at = np.searchsorted(top[:, 0], times, side="right") - 1
+    within = (at >= 0) & (times < top[np.maximum(at, 0), 1])
+    wall = np.maximum(1, top[:, 1] - top[:, 0])
+    share = np.where(within, np.clip(top[np.maximum(at, 0), 2] / wall[np.maximum(at, 0)], 0, 1), 1.0)
     length = np.diff(times, append=times[-1])
     cum = np.zeros((len(LABELS), len(times)), dtype=np.int64)
+    cum_cpu = np.zeros((len(LABELS), len(times)), dtype=np.float64)
     for k in range(len(LABELS)):
         cum[k, 1:] = np.cumsum(np.where(label == k, length, 0))[:-1]
-    return Timeline(times, label, cum, reads)
+        cum_cpu[k, 1:] = np.cumsum(np.where(label == k, length * share, 0))[:-1]
+    return Timeline(times, label, share, cum, cum_cpu, reads)
 
 
 def _profile(output: int) -> Any:
@@ -182,8 +206,11 @@ def _worker_stages(
     stamp, k = stamp[found], k[found]
     write = np.asarray([g["first_token_ns"] for _, g in pairs], dtype=np.int64)
     entry, done = line.reads[k, 0], line.reads[k, 2]
-    by_label = line.labelled(np.minimum(write, entry), entry) / 1e6  # [write, entry): what the loop did
-    stages = {name: by_label[idx] for name, idx in LABEL_OF.items()}
+    # [write, entry): what the loop did meanwhile, on CPU; the rest of its callbacks' time was preempted
+    wall = line.labelled(np.minimum(write, entry), entry) / 1e6
+    cpu = line.labelled(np.minimum(write, entry), entry, cpu=True) / 1e6
+    stages = {name: cpu[idx] for name, idx in LABEL_OF.items()}
+    stages["preempted"] = (wall - cpu).sum(axis=0)
     stages["read delay"] = (stamp - write) / 1e6
     stages["stamp"] = (stamp - entry) / 1e6
     stages["parse"] = (done - stamp) / 1e6
@@ -246,7 +273,9 @@ def report(r: dict[str, Any]) -> None:
         print(f"  {stage:11s} {_cell(r['stages'][stage])}")
     delay = r["stages"]["read delay"]
     tail = delay >= _pct(delay, 99)
-    shares = ", ".join(f"{name} {np.mean(r['stages'][name][tail]):.3f}" for name in LABELS + ("stamp",))
+    shares = ", ".join(
+        f"{name} {np.mean(r['stages'][name][tail]):.3f}" for name in LABELS + ("preempted", "stamp")
+    )
     print(f"  the slowest 1% (read delay >= p99), mean ms: {shares}")
     gcs, ships = r["gcs"], r["ships"]
     gc_ms = (gcs[:, 1] - gcs[:, 0]) / 1e6

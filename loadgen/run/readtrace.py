@@ -8,9 +8,10 @@ it runs: no branch is added per read (the pool's connection class is swapped onl
 
 What is kept (int64 nanoseconds, at most ``LIMIT`` values a series, then ``full`` says so):
 
-* ``reads``: (entry, stamp, exit) of each ``buffer_updated``: the callback's start, the stamp the client
-  records (``Connection.t_ns``), and the end of its parse and SSE sink;
-* ``steps``: (start, end) of each task step (a coroutine's run between two awaits) of the tasks created
+* ``reads``: (entry, stamp, exit, CPU) of each ``buffer_updated``: the callback's start, the stamp the
+  client records (``Connection.t_ns``), the end of its parse and SSE sink, and the thread's CPU time it
+  took (less than exit - entry when the OS ran something else meanwhile);
+* ``steps``: (start, end, CPU) of each task step (a coroutine's run between two awaits) of the tasks created
   after the start: requests finishing and new ones being sent, the tick;
 * ``ships``: (start, end) of each interval shipment (encoding the window's histograms);
 * ``gcs``: (start, end, generation) of each garbage collection;
@@ -34,6 +35,7 @@ from loadgen.run.health import runqueue_wait_ns
 LIMIT = 6_000_000  # values kept per series: 48 MB at most each, ~2M reads
 
 _monotonic_ns = time.monotonic_ns
+_thread_ns = time.thread_time_ns
 
 
 class TimedConnection(Connection):
@@ -43,11 +45,12 @@ class TimedConnection(Connection):
     reads: ClassVar[array[int]] = array("q")
 
     def buffer_updated(self, nbytes: int) -> None:
+        cpu = _thread_ns()
         entry = _monotonic_ns()
         self.data_received(self.pool.read_buffer[:nbytes])
         reads = TimedConnection.reads
         if len(reads) < LIMIT:
-            reads.extend((entry, self.t_ns, _monotonic_ns()))
+            reads.extend((entry, self.t_ns, _monotonic_ns(), _thread_ns() - cpu))
 
 
 class TimedCoroutine(Coroutine[Any, Any, Any]):
@@ -60,20 +63,22 @@ class TimedCoroutine(Coroutine[Any, Any, Any]):
         self.steps = steps
 
     def send(self, value: Any) -> Any:
+        cpu = _thread_ns()
         start = _monotonic_ns()
         try:
             return self.coro.send(value)
         finally:
             if len(self.steps) < LIMIT:
-                self.steps.extend((start, _monotonic_ns()))
+                self.steps.extend((start, _monotonic_ns(), _thread_ns() - cpu))
 
     def throw(self, *args: Any) -> Any:
+        cpu = _thread_ns()
         start = _monotonic_ns()
         try:
             return self.coro.throw(*args)
         finally:
             if len(self.steps) < LIMIT:
-                self.steps.extend((start, _monotonic_ns()))
+                self.steps.extend((start, _monotonic_ns(), _thread_ns() - cpu))
 
     def close(self) -> None:
         self.coro.close()

@@ -48,8 +48,8 @@ def test_steps_and_collections_are_logged_while_on_and_the_pool_is_plain_after(t
     asyncio.run(main())
     assert Pool.connection_class is Connection
     saved = np.load(tmp_path / "reads-0.npz")
-    steps = saved["steps"].reshape(-1, 2)
-    assert len(steps) == 3 and (steps[:, 1] >= steps[:, 0]).all()
+    steps = saved["steps"].reshape(-1, 3)
+    assert len(steps) == 3 and (steps[:, 1] >= steps[:, 0]).all() and (steps[:, 2] >= 0).all()
     gcs = saved["gcs"].reshape(-1, 3)
     assert len(gcs) >= 1 and gcs[0, 2] == 2  # the full collection, generation 2
     assert steps[1, 0] <= gcs[0, 0] <= gcs[0, 1] <= steps[1, 1]  # inside the step that ran it
@@ -59,10 +59,11 @@ def test_steps_and_collections_are_logged_while_on_and_the_pool_is_plain_after(t
 
 def test_the_split_gives_each_instant_to_the_innermost_work() -> None:
     bench = _bench_tail()
-    # a task step 100..200 holding a GC 120..150; a read 250..260 (stamp 251); a shipment 300..340; idle between
+    # a task step 100..200 (on CPU half of it) holding a GC 120..150; a read 250..260 (stamp 251, all of it
+    # on CPU); a shipment 300..340 (from a command's handle: no step around it); idle between
     series = {
-        "reads": np.asarray([250, 251, 260], np.int64),
-        "steps": np.asarray([100, 200], np.int64),
+        "reads": np.asarray([250, 251, 260, 10], np.int64),
+        "steps": np.asarray([100, 200, 50], np.int64),
         "ships": np.asarray([300, 340], np.int64),
         "gcs": np.asarray([120, 150, 0], np.int64),
     }
@@ -76,3 +77,10 @@ def test_the_split_gives_each_instant_to_the_innermost_work() -> None:
     assert by["ship"].tolist() == [40, 0, 0]
     assert by["idle"].tolist() == [10 + 50 + 40 + 60, 50, 0]
     assert got.sum(axis=0).tolist() == (t1 - t0).tolist()
+    cpu = line.labelled(t0, t1, cpu=True)
+    on_cpu = {name: cpu[i] for i, name in enumerate(bench.LABELS)}
+    assert on_cpu["tasks"].tolist() == [35, 25, 0]
+    assert on_cpu["gc"].tolist() == [15, 10, 0]
+    assert on_cpu["reads"].tolist() == by["reads"].tolist()
+    assert on_cpu["ship"].tolist() == by["ship"].tolist()
+    assert on_cpu["idle"].tolist() == by["idle"].tolist()
