@@ -278,6 +278,10 @@ class Pool:
     """Keep-alive connections to one origin, at most ``limit`` open; waiting for one counts as latency.
     With ``proxy`` (an HTTP proxy's URL) every connection goes through it."""
 
+    # What a new connection is made of: a subclass times every read when a benchmark asks for it
+    # (``loadgen.run.readtrace``, set once at a worker's start), at no cost per read when it does not.
+    connection_class: type[Connection] = Connection
+
     def __init__(
         self,
         base_url: str,
@@ -341,7 +345,7 @@ class Pool:
 
     async def _connect(self) -> Connection:
         loop = asyncio.get_running_loop()
-        factory: Callable[[], Connection] = lambda: Connection(self)  # noqa: E731
+        factory: Callable[[], Connection] = lambda: self.connection_class(self)  # noqa: E731
         proxy = self.proxy
         if proxy is None:
             host, port = self.host, self.port

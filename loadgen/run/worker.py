@@ -48,6 +48,7 @@ from loadgen.run.protocol import (
     WorkerMessage,
     WorkerReady,
 )
+from loadgen.run.readtrace import ReadTrace
 from loadgen.run.shipping import RequestTrace, WindowBook
 from loadgen.sources import RequestLog
 from loadgen.types import RequestResult, RequestSpec, Target, replica_name
@@ -214,6 +215,7 @@ class Worker:
         self.book = WindowBook(spec.worker_id, deltas.put, spec.slo, detail=spec.detail)
         self.health = HealthSampler()
         self.trace = RequestTrace(spec.worker_id)
+        self.reads = ReadTrace.from_env(spec.worker_id)  # benchmarks/bench_tail.py: None unless asked for
         self.gate = Gate()
         self.mode: Mode = "closed"
         self.sessions = 0
@@ -233,6 +235,8 @@ class Worker:
         # No such signal here, or not the main thread (a Ray actor's worker: the actor is killed instead).
         with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError, ValueError):
             loop.add_signal_handler(signal.SIGTERM, self.handle, StopLoad(True))
+        if self.reads is not None:
+            self.reads.start(loop)
         threading.Thread(target=self._read_commands, args=(loop,), daemon=True).start()
         watch = asyncio.create_task(self.health.watch())
         ticker = asyncio.create_task(self._tick())
@@ -243,6 +247,8 @@ class Worker:
         for client in self.clients:
             await client.aclose()
         self.trace.close()
+        if self.reads is not None:
+            self.reads.close(loop)
         self.requests_log.close()
 
     def _read_commands(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -304,7 +310,10 @@ class Worker:
             self._ship()
 
     def _ship(self) -> None:
+        start_ns = time.monotonic_ns()
         self.book.ship(len(self.open.backlog), self.health.take, len(self.closed.backing_off))
+        if self.reads is not None:
+            self.reads.shipped(start_ns)
 
     async def _stop(self, cancel: bool) -> None:
         self.gate.stopping = True

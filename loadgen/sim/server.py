@@ -210,6 +210,7 @@ class SimServer:
                 self.engine.abort(seq)
             gt["admitted_ns"] = seq.admitted_ns
             gt["first_token_ns"] = st.first_ns
+            gt["first_due_ns"] = seq.first_token_ns  # when the engine's step made it: lateness = write - due
             gt["last_token_ns"] = st.last_ns
             gt["cached_tokens"] = seq.cached_tokens
             gt["output_tokens"] = st.sent
