@@ -96,6 +96,27 @@ def reachable(config: RunConfig) -> bool:
     return True
 
 
+def run_face(config: RunConfig, host: str, port: int | None, headless: bool) -> RunOutcome | None:
+    """The run on its face, headless or the console, with ``--metrics-port``'s exporter (``host``, ``port``)
+    beside it for as long as it lasts: ``ramp run``'s and ``ramp launch``'s one way to run a config."""
+    from loadgen.exits import UsageError
+    from loadgen.run.exporter import with_exporter
+
+    try:
+        config, metrics = with_exporter(config, host, port, say)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        if headless:
+            return run_headless(config)
+        from tui.app import run_console
+
+        return run_console(config, refresh_hz=config.snapshot_hz)  # --refresh, else 4 Hz
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
 def run_headless(config: RunConfig) -> RunOutcome | None:
     """Run ``config`` to its end with progress on stderr; None if the engine did not finish. SIGINT, SIGTERM
     and SIGHUP stop it like Ctrl-C (``loadgen.run.signals``): the outcome then carries the signal."""

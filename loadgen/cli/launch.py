@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import IO
 
 from loadgen.cli.flags import Flags, RunFlags, add_run_flags
-from loadgen.cli.headless import finish, reachable, run_headless, say
+from loadgen.cli.headless import finish, reachable, run_face, say
 from loadgen.cli.resolve import resolve
-from loadgen.config import RunConfig, RunOutcome
+from loadgen.config import RunConfig
 from loadgen.exits import EXIT_UNREACHABLE, UsageError
-from loadgen.run.exporter import with_exporter
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
@@ -250,23 +249,9 @@ def _run_launched(resolved: RunConfig, srv: Launched, flags: RunFlags) -> int:
     config = _launched_config(resolved, srv)
     if not reachable(config):
         return EXIT_UNREACHABLE
-    try:
-        config, metrics = with_exporter(config, flags.metrics_host, flags.metrics_port, say)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    outcome: RunOutcome | None
-    try:
-        if flags.headless:
-            # The engine itself watches the server (config.server_exit): the moment it exits under load the
-            # record gets a mark and the run ends as failed (load on a dead server measures nothing).
-            outcome = run_headless(config)
-        else:
-            from tui.app import run_console
-
-            outcome = run_console(config, refresh_hz=config.snapshot_hz)  # --refresh, else 4 Hz
-    finally:
-        if metrics is not None:
-            metrics.close()
+    # The engine itself watches the server (config.server_exit): the moment it exits under load the record
+    # gets a mark and the run ends as failed (load on a dead server measures nothing).
+    outcome = run_face(config, flags.metrics_host, flags.metrics_port, flags.headless)
     died = _died(srv)
     if outcome is not None and died:
         note = (outcome.message + "; " if outcome.message else "") + _died_message(srv)

@@ -36,14 +36,12 @@ from loadgen import __version__
 from loadgen.check.flags import DESCRIPTION as CHECK_HELP
 from loadgen.check.flags import add_check_flags
 from loadgen.cli.flags import RunFlags, add_run_flags
-from loadgen.cli.headless import console_refused, finish, reachable, run_headless, say
+from loadgen.cli.headless import console_refused, finish, reachable, run_face, say
 from loadgen.cli.launch import DESCRIPTION as LAUNCH_DESCRIPTION
 from loadgen.cli.launch import HELP as LAUNCH_HELP
 from loadgen.cli.launch import add_launch_flags, launch_main
 from loadgen.cli.resolve import resolve
-from loadgen.config import RunOutcome
 from loadgen.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
-from loadgen.run.exporter import with_exporter
 from loadgen.target.http import scrub
 
 __all__ = ["SHELLS", "SUBCOMMANDS", "build_parser", "build_parsers", "main", "target_url"]
@@ -308,21 +306,7 @@ def _run(flags: RunFlags, url: str) -> int:
     config = resolve(flags, target_url(flags, url))
     if not reachable(config):
         return EXIT_UNREACHABLE
-    try:
-        config, metrics = with_exporter(config, flags.metrics_host, flags.metrics_port, say)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    outcome: RunOutcome | None
-    try:
-        if flags.headless:
-            outcome = run_headless(config)
-        else:
-            from tui.app import run_console
-
-            outcome = run_console(config, refresh_hz=flags.refresh or 4.0)
-    finally:
-        if metrics is not None:
-            metrics.close()
+    outcome = run_face(config, flags.metrics_host, flags.metrics_port, flags.headless)
     return finish(outcome, config)
 
 
