@@ -79,7 +79,7 @@ def test_json_nested_past_the_recursion_limit(tmp_path: Path, capsys: pytest.Cap
     )
     array = tmp_path / "deep.json"
     array.write_text("[" + nested(200_000) + "]")
-    assert f"{array}:1: json: nested too deeply" in refused(
+    assert f"{array}: record #1: json: nested too deeply" in refused(
         capsys, "--dataset", str(array), "--dataset-format", "openai"
     )
     requests = tmp_path / "deep-requests.jsonl"

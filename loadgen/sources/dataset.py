@@ -16,17 +16,17 @@ then each user message with the assistant message after it as that turn's record
 messages are joined). A record without a user message is skipped (the count is in the note); a record that
 is malformed is a ``SourceError`` naming the file, the line (or record number) and the field.
 
-Memory: a text or JSONL file is validated line by line and then held as an index (``DatasetRecords``: 16
-bytes a record), each worker reading the records it replays from the file; a JSON array is read whole
-(convert a big one to JSONL).
+Memory: a file is validated record by record and then held as an index (``DatasetRecords``: 16 bytes a
+line of text or JSONL, 24 an element of a JSON array), each worker reading the records it replays from the
+file: memory grows with what is used, not with the file.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import overload
 
+from loadgen.sources.arrays import ArrayIndex, scan_array
 from loadgen.sources.lines import LineIndex, scan_lines
 from loadgen.sources.model import (
     Conversation,
@@ -36,11 +36,8 @@ from loadgen.sources.model import (
     Source,
     SourceError,
     check_tokens,
-    decode_text,
-    file_hash,
     jsonl_lines,
     parse_json,
-    read_bytes,
 )
 
 SHAREGPT_ROLES: Mapping[str, str] = {
@@ -56,14 +53,13 @@ SHAREGPT_ROLES: Mapping[str, str] = {
 }
 OPENAI_ROLES = ("system", "developer", "user", "assistant")
 
-Record = tuple[int | str, object]  # (where: a line number or "record #N", the decoded value)
-
 
 class DatasetRecords(Sequence[Conversation]):
-    """A text or JSONL dataset's records, read from the file when asked for (``LineIndex``): validated once
-    when the run starts, then only the offsets are held (and pickled to the workers)."""
+    """A dataset's records, read from the file when asked for (``LineIndex`` for text and JSONL,
+    ``ArrayIndex`` for a JSON array): validated once when the run starts, then only the offsets are held
+    (and pickled to the workers)."""
 
-    def __init__(self, index: LineIndex, fmt: DatasetFormat) -> None:
+    def __init__(self, index: LineIndex | ArrayIndex, fmt: DatasetFormat) -> None:
         self.lines = index
         self.fmt = fmt
 
@@ -80,10 +76,21 @@ class DatasetRecords(Sequence[Conversation]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         number, text = self.lines.read(i)
-        found = _line_record(self.lines.path, number, text, self.fmt)
+        if isinstance(self.lines, ArrayIndex):
+            found = _element_record(self.lines.path, number, text, self.fmt)
+        else:
+            found = _line_record(self.lines.path, number, text, self.fmt)
         if found is None:  # the file changed under the same size and mtime: say so, never replay garbage
-            raise SourceError(self.lines.path, number, None, "changed since the run read it")
+            raise SourceError(
+                self.lines.path, self.lines.where(number), None, "changed since the run read it"
+            )
         return found
+
+
+def _element_record(path: str, number: int, text: str, fmt: DatasetFormat) -> Conversation | None:
+    """One element of a JSON array as a record (None: a record without a user turn)."""
+    where = f"record #{number}"
+    return read_record(path, where, parse_json(path, where, text), fmt)
 
 
 def _line_record(path: str, number: int, text: str, fmt: DatasetFormat) -> Conversation | None:
@@ -115,12 +122,13 @@ def _scan(path: str, fmt: DatasetFormat) -> tuple[DatasetRecords, int, int]:
 
 
 def _first_line(path: str) -> str:
-    """The file's first non-blank line (at most 1 MiB of it), for detection: the file is not read whole."""
+    """The file's first non-blank line (at most 1 MiB of it), for detection: the file is not read whole
+    (a JSON array is often one line)."""
     try:
         with open(path, "rb") as f:
-            for raw in f:
+            while raw := f.readline(1 << 20):
                 if raw.strip():
-                    return raw[: 1 << 20].decode("utf-8", "replace")
+                    return raw.decode("utf-8", "replace")
     except OSError as exc:
         raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
     return ""
@@ -139,20 +147,27 @@ def load_dataset(options: DatasetOptions) -> Source:
 
 
 def _load_array(options: DatasetOptions) -> Source:
+    """A JSON array, scanned element by element (``scan_array``): the first record says the format when
+    none is given."""
     path = options.path
-    data = read_bytes(path)
-    text = decode_text(path, data)
-    fmt = options.format or detect_format(path, text)
-    skipped = 0
-    conversations: list[Conversation] = []
-    for where, value in json_records(path, text):
-        conversation = read_record(path, where, value, fmt)
-        if conversation is None:
+    fmt: DatasetFormat | None = options.format
+    skipped = turns = 0
+
+    def keep(number: int, value: object) -> bool:
+        nonlocal fmt, skipped, turns
+        where = f"record #{number}"
+        if fmt is None:
+            fmt = _record_format(path, where, value)
+        found = read_record(path, where, value, fmt)
+        if found is None:
             skipped += 1
-        else:
-            conversations.append(conversation)
-    turns = sum(len(c.turns) for c in conversations)
-    return _source(options, tuple(conversations), fmt, (skipped, turns), file_hash(data))
+            return False
+        turns += len(found.turns)
+        return True
+
+    index = scan_array(path, keep)
+    records = DatasetRecords(index, fmt or "openai")
+    return _source(options, records, records.fmt, (skipped, turns), index.sha256)
 
 
 def _source(
@@ -181,45 +196,29 @@ def _source(
     )
 
 
-def detect_format(path: str, text: str) -> DatasetFormat:
-    if path.lower().endswith(".txt"):
+def detect_format(path: str, first: str) -> DatasetFormat:
+    """The format of a text or JSONL file from its first non-blank line (a JSON array is read apart)."""
+    if path.lower().endswith(".txt") or not first.lstrip().startswith("{"):
         return "text"
-    head = text.lstrip()[:1]
-    if head not in ("[", "{"):
-        return "text"
-    for where, value in json_records(path, text):
-        if isinstance(value, dict):
-            if "conversations" in value:
-                return "sharegpt"
-            if "messages" in value or "prompt" in value:
-                return "openai"
-        raise SourceError(
-            path,
-            where,
-            None,
-            "neither 'conversations' (ShareGPT) nor 'messages'/'prompt' (OpenAI-style): give the format "
-            "(--dataset-format sharegpt|openai|text)",
-        )
+    for where, value in jsonl_lines(path, first):
+        return _record_format(path, where, value)
     return "text"
 
 
-def json_records(path: str, text: str) -> Iterator[Record]:
-    """A JSON array's elements (``record #N``) or a JSONL file's lines (line numbers)."""
-    if text.lstrip().startswith("["):
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SourceError(
-                path, exc.lineno, "json", f"not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from None
-        except RecursionError:
-            raise SourceError(path, 1, "json", "nested too deeply to read (thousands of levels)") from None
-        if not isinstance(values, list):
-            raise SourceError(path, 1, "json", "expected an array of records")
-        for index, value in enumerate(values, 1):
-            yield f"record #{index}", value
-        return
-    yield from jsonl_lines(path, text)
+def _record_format(path: str, where: int | str, value: object) -> DatasetFormat:
+    """The format the first record says: ``conversations`` → sharegpt, ``messages``/``prompt`` → openai."""
+    if isinstance(value, dict):
+        if "conversations" in value:
+            return "sharegpt"
+        if "messages" in value or "prompt" in value:
+            return "openai"
+    raise SourceError(
+        path,
+        where,
+        None,
+        "neither 'conversations' (ShareGPT) nor 'messages'/'prompt' (OpenAI-style): give the format "
+        "(--dataset-format sharegpt|openai|text)",
+    )
 
 
 def read_record(path: str, where: int | str, value: object, fmt: DatasetFormat) -> Conversation | None:
