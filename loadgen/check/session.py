@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import parse_qsl
 
+from loadgen.check.capped import SDK_BYTES, cap_answers
 from loadgen.target.connect import proxy_for, tls_context
 from loadgen.target.http import api_key, scrub, target_headers, target_root, url_secrets
 from loadgen.target.ratelimit import read_ratelimit
@@ -239,11 +240,13 @@ def open_session(target: Target, model: str, timeout_s: float) -> Session:
     target's auth (``Bearer`` from the key's variable, or the URL's ``user:password``), TLS and proxy."""
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-    # The SDK's own httpx flavour (httpx, or httpx2 in recent SDKs), with the SDK's defaults kept.
+    # The SDK's own httpx flavour (httpx, or httpx2 in recent SDKs), with the SDK's defaults kept; every
+    # answer bounded in bytes and time (``capped``).
     http = DefaultAsyncHttpxClient(
         verify=tls_context(target),
         proxy=proxy_for(target),
         trust_env=False,  # the proxy is chosen by the one rule; SSL_CERT_FILE is read by tls_context
+        event_hooks={"response": [cap_answers(SDK_BYTES, timeout_s * 2)]},
     )
     query = dict(parse_qsl(target.url.partition("?")[2].partition("#")[0]))
     sdk = AsyncOpenAI(

@@ -27,6 +27,7 @@ __all__ = [
     "ReplyTooLarge",
     "ReplyTooSlow",
     "read_capped",
+    "size_text",
 ]
 
 # A vLLM or SGLang /metrics page is 50-500 KB (histograms per model and LoRA adapter); a DCGM exporter's
@@ -55,7 +56,7 @@ class CappedReply:
         return self.content.decode("utf-8", "replace")
 
 
-def _size(limit: int) -> str:
+def size_text(limit: int) -> str:
     return f"{limit / (1 << 20):g} MiB" if limit >= 1 << 20 else f"{limit:,} bytes"
 
 
@@ -77,13 +78,13 @@ async def read_capped(
         async with client.stream(method, url, json=json) as response:
             length = response.headers.get("content-length", "")
             if length.isdigit() and int(length) > max_bytes:
-                raise ReplyTooLarge(f"{name} sent {int(length):,} bytes, more than {_size(max_bytes)}")
+                raise ReplyTooLarge(f"{name} sent {int(length):,} bytes, more than {size_text(max_bytes)}")
             chunks: list[bytes] = []
             got = 0
             async for chunk in response.aiter_bytes():
                 got += len(chunk)
                 if got > max_bytes:
-                    raise ReplyTooLarge(f"{name} sent more than {_size(max_bytes)}")
+                    raise ReplyTooLarge(f"{name} sent more than {size_text(max_bytes)}")
                 chunks.append(chunk)
             return CappedReply(response.status_code, b"".join(chunks))
 

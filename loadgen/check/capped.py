@@ -1,0 +1,50 @@
+"""The SDK's answers bounded in bytes and in time, as every other read from a server is
+(``loadgen.target.bounded``): ``cap_answers`` is an httpx response hook for the SDK's own client.
+
+The SDK reads a non-streamed answer whole (``response.aread``) and a stream chunk by chunk
+(``response.aiter_bytes``); httpx's timeouts are per read, so an endless body, or one that trickles, was
+read for as long as the server sent it, into memory. The hook wraps the response's ``aiter_bytes``, which
+both paths read through, after decoding (a gzip bomb counts as what it inflates to): past ``max_bytes`` or
+``total_s`` it raises ``ReplyTooLarge`` / ``ReplyTooSlow``, which the check shows as its failure. It works
+on whichever httpx the SDK brings (httpx, or httpx2 in recent SDKs): it only touches the response it is
+handed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from loadgen.target.bounded import ReplyTooLarge, ReplyTooSlow, size_text
+
+__all__ = ["SDK_BYTES", "cap_answers"]
+
+SDK_BYTES = 16 << 20  # a check's answers are a few KB (16-token replies, a model list, an error)
+
+
+def cap_answers(max_bytes: int, total_s: float) -> Callable[[Any], Awaitable[None]]:
+    """An httpx ``response`` event hook capping each answer at ``max_bytes`` decoded bytes and
+    ``total_s`` from its headers to its last byte."""
+
+    async def hook(response: Any) -> None:
+        name = str(response.request.url.copy_with(query=None))  # no query: it may carry a key
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_bytes:
+            raise ReplyTooLarge(f"{name} sent {int(length):,} bytes, more than {size_text(max_bytes)}")
+        read = response.aiter_bytes
+        deadline = time.monotonic() + total_s
+
+        async def capped(chunk_size: int | None = None) -> AsyncIterator[bytes]:
+            got = 0
+            async for chunk in read(chunk_size):
+                got += len(chunk)
+                if got > max_bytes:
+                    raise ReplyTooLarge(f"{name} sent more than {size_text(max_bytes)}")
+                if time.monotonic() > deadline:
+                    raise ReplyTooSlow(f"timeout after {total_s:g} s: {name} did not finish its answer")
+                yield chunk
+
+        response.aiter_bytes = capped
+
+    return hook
