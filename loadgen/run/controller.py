@@ -248,6 +248,9 @@ class Controller:
         extra = timeline(summary, self.status.t0_ns, self.snapshots) | cost_keys(summary, self.config)
         extra |= self.fleet.step_keys(seg.judges)  # Ray: each host's health, the flushes' round trips
         self.record.step(summary, seg.acc.encoded(), extra, seg.seg_id)  # and the per-request rows, if asked
+        for text in self.link.new_drops():  # a telemetry page dropped during the step: a toast, an event
+            self.wheel.notify(text)
+            self.record.event("warning", {"note": text, "step": summary.index + 1})
         self._early_stop(summary)
         self.wheel.reported(summary, seg.end is not None and seg.end.held)
         if self.wheel.finished_search is not None:

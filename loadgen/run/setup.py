@@ -90,7 +90,7 @@ async def prepare(
     # The resolved API (flags over profile, merged once into the target) is what the workers speak.
     sizer, sized_by = await fit_sizer(config, status.model)  # /tokenize, else --tokenizer, else estimated
     await link.start(config)
-    status.warnings.extend(link.dropped())  # on screen and in the record's events
+    status.warnings.extend(link.new_drops())  # on screen and in the record's events
     source = config.profile.replay
     if source is not None and isinstance(info.max_model_len, int) and not config.fit_context:
         overflow = first_overflow(source, info.max_model_len)  # before any prompt is built

@@ -31,6 +31,7 @@ class TelemetryLink:
         # Several replicas as one target: a hub per replica after the first (``hub`` polls the first, and
         # the GPU sources), each polling that replica's /metrics for the per-replica KV-cache usage.
         self.replica_hubs: list[TelemetryHub] = []
+        self.told: set[str] = set()  # the drop notices already said (``new_drops``)
 
     @property
     def active(self) -> bool:
@@ -100,6 +101,13 @@ class TelemetryLink:
             for name, text in hub.statuses().items()
             if text.endswith("(telemetry dropped)")
         ]
+
+    def new_drops(self) -> list[str]:
+        """``dropped``'s notices not said before: the run says each once, when it is first seen (at the
+        start, or at the end of the step during which a page went too big or too slow)."""
+        fresh = [text for text in self.dropped() if text not in self.told]
+        self.told.update(fresh)
+        return fresh
 
     def replica_kv(self, t0_ns: int, t1_ns: int) -> list[float | None]:
         """Each replica's mean KV-cache usage over a window (None where n/a); [] with one server."""

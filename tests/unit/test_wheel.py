@@ -262,3 +262,31 @@ def test_a_closing_step_keeps_its_own_figures_and_number_on_the_snapshot() -> No
     snap = ctl.snapshots.build(clock(), ctl.status, ctl.load, ctl.steps, ctl.live, ctl.link, None, ctl.wheel)
     assert (snap.phase, snap.step_index, snap.level, snap.closing_left) == ("closing", 0, 4, 3)
     assert snap.windows["step"].ok == 7 and snap.windows["step"].duration_s == 3.0
+
+
+def test_a_telemetry_page_dropped_mid_run_is_a_record_event_of_its_step_said_once(tmp_path: Path) -> None:
+    """Issue 20.2's remainder: a /metrics that goes endless after a good start was only in the source's
+    status; now the step it happened in records a warning (once) and the console gets a toast."""
+    record = tmp_path / "run.jsonl"
+    ctl, fleet, clock, _ = controller(plan=RampPlan((4.0, 4.0, 4.0), step_s=2.0, warmup_s=0.0), record=record)
+    dropped: list[str] = []
+    ctl.link.dropped = lambda: list(dropped)  # type: ignore[method-assign]  # the hub's statuses, scripted
+    ctl.start_load()
+
+    def one_step() -> None:
+        window = fleet.window[0]
+        _measure(ctl, fleet, clock, 2, ok=2, in_flight=4)
+        clock.advance(0.2)
+        fleet.ship(ok=4, in_flight=0, window=window, closed=True)
+        tick(ctl)
+
+    one_step()
+    note = "telemetry source metrics: http://127.0.0.1:9/metrics sent more than 8 MiB (telemetry dropped)"
+    dropped.append(note)
+    one_step()
+    one_step()  # still dropped: not said again
+    events = [json.loads(t) for t in record.read_text().splitlines() if '"type":"event"' in t]
+    warnings = [e for e in events if e.get("kind") == "warning"]
+    assert [(w["note"], w["step"]) for w in warnings] == [(note, 2)], events
+    assert [text for _, text in ctl.wheel.notices] == [note]
+    assert [s.index for s in ctl.steps.summaries] == [0, 1, 2]
