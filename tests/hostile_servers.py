@@ -66,17 +66,25 @@ def huge_metrics(megabytes: int) -> Handler:
     return metrics
 
 
-async def endless_line(req: web.Request) -> web.StreamResponse:
-    """A 200 SSE stream whose first event never ends: ``data: xxxx...`` without a newline, forever."""
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(req)
-    try:
-        await resp.write(b"data: ")
-        while True:
-            await resp.write(CHUNK)
-    except (ConnectionError, RuntimeError):
-        pass
-    return resp
+def endless_body(start: bytes, content_type: str) -> Handler:
+    """A 200 whose body is ``start`` and then ``x`` forever (until the client hangs up)."""
+
+    async def endless(req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": content_type})
+        await resp.prepare(req)
+        try:
+            await resp.write(start)
+            while True:
+                await resp.write(CHUNK)
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
+
+    return endless
+
+
+# A 200 SSE stream whose first event never ends: ``data: xxxx...`` without a newline, forever.
+endless_line = endless_body(b"data: ", "text/event-stream")
 
 
 def serving(

@@ -11,12 +11,11 @@ from collections.abc import Iterator
 import pytest
 from aiohttp import web
 from fault_servers import FaultServer, Handler, models_ok
+from hostile_servers import endless_body, endless_line
 
 from loadgen.check import session
 from loadgen.check.main import run_checks
 from loadgen.types import Target
-
-CHUNK = b"x" * 65536
 
 
 def answering(body_writer: Handler) -> Iterator[FaultServer]:
@@ -34,19 +33,14 @@ def answering(body_writer: Handler) -> Iterator[FaultServer]:
         server.stop()
 
 
+endless_json = endless_body(b'{"id": "', "application/json")
+
+
 async def endless(req: web.Request) -> web.StreamResponse:
-    """A 200 that never ends: a JSON object's first string, or an SSE event's data, forever."""
-    streamed = bool((await req.json()).get("stream"))
-    kind = "text/event-stream" if streamed else "application/json"
-    resp = web.StreamResponse(headers={"Content-Type": kind})
-    await resp.prepare(req)
-    try:
-        await resp.write(b"data: " if streamed else b'{"id": "')
-        while True:
-            await resp.write(CHUNK)
-    except (ConnectionError, RuntimeError):
-        pass
-    return resp
+    """A 200 that never ends: a JSON object's first string forever, or an SSE event's data (streamed)."""
+    if (await req.json()).get("stream"):
+        return await endless_line(req)
+    return await endless_json(req)
 
 
 async def trickle(req: web.Request) -> web.StreamResponse:

@@ -19,6 +19,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from loadgen.sources.lines import FileIndex, open_source
 from loadgen.sources.model import SourceError
 
 __all__ = ["MAX_ELEMENT_BYTES", "ArrayIndex", "scan_array"]
@@ -31,66 +32,21 @@ _NOT_SPACE = re.compile(r"[^ \t\r\n]")
 _DECODER = json.JSONDecoder()
 
 
-class ArrayIndex:
+class ArrayIndex(FileIndex):
     """The elements of the JSON array in ``path`` that were kept when it was scanned: ``len``, and
-    ``read(i)`` -> (record number, its JSON text). Picklable (the open file is not part of its state)."""
+    ``read(i)`` -> (record number, its JSON text)."""
 
-    def __init__(
-        self,
-        path: str,
-        spans: tuple[array[int], array[int], array[int]],
-        size: int,
-        mtime_ns: int,
-        sha256: str,
-    ) -> None:
-        self.path = path
-        self.offsets, self.lengths, self.numbers = spans
-        self.size = size
-        self.mtime_ns = mtime_ns
-        self.sha256 = sha256
-        self._file: BinaryIO | None = None
-
-    def __len__(self) -> int:
-        return len(self.offsets)
+    @property
+    def lengths(self) -> array[int]:
+        return self.columns[1]
 
     def where(self, number: int) -> str:
         return f"record #{number}"
 
     def read(self, i: int) -> tuple[int, str]:
-        f = self._file if self._file is not None else self._open()
+        f = self.file()
         f.seek(self.offsets[i])
         return self.numbers[i], f.read(self.lengths[i]).decode("utf-8", "replace")
-
-    def _open(self) -> BinaryIO:
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - held for the process's life, closed with it
-        except OSError as exc:
-            raise SourceError(self.path, None, None, f"cannot read: {exc.strerror or exc}") from None
-        st = os.fstat(f.fileno())
-        if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns:
-            f.close()
-            raise SourceError(self.path, None, None, "changed since the run read it; start the run again")
-        self._file = f
-        return f
-
-    def __getstate__(self) -> tuple[str, bytes, bytes, bytes, int, int, str]:
-        return (
-            self.path,
-            self.offsets.tobytes(),
-            self.lengths.tobytes(),
-            self.numbers.tobytes(),
-            self.size,
-            self.mtime_ns,
-            self.sha256,
-        )
-
-    def __setstate__(self, state: tuple[str, bytes, bytes, bytes, int, int, str]) -> None:
-        self.path, offsets, lengths, numbers, self.size, self.mtime_ns, self.sha256 = state
-        self.offsets, self.lengths, self.numbers = array("q"), array("q"), array("q")
-        self.offsets.frombytes(offsets)
-        self.lengths.frombytes(lengths)
-        self.numbers.frombytes(numbers)
-        self._file = None
 
 
 class _Scanner:
@@ -206,11 +162,7 @@ def scan_array(path: str, keep: Keep) -> ArrayIndex:
     index's ``sha256`` is the file's, as ``file_hash`` gives it."""
     digest = hashlib.sha256()
     offsets, lengths, numbers = array("q"), array("q"), array("q")
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
-    with f:
+    with open_source(path) as f:
         st = os.fstat(f.fileno())
         scanner = _Scanner(path, f, digest.update)
         for offset, length, value in scanner.elements():

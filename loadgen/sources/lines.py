@@ -18,43 +18,51 @@ from typing import BinaryIO
 
 from loadgen.sources.model import SourceError
 
-__all__ = ["LineIndex", "scan_lines"]
+__all__ = ["FileIndex", "LineIndex", "open_source", "scan_lines"]
 
 Keep = Callable[[int, str], bool]  # (line number, its text without the line end) -> index it or not
 
 
-class LineIndex:
-    """The lines of ``path`` that were kept when it was scanned: ``len``, and ``read(i)`` -> (line
-    number, text). Picklable (the open file is not part of its state)."""
+def open_source(path: str) -> BinaryIO:
+    """``path`` opened for reading bytes, or ``SourceError`` saying why not."""
+    try:
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+class FileIndex:
+    """The spans of a file kept when it was scanned (``columns``: equal-length ``array('q')``s, the first
+    the spans' byte offsets) and the file's identity (size, mtime, sha256). The file is opened at the
+    first read and checked to be the one scanned. Picklable (the open file is not part of its state)."""
 
     def __init__(
-        self, path: str, offsets: array[int], numbers: array[int], size: int, mtime_ns: int, sha256: str
+        self, path: str, columns: tuple[array[int], ...], size: int, mtime_ns: int, sha256: str
     ) -> None:
         self.path = path
-        self.offsets = offsets
-        self.numbers = numbers
+        self.columns = columns
         self.size = size
         self.mtime_ns = mtime_ns
         self.sha256 = sha256
         self._file: BinaryIO | None = None
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.columns[0])
 
-    def where(self, number: int) -> int:
-        return number
+    @property
+    def offsets(self) -> array[int]:
+        return self.columns[0]
 
-    def read(self, i: int) -> tuple[int, str]:
-        f = self._file if self._file is not None else self._open()
-        f.seek(self.offsets[i])
-        raw = f.readline()
-        return self.numbers[i], raw.decode("utf-8", "replace").rstrip("\r\n")
+    @property
+    def numbers(self) -> array[int]:
+        """Each span's line or record number (the last column)."""
+        return self.columns[-1]
+
+    def file(self) -> BinaryIO:
+        return self._file if self._file is not None else self._open()
 
     def _open(self) -> BinaryIO:
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - held for the process's life, closed with it
-        except OSError as exc:
-            raise SourceError(self.path, None, None, f"cannot read: {exc.strerror or exc}") from None
+        f = open_source(self.path)  # held for the process's life, closed with it
         st = os.fstat(f.fileno())
         if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns:
             f.close()
@@ -62,22 +70,32 @@ class LineIndex:
         self._file = f
         return f
 
-    def __getstate__(self) -> tuple[str, bytes, bytes, int, int, str]:
-        return (
-            self.path,
-            self.offsets.tobytes(),
-            self.numbers.tobytes(),
-            self.size,
-            self.mtime_ns,
-            self.sha256,
-        )
+    def __getstate__(self) -> tuple[str, tuple[bytes, ...], int, int, str]:
+        return (self.path, tuple(c.tobytes() for c in self.columns), self.size, self.mtime_ns, self.sha256)
 
-    def __setstate__(self, state: tuple[str, bytes, bytes, int, int, str]) -> None:
-        self.path, offsets, numbers, self.size, self.mtime_ns, self.sha256 = state
-        self.offsets, self.numbers = array("q"), array("q")
-        self.offsets.frombytes(offsets)
-        self.numbers.frombytes(numbers)
+    def __setstate__(self, state: tuple[str, tuple[bytes, ...], int, int, str]) -> None:
+        self.path, columns, self.size, self.mtime_ns, self.sha256 = state
+        self.columns = tuple(array("q", raw) for raw in columns)
         self._file = None
+
+
+class LineIndex(FileIndex):
+    """The lines of ``path`` that were kept when it was scanned: ``len``, and ``read(i)`` -> (line
+    number, text)."""
+
+    def __init__(
+        self, path: str, offsets: array[int], numbers: array[int], size: int, mtime_ns: int, sha256: str
+    ) -> None:
+        super().__init__(path, (offsets, numbers), size, mtime_ns, sha256)
+
+    def where(self, number: int) -> int:
+        return number
+
+    def read(self, i: int) -> tuple[int, str]:
+        f = self.file()
+        f.seek(self.offsets[i])
+        raw = f.readline()
+        return self.numbers[i], raw.decode("utf-8", "replace").rstrip("\r\n")
 
 
 def _lines(f: BinaryIO, path: str, hashed: Callable[[bytes], object]) -> Iterator[tuple[int, int, str]]:
@@ -101,11 +119,7 @@ def scan_lines(path: str, keep: Keep) -> LineIndex:
     raise ``SourceError`` for a bad line. The index's ``sha256`` is the file's, as ``file_hash`` gives it."""
     digest = hashlib.sha256()
     offsets, numbers = array("q"), array("q")
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
-    with f:
+    with open_source(path) as f:
         st = os.fstat(f.fileno())
         for offset, number, text in _lines(f, path, digest.update):
             if keep(number, text):
