@@ -380,8 +380,16 @@ async def test_window_summary_under_simulated_load() -> None:
         await wait_until(lambda: len(hub.readings("metrics")) >= 2)
         t0 = time.monotonic_ns()
         async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
-            body = {"model": sim.config.model, "prompt": "hello " * 40, "max_tokens": 48, "ignore_eos": True}
-            replies = await asyncio.gather(*(client.post("/v1/completions", json=body) for _ in range(12)))
+            # ~1 s of decoding (12 x 96 tokens): room for a scrape beside it even on a loaded machine
+            body = {"model": sim.config.model, "prompt": "hello " * 40, "max_tokens": 96, "ignore_eos": True}
+            posts = [asyncio.create_task(client.post("/v1/completions", json=body)) for _ in range(12)]
+
+            def seen_running() -> bool:  # a scrape while they run (a loaded machine's scrapes are sparse)
+                hub.poke()
+                return hub.latest().running > 0 or all(p.done() for p in posts)
+
+            await wait_until(seen_running)
+            replies = await asyncio.gather(*posts)
         t_done = time.monotonic_ns()
         await wait_until(lambda: hub.readings("metrics")[-1].t_ns > t_done)
         readings = hub.readings("metrics")
