@@ -37,15 +37,22 @@ def spec(api: Api, i: int) -> RequestSpec:
     )
 
 
-async def _sequential(api: Api) -> list[RequestResult]:
-    server = SimServer(build_config("tiny-reasoning", seed=11))
-    url = await server.start("127.0.0.1", 0)
-    client = Client(Target(url=url), 1, "h1")
+async def _alternating() -> tuple[list[RequestResult], list[RequestResult]]:
+    """The same N requests over chat and over the Responses API, one of each in turn (two simulators of one
+    seed, so their draws match): both series see the same moments of the machine's load."""
+    servers = [SimServer(build_config("tiny-reasoning", seed=11)) for _ in range(2)]
+    clients = [Client(Target(url=await server.start("127.0.0.1", 0)), 1, "h1") for server in servers]
+    runs: tuple[list[RequestResult], list[RequestResult]] = ([], [])
     try:
-        return [await asyncio.wait_for(client.send(spec(api, i), time.monotonic_ns()), 30) for i in range(N)]
+        for i in range(N):
+            apis: tuple[Api, Api] = ("chat", "responses")
+            for client, api, results in zip(clients, apis, runs, strict=True):
+                results.append(await asyncio.wait_for(client.send(spec(api, i), time.monotonic_ns()), 30))
+        return runs
     finally:
-        await client.aclose()
-        await server.stop()
+        for client, server in zip(clients, servers, strict=True):
+            await client.aclose()
+            await server.stop()
 
 
 def _median_ms(results: list[RequestResult], get: str) -> float:
@@ -53,8 +60,7 @@ def _median_ms(results: list[RequestResult], get: str) -> float:
 
 
 def test_responses_and_chat_agree_on_tokens_and_latencies() -> None:
-    chat = asyncio.run(_sequential("chat"))
-    responses = asyncio.run(_sequential("responses"))
+    chat, responses = asyncio.run(_alternating())
     for c, r in zip(chat, responses, strict=True):
         assert c.outcome is r.outcome is Outcome.OK, (c.error_message, r.error_message)
         assert r.tokens_exact and r.reasoning_exact
