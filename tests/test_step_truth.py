@@ -90,8 +90,9 @@ def assert_same(alone: StepSummary, inside: StepSummary) -> None:
     assert alone.stats.ok >= 6 and inside.stats.ok >= 6, (alone.stats.ok, inside.stats.ok)
     for key in ("out_tok_s", "decode_p50", "e2e_p95"):
         assert abs(b[key] - a[key]) <= 0.10 * a[key], (key, a, b)
-    # ITL p99 is the noisiest figure on a shared 2-core machine; a leak multiplies it by 4–5 here.
-    assert b["itl_p99"] <= 1.5 * a["itl_p99"], (a, b)
+    # ITL p99 is the noisiest figure on a shared 2-core machine (a clean-clone run beside other load read
+    # 18.6 ms alone, 42.3 inside); a leak of the next level's load multiplies it by 4–5 here.
+    assert b["itl_p99"] <= 2.5 * a["itl_p99"], (a, b)
 
 
 def test_a_level_inside_a_ramp_reads_as_it_does_alone(sim: ProcessSimHandle, tmp_path: Path) -> None:
