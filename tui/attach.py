@@ -20,7 +20,7 @@ from pathlib import Path
 
 from textual.binding import Binding, BindingType
 
-from loadgen.exits import EXIT_OK, EXIT_UNREACHABLE
+from loadgen.exits import EXIT_OK, EXIT_UNREACHABLE, UsageError
 from loadgen.run.engine import EngineControl
 from loadgen.run.remote import AttachError, RemoteRun, first_contact, snapshot_url
 from loadgen.snapshot import Snapshot
@@ -157,14 +157,19 @@ class AttachApp(RampApp):
         return None
 
 
-def attach_main(target: str) -> int:
-    """``ramp attach TARGET``: one line and exit 3 when nothing there shares a ramp's snapshots."""
+def attach_main(target: str, refused: str | None = None) -> int:
+    """``ramp attach TARGET``: one line and exit 3 when nothing there shares a ramp's snapshots; a usage
+    error when the console cannot be drawn here (``refused``: why not, ``loadgen.cli.headless``)."""
     url = snapshot_url(target)  # UsageError (exit 2) on a TARGET that names no port
     try:
         first = first_contact(url)
     except AttachError as exc:
         print(f"ramp attach: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    if refused is not None:
+        raise UsageError(
+            f"ramp attach draws a console, and {refused}: run it in a terminal or under textual-serve"
+        )
     app = AttachApp(RemoteRun(url, first))
     app.run()
     app.source.stop()

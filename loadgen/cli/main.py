@@ -272,14 +272,9 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
 
 
 def _attach(target: str) -> int:
-    refused = console_refused()
-    if refused is not None:
-        raise UsageError(
-            f"ramp attach draws a console, and {refused}: run it in a terminal, or under textual-serve"
-        )
     from tui.attach import attach_main
 
-    return attach_main(target)
+    return attach_main(target, console_refused())
 
 
 def _profiles(action: str, name: str | None) -> int:

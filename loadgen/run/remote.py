@@ -121,6 +121,8 @@ async def fetch(
         raise AttachError(f"not a ramp's snapshot: {exc}") from None
     except ReplyTooSlow as exc:
         raise LinkDown(str(exc)) from None
+    except httpx.RemoteProtocolError as exc:  # not HTTP at all, or a reply cut off by a ramp that exited
+        raise LinkDown(f"broken HTTP reply from {shown}: {' '.join(str(exc).split())[:100]}") from None
     except httpx.HTTPError as exc:
         raise LinkDown(describe_error(exc, shown, total_s)) from None
     if reply.status_code == 304 and etag:
@@ -184,13 +186,14 @@ class RemoteRun:
         on_snapshot: Callable[[Snapshot], None] | None = None,
         client_factory: ClientFactory = new_client,
         every_s: float = POLL_EVERY_S,
+        retry_s: float = RETRY_EVERY_S,
     ) -> None:
         self.url = url
         self.shown = scrub(url)
         self.label = scrub(url.removesuffix(SHARE_PATH))  # what the console says it is attached to
         self.on_snapshot = on_snapshot
         self.client_factory = client_factory
-        self.every_s = every_s
+        self.every_s, self.retry_s = every_s, retry_s
         self.etag = first.etag if first is not None else ""
         self._latest = first.snapshot if first is not None else None
         self.problem = ""  # why the ramp cannot be reached now ("" while it answers)
@@ -251,7 +254,7 @@ class RemoteRun:
             got = await fetch(client, self.url, self.etag)
         except LinkDown as exc:
             self.problem = str(exc)
-            return RETRY_EVERY_S
+            return self.retry_s
         except AttachError as exc:
             self.fatal = str(exc)
             return 0.0

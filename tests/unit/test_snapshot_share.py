@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -176,3 +177,15 @@ def test_the_target_names_the_share(target: str, url: str) -> None:
 def test_a_target_that_names_no_share_is_a_usage_error(target: str, said: str) -> None:
     with pytest.raises(UsageError, match=said):
         snapshot_url(target)
+
+
+def test_at_the_run_s_end_the_share_waits_for_its_readers_to_read_the_last_snapshot() -> None:
+    share = SnapshotShare()
+    live, final = make_snapshot(), make_snapshot(seq=2, state="finished")
+    assert share.linger(final, timeout_s=5.0)  # nobody ever read: no wait at all
+    share.reply(live)  # a console reads
+    assert not share.linger(final, timeout_s=0.05)  # it has not read the end (yet): bounded wait
+    reader = threading.Thread(target=share.reply, args=(final,))
+    reader.start()
+    assert share.linger(final, timeout_s=5.0)
+    reader.join()
