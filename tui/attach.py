@@ -18,7 +18,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from rich.text import Text
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.widgets import Footer, Static
 
 from loadgen.exits import EXIT_OK, EXIT_UNREACHABLE, UsageError
 from loadgen.run.engine import EngineControl
@@ -155,6 +158,26 @@ class AttachApp(RampApp):
         """Every steering action (``tui.actions.STEERING_ACTIONS``), from a key or the palette, ends here."""
         self.action_read_only()
         return None
+
+
+class Notice(App[None]):
+    """One message, and q to close: what a browser tab shows of a command that does not run there."""
+
+    BINDINGS = [Binding("q,escape,enter", "quit", "Close", id="notice_close")]
+    CSS = "Static { padding: 1 2; }"
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self.message))
+        yield Footer()
+
+
+def show_notice(message: str) -> None:
+    """Show ``message`` until q (under textual-serve: in the browser tab that asked)."""
+    Notice(message).run()
 
 
 def attach_main(target: str, refused: str | None = None) -> int:

@@ -45,7 +45,15 @@ from loadgen.cli.resolve import resolve
 from loadgen.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from loadgen.target.http import scrub
 
-__all__ = ["SHELLS", "SUBCOMMANDS", "build_parser", "build_parsers", "main", "target_url"]
+__all__ = [
+    "SHELLS",
+    "SUBCOMMANDS",
+    "build_parser",
+    "build_parsers",
+    "main",
+    "refuse_in_browser",
+    "target_url",
+]
 
 SUBCOMMANDS = {
     "demo",
@@ -219,8 +227,17 @@ WEB_REFUSED = (
 )
 
 
+def refuse_in_browser(message: str) -> None:
+    """The browser tab that started the command shows why it does not run (textual-serve's log gets the
+    usage error's line as well)."""
+    from tui.attach import show_notice
+
+    show_notice(message)
+
+
 def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
     if args.command in ("demo", "run", "launch") and under_web_driver() and not args.allow_web:
+        refuse_in_browser(WEB_REFUSED)
         raise UsageError(WEB_REFUSED)
     if args.command in ("demo", "run", "launch") and not args.headless:
         refused = console_refused()

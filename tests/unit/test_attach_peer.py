@@ -131,13 +131,15 @@ def test_a_load_run_refuses_to_start_under_the_web_driver(
         probed.append(config.target.url)
         return False
 
-    monkeypatch.setattr(sys.modules["loadgen.cli.main"], "reachable", reachable)  # the package's main()
-    # shadows the module's name
+    shown: list[str] = []  # what the browser tab shows (a Textual app of one message, tui.attach.Notice)
+    cli = sys.modules["loadgen.cli.main"]  # the package's main() shadows the module's name
+    monkeypatch.setattr(cli, "reachable", reachable)
+    monkeypatch.setattr(cli, "refuse_in_browser", shown.append)
     monkeypatch.setenv("TEXTUAL_DRIVER", WEB)
     assert main(command) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "one load per browser tab" in err and "ramp attach" in err and "--allow-web" in err
-    assert probed == []
+    assert probed == [] and shown == [err.removeprefix("ramp: ").strip()]
     if command[0] != "demo":  # (the demo would start its simulator first)
         assert main([*command, "--allow-web"]) == EXIT_UNREACHABLE
         assert probed == ["http://127.0.0.1:1"]
