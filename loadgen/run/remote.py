@@ -29,7 +29,7 @@ from loadgen.config import RunOutcome
 from loadgen.exits import UsageError
 from loadgen.run.protocol import ControlCommand
 from loadgen.run.share import SHARE_PATH
-from loadgen.run.snapshot_json import FORMAT, SnapshotFormatError, snapshot_from_plain
+from loadgen.run.snapshot_json import FORMAT, SnapshotFormatError, SnapshotReader
 from loadgen.snapshot import Snapshot
 from loadgen.target.bounded import ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.http import describe_error, scrub
@@ -106,7 +106,11 @@ def new_client() -> httpx.AsyncClient:
 
 
 async def fetch(
-    client: httpx.AsyncClient, url: str, etag: str = "", total_s: float = POLL_TOTAL_S
+    client: httpx.AsyncClient,
+    url: str,
+    etag: str = "",
+    total_s: float = POLL_TOTAL_S,
+    reader: SnapshotReader | None = None,
 ) -> Fetched:
     """GET the ``/snapshot`` at ``url`` within ``total_s``: LinkDown when it cannot be reached (or answers
     too slowly), AttachError when what answers is not a ramp's snapshot."""
@@ -131,7 +135,7 @@ async def fetch(
         raise AttachError(
             f"{shown} answered HTTP {reply.status_code}: not a ramp's /snapshot (is it the --metrics-port?)"
         )
-    return Fetched(decode(reply.content, shown), tag_of(reply.headers.get("etag", "")))
+    return Fetched(decode(reply.content, shown, reader), tag_of(reply.headers.get("etag", "")))
 
 
 def tag_of(etag: str) -> str:
@@ -139,8 +143,9 @@ def tag_of(etag: str) -> str:
     return etag if len(etag) <= 200 and etag.isascii() and etag.isprintable() else ""
 
 
-def decode(content: bytes, shown: str) -> Snapshot | None:
-    """The snapshot in a ``/snapshot`` body; AttachError says what is wrong with anything else."""
+def decode(content: bytes, shown: str, reader: SnapshotReader | None = None) -> Snapshot | None:
+    """The snapshot in a ``/snapshot`` body (``reader``: the steps decoded before are not decoded again);
+    AttachError says what is wrong with anything else."""
     try:
         body = json.loads(content)
     except (ValueError, RecursionError):
@@ -156,7 +161,7 @@ def decode(content: bytes, shown: str) -> Snapshot | None:
     if body.get("snapshot") is None:
         return None
     try:
-        return snapshot_from_plain(body["snapshot"])
+        return (reader or SnapshotReader()).read(body["snapshot"])
     except (SnapshotFormatError, RecursionError, TypeError, ValueError) as exc:
         raise AttachError(f"{shown} sent a malformed snapshot: {str(exc)[:200]}") from None
 
@@ -199,6 +204,7 @@ class RemoteRun:
         self.problem = ""  # why the ramp cannot be reached now ("" while it answers)
         self.fatal = ""  # why attaching stopped for good: what answers is not a ramp's snapshot
         self.polls = 0  # answers read (each 200 or 304)
+        self.reader = SnapshotReader()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -251,7 +257,7 @@ class RemoteRun:
     async def poll_once(self, client: httpx.AsyncClient) -> float:
         """One poll; the seconds to wait before the next."""
         try:
-            got = await fetch(client, self.url, self.etag)
+            got = await fetch(client, self.url, self.etag, reader=self.reader)
         except LinkDown as exc:
             self.problem = str(exc)
             return self.retry_s

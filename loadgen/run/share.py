@@ -18,7 +18,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from loadgen.run.snapshot_json import FORMAT, plain
 from loadgen.snapshot import Snapshot, StepSummary
@@ -47,14 +47,26 @@ def target_secrets(target: Target) -> tuple[str, ...]:
     return tuple(sorted({s for s in found if len(s) >= 4}, key=len, reverse=True))  # longest first
 
 
+def dumps(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
 def encode(snapshot: Snapshot | None, secrets: Iterable[str]) -> bytes:
     """The ``/snapshot`` body: ``{"ramp_snapshot": FORMAT, "snapshot": {...} | null}``, scrubbed."""
-    masked = tuple(secrets)
-    body = {
-        "ramp_snapshot": FORMAT,
-        "snapshot": None if snapshot is None else plain(snapshot, lambda text: scrub(text, masked)),
-    }
-    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    if snapshot is None:
+        return dumps({"ramp_snapshot": FORMAT, "snapshot": None})
+    cache = StepCache(secrets)
+    return assemble(snapshot, [cache.whole(step) for step in snapshot.steps], cache.secrets)
+
+
+def assemble(snapshot: Snapshot, steps: Sequence[bytes], secrets: tuple[str, ...]) -> bytes:
+    """The body of ``snapshot`` with its steps given already encoded (``StepCache``): a long run's finished
+    steps are most of a snapshot, and never change once finished."""
+    top = plain(dataclasses.replace(snapshot, steps=()), lambda text: scrub(text, secrets))
+    assert isinstance(top, dict)
+    del top["steps"]
+    head = dumps(top)  # {...}: the steps go in before its closing brace
+    return b'{"ramp_snapshot":%d,"snapshot":%s,"steps":[%s]}}' % (FORMAT, head[:-1], b",".join(steps))
 
 
 def without_bars(step: StepSummary) -> StepSummary:
@@ -63,29 +75,59 @@ def without_bars(step: StepSummary) -> StepSummary:
     return dataclasses.replace(step, stats=dataclasses.replace(step.stats, hist=hist))
 
 
-def shared_snapshot(snapshot: Snapshot, secrets: Iterable[str], limit: int = MAX_SHARED_BYTES) -> bytes:
+class StepCache:
+    """Each finished step encoded once (scrubbed), whole and without its bars, kept while it is shown."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = tuple(secrets)
+        self._steps: dict[int, tuple[StepSummary, bytes, bytes | None]] = {}  # id -> (step, whole, bare)
+
+    def _text(self, text: str) -> str:
+        return scrub(text, self.secrets)
+
+    def whole(self, step: StepSummary) -> bytes:
+        entry = self._steps.get(id(step))
+        if entry is None or entry[0] is not step:
+            entry = self._steps[id(step)] = (step, dumps(plain(step, self._text)), None)
+        return entry[1]
+
+    def bare(self, step: StepSummary) -> bytes:
+        whole = self.whole(step)
+        entry = self._steps[id(step)]
+        if entry[2] is None:
+            entry = self._steps[id(step)] = (step, whole, dumps(plain(without_bars(step), self._text)))
+        assert entry[2] is not None
+        return entry[2]
+
+    def keep(self, steps: Sequence[StepSummary]) -> None:
+        """Forget the steps no longer shown (a restarted run's)."""
+        shown = {id(step) for step in steps}
+        self._steps = {key: entry for key, entry in self._steps.items() if key in shown}
+
+
+def shared_snapshot(
+    snapshot: Snapshot, secrets: Iterable[str], limit: int = MAX_SHARED_BYTES, cache: StepCache | None = None
+) -> bytes:
     """``encode(snapshot)`` within ``limit`` bytes: the finished steps' bars, then the oldest steps, left out
     (and said among the warnings) until it fits; an empty ``null`` snapshot if nothing does."""
-    masked = tuple(secrets)
-    body = encode(snapshot, masked)
+    steps = cache if cache is not None else StepCache(secrets)
+    masked = steps.secrets
+    body = assemble(snapshot, [steps.whole(s) for s in snapshot.steps], masked)
     if len(body) <= limit:
         return body
-    lighter = dataclasses.replace(
-        snapshot,
-        steps=tuple(without_bars(s) for s in snapshot.steps),
-        warnings=(*snapshot.warnings, "shared view: the finished steps' histogram bars left out (size)"),
-    )
-    body = encode(lighter, masked)
+    bare = [steps.bare(s) for s in snapshot.steps]
+    said = (*snapshot.warnings, "shared view: the finished steps' histogram bars left out (size)")
+    body = assemble(dataclasses.replace(snapshot, warnings=said), bare, masked)
     if len(body) <= limit:
         return body
     dropped = max(0, len(snapshot.steps) - KEPT_STEPS)
     lightest = dataclasses.replace(
-        lighter,
-        steps=lighter.steps[dropped:],
-        series=lighter.series[-KEPT_STEPS * 10 :],
+        snapshot,
+        steps=snapshot.steps[dropped:],
+        series=snapshot.series[-KEPT_STEPS * 10 :],
         warnings=(*snapshot.warnings, f"shared view: {dropped} older steps and the bars left out (size)"),
     )
-    body = encode(lightest, masked)
+    body = assemble(lightest, bare[dropped:], masked)
     return body if len(body) <= limit else encode(None, masked)
 
 
@@ -94,6 +136,7 @@ class SnapshotShare:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self.secrets = tuple(secrets)
+        self.steps = StepCache(self.secrets)
         self._lock = threading.Condition()
         self._last: tuple[Snapshot | None, bytes, str] | None = None
         self._read_at = -math.inf  # monotonic time of the last read
@@ -106,7 +149,13 @@ class SnapshotShare:
             last = self._last
             if last is not None and last[0] is snapshot:
                 return last[1], last[2]
-            body = encode(None, self.secrets) if snapshot is None else shared_snapshot(snapshot, self.secrets)
+            if snapshot is None:
+                body = encode(None, self.secrets)
+            else:
+                if self.steps.secrets != self.secrets:  # set after the server started (with_exporter)
+                    self.steps = StepCache(self.secrets)
+                body = shared_snapshot(snapshot, self.secrets, cache=self.steps)
+                self.steps.keep(snapshot.steps)
             etag = '"none"' if snapshot is None else f'"{snapshot.seq}-{id(snapshot):x}"'
             self._last = (snapshot, body, etag)
             return body, etag

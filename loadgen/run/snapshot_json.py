@@ -13,15 +13,24 @@ peer sends is data to draw, bounded, never markup (the console draws every strin
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar, Union
 
-from loadgen.snapshot import Snapshot
+from loadgen.snapshot import Snapshot, StepSummary
 
-__all__ = ["FORMAT", "MAX_TEXT", "SnapshotFormatError", "from_plain", "plain", "snapshot_from_plain"]
+__all__ = [
+    "FORMAT",
+    "MAX_TEXT",
+    "SnapshotFormatError",
+    "SnapshotReader",
+    "from_plain",
+    "plain",
+    "snapshot_from_plain",
+]
 
 FORMAT = 1  # the wire form's version: a reader refuses another one by name
 MAX_TEXT = 4096  # characters of one string (the longest the engine makes is an error message's ~300)
@@ -57,6 +66,50 @@ def snapshot_from_plain(data: object) -> Snapshot:
     """The ``Snapshot`` in ``data`` (as ``plain`` made it). A live view of a peer: never a replay's step."""
     snapshot = from_plain(Snapshot, data, "snapshot")
     return dataclasses.replace(snapshot, selected=None)
+
+
+class SnapshotReader:
+    """``snapshot_from_plain`` for the snapshots of one run, one after another: each finished step (most of
+    a long run's snapshot, never changed once finished) is decoded once and known again by ``step_key``."""
+
+    def __init__(self) -> None:
+        self._steps: dict[str, StepSummary] = {}
+
+    def read(self, data: object) -> Snapshot:
+        if not isinstance(data, dict):
+            raise SnapshotFormatError("snapshot: not an object")
+        items = data.get("steps", [])
+        if not isinstance(items, list):
+            raise SnapshotFormatError("snapshot.steps: not an array")
+        known: dict[str, StepSummary] = {}
+        steps = []
+        for i, item in enumerate(items):
+            key = step_key(item)
+            step = self._steps.get(key) if key else None
+            if step is None:
+                step = from_plain(StepSummary, item, f"snapshot.steps[{i}]")
+            if key:
+                known[key] = step
+            steps.append(step)
+        self._steps = known  # only the steps of the latest snapshot
+        snapshot = snapshot_from_plain({key: value for key, value in data.items() if key != "steps"})
+        return dataclasses.replace(snapshot, steps=tuple(steps))
+
+
+def step_key(item: object) -> str:
+    """What tells a finished step from another without reading its histograms (the bulk): every field but
+    those (its number, its window on the monotonic clock, counts, verdict...) and whether it carries its bars
+    (the share leaves them out past its size limit); "" for anything that is not a step's shape."""
+    if not isinstance(item, dict):
+        return ""
+    stats = item.get("stats")
+    if not isinstance(stats, dict):
+        return ""
+    hist = stats.get("hist")
+    bars = isinstance(hist, dict) and any(isinstance(v, dict) and v.get("bins") for v in hist.values())
+    figures = {key: value for key, value in stats.items() if key not in ("hist", "by_class")}
+    rest = {key: value for key, value in item.items() if key != "stats"}
+    return json.dumps([rest, figures, bars], separators=(",", ":"))
 
 
 def from_plain(kind: type[T], data: object, path: str) -> T:

@@ -17,7 +17,13 @@ from tui_fakes import judged_steps, make_snapshot
 from loadgen.exits import UsageError
 from loadgen.run.remote import AttachError, decode, snapshot_url
 from loadgen.run.share import SnapshotShare, encode, shared_snapshot, target_secrets
-from loadgen.run.snapshot_json import MAX_TEXT, SnapshotFormatError, plain, snapshot_from_plain
+from loadgen.run.snapshot_json import (
+    MAX_TEXT,
+    SnapshotFormatError,
+    SnapshotReader,
+    plain,
+    snapshot_from_plain,
+)
 from loadgen.snapshot import ClientHealth, ReplicaStats, Snapshot
 from loadgen.types import Target
 
@@ -189,3 +195,19 @@ def test_at_the_run_s_end_the_share_waits_for_its_readers_to_read_the_last_snaps
     reader.start()
     assert share.linger(final, timeout_s=5.0)
     reader.join()
+
+
+def test_finished_steps_are_encoded_and_decoded_once_and_read_back_the_same() -> None:
+    """A long run's snapshot is mostly its finished steps, which never change: each is encoded once by the
+    share and decoded once by the reader; a step that differs (another run's) is read anew."""
+    share, reader = SnapshotShare(), SnapshotReader()
+    snap = make_snapshot(steps=judged_steps())
+    first = decode(share.reply(snap)[0], "peer", reader)
+    later = replace(snap, seq=2, level=65)
+    second = decode(share.reply(later)[0], "peer", reader)
+    assert first == snap and second == later
+    assert first is not None and second is not None
+    assert all(a is b for a, b in zip(first.steps, second.steps, strict=True))  # not decoded again
+    other = replace(later, seq=3, steps=(replace(later.steps[0], window_t0_ns=123),))
+    third = decode(share.reply(other)[0], "peer", reader)
+    assert third is not None and third.steps == other.steps and third.steps[0] is not first.steps[0]
