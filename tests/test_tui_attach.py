@@ -128,7 +128,8 @@ async def test_two_faces_on_one_engine_show_the_same_numbers(share: MetricsServe
         operator.snapshot_callback(snapshot)
         share.collector.feed(snapshot)
 
-    engine = FakeEngine(make_snapshot(), on_snapshot=publish)
+    hostile = "[bold red]loud[/] [/INST] [@click=app.quit]bye[/]"  # a server's words: data, never markup
+    engine = FakeEngine(make_snapshot(model=hostile, recent_errors=(hostile,)), on_snapshot=publish)
     operator.attach(engine)
     attached = Watched(RemoteRun(snapshot_url(share.url)))
     async with operator.run_test(size=(120, 36)) as op, attached.run_test(size=(120, 36)) as at:
@@ -145,6 +146,7 @@ async def test_two_faces_on_one_engine_show_the_same_numbers(share: MetricsServe
         assert snap.level == 66 and snap.step_index == 5
         status, control = theirs["StatusBar#status"], theirs["ControlPanel#control"]
         assert "closed loop 66" in status and "step 6/8" in status
+        assert "[bold red]loud[/] [/INS" in theirs["ErrorsPanel#errors-panel"]  # as characters
         assert "level 66" in control and f"in flight {snap.in_flight}" in control
         step_tok_s = snap.windows["step"].out_tok_s
         assert step_tok_s is not None and f"out {fmt_si(step_tok_s)} tok/s" in control
