@@ -132,16 +132,23 @@ async def test_two_faces_on_one_engine_show_the_same_numbers(share: MetricsServe
     engine = FakeEngine(make_snapshot(model=hostile, recent_errors=(hostile,)), on_snapshot=publish)
     operator.attach(engine)
     attached = Watched(RemoteRun(snapshot_url(share.url)))
-    async with operator.run_test(size=(120, 36)) as op, attached.run_test(size=(120, 36)) as at:
+    another = Watched(RemoteRun(snapshot_url(share.url)))  # any number of them read the one run
+    async with (
+        operator.run_test(size=(120, 36)) as op,
+        attached.run_test(size=(120, 36)) as at,
+        another.run_test(size=(120, 36)) as other,
+    ):
         await op.press("up", "up", "n")  # the operator steers: level 64 → 66, the next step
-        await until(op, lambda: seq_of(attached) == engine.snapshot.seq == seq_of(operator), "same snapshot")
-        operator.redraw(force=True)
-        attached.redraw(force=True)
-        await op.pause()
-        await at.pause()
+        now = engine.snapshot.seq
+        await until(
+            op, lambda: seq_of(attached) == seq_of(another) == now == seq_of(operator), "same snapshot"
+        )
+        for app, pilot in ((operator, op), (attached, at), (another, other)):
+            app.redraw(force=True)
+            await pilot.pause()
         ours, theirs = screen_text(operator), screen_text(attached)
         assert len(ours) == len(PANELS) + 1  # the two histograms
-        assert theirs == ours
+        assert theirs == ours and screen_text(another) == ours
         snap = engine.snapshot
         assert snap.level == 66 and snap.step_index == 5
         status, control = theirs["StatusBar#status"], theirs["ControlPanel#control"]
@@ -154,7 +161,8 @@ async def test_two_faces_on_one_engine_show_the_same_numbers(share: MetricsServe
         assert "ATTACHED" not in text_of(operator.query_one(StatusBar))
         await at.press("q")
         await at.pause()
-        assert not attached.is_running and engine.names().count("stop") == 0 and operator.is_running
+        assert not attached.is_running and engine.names().count("stop") == 0
+        assert operator.is_running and another.is_running
 
 
 async def test_steering_in_an_attach_console_changes_nothing(share: MetricsServer) -> None:
