@@ -4,11 +4,12 @@ Starts the simulator in a process of its own (``loadgen.sim.spawn_sim_process``)
 way ``ramp demo`` does, runs the real engine behind ``RampApp`` under Textual's Pilot, and saves each screen
 the way the console's ``s`` key does (``tui.screenshot``): the SVG with its spaces fixed, a text capture
 (``.txt``) and a PNG (``rsvg-convert``, ``apt-get install librsvg2-bin``) into ``screenshots/``: the main
-screen at 160x48, 120x36, 80x24 and 60x20, every tab at 80x24, and the step and errors detail views. A mark is
+screen at 160x48, 120x36, 80x24 and 60x20, every tab at 80x24, the step and errors detail views, and ``ramp
+attach``'s read-only console at 80x24 (fed from the run's ``/snapshot``, as ``--metrics-port`` shares it). A mark is
 placed (``k``) during the run, so that the timeline shows one; the last step is held (auto-ramp off) once
 it has measured a while, so that every screen shows it measuring.
 
-    python scripts/screenshots.py [--preset h200-llama8b] [--out screenshots]
+    python scripts/screenshots.py [--preset h200-llama8b] [--out screenshots] [--only attach-80x24,...]
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from textual.pilot import Pilot  # noqa: E402
 from loadgen.cli.main import build_parser  # noqa: E402
 from loadgen.cli.resolve import build_config  # noqa: E402
 from loadgen.run.engine import Engine  # noqa: E402
+from loadgen.run.exporter import with_exporter  # noqa: E402
 from loadgen.run.protocol import SetAuto  # noqa: E402
+from loadgen.run.remote import RemoteRun, snapshot_url  # noqa: E402
 from loadgen.sim import build_config as sim_config  # noqa: E402
 from loadgen.sim import spawn_sim_process  # noqa: E402
 from loadgen.snapshot import Snapshot  # noqa: E402
 from tui.app import RampApp  # noqa: E402
+from tui.attach import AttachApp  # noqa: E402
 from tui.screenshot import Saved, save_all  # noqa: E402
 
 # The last step is held (auto-ramp off, as the operator would) once it has measured MEASURED_S (histograms
@@ -84,7 +88,13 @@ def well_measured(min_steps: int, warmup_s: float) -> Callable[[Snapshot], bool]
 
 
 async def drive(
-    app: RampApp, engine: Engine, out: Path, min_steps: int, warmup_s: float, timeout_s: float
+    app: RampApp,
+    engine: Engine,
+    out: Path,
+    min_steps: int,
+    warmup_s: float,
+    timeout_s: float,
+    share_url: str,
 ) -> list[tuple[str, Path]]:
     taken: list[tuple[str, Path]] = []  # the SVG as exported, and where its files go (after the run)
 
@@ -126,6 +136,16 @@ async def drive(
             await pilot.pause(0.3)
             shot(f"console-80x24-{name}")
             await pilot.press("escape")
+        attached = AttachApp(RemoteRun(snapshot_url(share_url)))  # the room's view of the same run
+        async with attached.run_test(size=(80, 24)) as room:
+            await wait_until(
+                room, lambda snap: snap.seq >= (app.shown_snapshot or snap).seq, deadline, "attach"
+            )
+            await room.pause(0.5)
+            attached.clear_notifications()  # its greeting toast would cover the histograms
+            await room.pause(0.3)
+            taken.append((attached.export_screenshot(), out / "attach-80x24.svg"))
+            await room.press("q")
         await pilot.resize_terminal(60, 20)  # the smallest the console is tried at (an SSH pane, a split)
         await pilot.press("1")
         await pilot.pause(0.5)
@@ -145,6 +165,7 @@ def main() -> int:
     parser.add_argument("--steps", default="4,16,32,64")
     parser.add_argument("--step-seconds", default="20")
     parser.add_argument("--timeout", type=float, default=240.0)
+    parser.add_argument("--only", default="", help="save only these screens (names, comma-separated)")
     opts = parser.parse_args()
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -164,22 +185,27 @@ def main() -> int:
                     f"{tmp}/run.jsonl",
                 ]
             )
-            config = build_config(args, handle.url)
+            config, metrics = with_exporter(build_config(args, handle.url), "127.0.0.1", 0, lambda text: None)
+            assert metrics is not None
             app = RampApp(refresh_hz=4.0)
             engine = Engine(config, on_snapshot=app.snapshot_callback)
             app.attach(engine)
             levels = len(opts.steps.split(","))
             try:
-                taken = asyncio.run(drive(app, engine, out, levels - 1, WARMUP_S, opts.timeout))
+                taken = asyncio.run(drive(app, engine, out, levels - 1, WARMUP_S, opts.timeout, metrics.url))
             except NotCaptured as exc:
                 print(f"screenshots not taken: {exc}; try a longer --step-seconds", file=sys.stderr)
                 return 1
             finally:
                 engine.stop()
                 engine.wait(timeout=10)
+                metrics.close()
     finally:
         handle.stop()
+    only = {name for name in opts.only.split(",") if name}
     for svg, path in taken:  # written after the run: rendering PNGs must not take the run's CPU
+        if only and path.stem not in only:
+            continue
         saved: Saved = save_all(svg, path)
         print(saved.svg, saved.text.name, saved.png.name if saved.png else saved.note)
     return 0

@@ -119,16 +119,19 @@ def next_text(snapshot: Snapshot) -> str:
     return f"{value:g} req/s" if snapshot.mode == "open" else f"{value:g}"
 
 
-def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> Text:
+def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style], source: str = "") -> Text:
+    """The run's second line; ``source``: the view's badge (``ViewState.badge``: ramp attach's)."""
     dim = _s(styles, "dim")
     badge = state_badge(snapshot)
     pieces = [piece((f" {badge} ", styles.get(badge.lower(), dim)))]
     if snapshot.selected is not None:  # ramp replay: a finished record, looked at step by step
         pieces.append(piece((" ", ""), (" REPLAY ", _s(styles, "replay"))))
+    if source:  # ramp attach: another ramp's run, read-only
+        pieces.append(piece((" ", ""), (f" {source} ", _s(styles, "replay"))))
     phase = phase_badge(snapshot)
     if phase is not None:
         pieces.append(piece((" ", ""), (f" {phase[0]} ", _s(styles, phase[1]))))
-    elif waiting_for_a_key(snapshot):
+    elif waiting_for_a_key(snapshot) and not source:  # an attached console's keys start nothing
         pieces.append(piece((" ", ""), (IDLE_HINT, _s(styles, "warn"))))
     mode = mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival)
     pieces += [
@@ -185,10 +188,10 @@ class StatusBar(SnapshotPanel):
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         # The clock ticks every snapshot, so the status line changes with each one; key on the seq.
-        return snapshot.seq
+        return snapshot.seq, view.badge
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("status--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
         return Text("\n").join(
-            [identity_line(snapshot, width, styles), progress_line(snapshot, width, styles)]
+            [identity_line(snapshot, width, styles), progress_line(snapshot, width, styles, view.badge)]
         )

@@ -31,6 +31,9 @@ class ViewState:
     right_metric: str = "decode_tok_s"
     window: Window = "step"
     curve_x: CurveX = "out_tok_s"
+    # What the console looks at when it is not its own run's: "ATTACHED" (``ramp attach``, read-only),
+    # "ATTACHED · LOST" while the ramp cannot be reached; "" for the operator's own console
+    badge: str = ""
 
     def cycle_left(self) -> ViewState:
         return replace(self, left_metric=_cycle(LEFT_METRICS, self.left_metric))

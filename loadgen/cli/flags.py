@@ -347,7 +347,8 @@ def _add_telemetry_flags(p: Flags) -> None:
         type=int,
         metavar="PORT",
         default=d.metrics_port,
-        help="serve ramp's own live metrics (Prometheus /metrics, /healthz, /readyz); 0: a free port",
+        help="serve ramp's own live metrics (Prometheus /metrics, /healthz, /readyz) and the console's "
+        "snapshots (/snapshot, for ramp attach); 0: a free port",
     )
     p.add_argument("--metrics-host", default=d.metrics_host, help="address --metrics-port listens on")
 
@@ -359,6 +360,11 @@ def _add_output_flags(p: Flags) -> None:
         "--headless",
         action="store_true",
         help="no console: progress, step table, exit code (the default without a terminal)",
+    )
+    p.add_argument(
+        "--allow-web",
+        action="store_true",
+        help="start the load under Textual's web driver (textual-serve) anyway: each browser tab starts one",
     )
     p.add_argument(
         "--out",

@@ -42,6 +42,7 @@ __all__ = [
     "reachable",
     "run_headless",
     "say",
+    "under_web_driver",
     "wait_with_progress",
 ]
 
@@ -61,11 +62,18 @@ class WatchedRun(Protocol):
     def interrupt(self, signum: int) -> None: ...
 
 
+def under_web_driver() -> bool:
+    """Whether the console would be drawn in a browser: ``TEXTUAL_DRIVER`` names Textual's web driver, as
+    textual-serve sets it for each browser tab's process (``textual.drivers.web_driver:WebDriver``; Textual
+    picks its driver class from that variable)."""
+    return "web" in os.environ.get("TEXTUAL_DRIVER", "").lower()
+
+
 def console_refused() -> str | None:
     """Why the console cannot be drawn here (stdin or stdout is not a terminal: a pipe, a CI job, a
-    Kubernetes Job), None when it can. ``TEXTUAL_DRIVER`` naming a web driver (textual-serve sets it) draws
-    it without a terminal: None then too."""
-    if "web" in os.environ.get("TEXTUAL_DRIVER", "").lower():
+    Kubernetes Job), None when it can. Under a web driver (``under_web_driver``) it is drawn without a
+    terminal: None then too."""
+    if under_web_driver():
         return None
     missing = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if not _tty(stream)]
     if not missing:

@@ -12,6 +12,7 @@ the profile are ``loadgen.cli.flags`` and ``loadgen.cli.resolve``; the headless 
     ramp report RECORD... [--format F] [-o FILE] step table; csv, json, md, html, png, svg
     ramp compare A.jsonl B.jsonl [--vary KEY]   runs side by side, under matched conditions only
     ramp replay RECORD                          the console on a finished record (read-only)
+    ramp attach HOST:PORT                       a read-only console on a running ramp (its --metrics-port)
     ramp selftest                               the client's own speed and accuracy ceiling
     ramp check URL [--model M] [--format json]  spot-check a deployment through the OpenAI SDK
     ramp completion bash|zsh|fish               a shell completion script (shtab, from this parser)
@@ -36,7 +37,7 @@ from loadgen import __version__
 from loadgen.check.flags import DESCRIPTION as CHECK_HELP
 from loadgen.check.flags import add_check_flags
 from loadgen.cli.flags import RunFlags, add_run_flags
-from loadgen.cli.headless import console_refused, finish, reachable, run_face, say
+from loadgen.cli.headless import console_refused, finish, reachable, run_face, say, under_web_driver
 from loadgen.cli.launch import DESCRIPTION as LAUNCH_DESCRIPTION
 from loadgen.cli.launch import HELP as LAUNCH_HELP
 from loadgen.cli.launch import add_launch_flags, launch_main
@@ -44,7 +45,15 @@ from loadgen.cli.resolve import resolve
 from loadgen.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from loadgen.target.http import scrub
 
-__all__ = ["SHELLS", "SUBCOMMANDS", "build_parser", "build_parsers", "main", "target_url"]
+__all__ = [
+    "SHELLS",
+    "SUBCOMMANDS",
+    "build_parser",
+    "build_parsers",
+    "main",
+    "refuse_in_browser",
+    "target_url",
+]
 
 SUBCOMMANDS = {
     "demo",
@@ -56,6 +65,7 @@ SUBCOMMANDS = {
     "selftest",
     "launch",
     "replay",
+    "attach",
     "check",
     "completion",
 }
@@ -105,6 +115,12 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
 
     replay = sub.add_parser("replay", help="the console on a finished record: ← → between its steps")
     replay.add_argument("file", metavar="RECORD", help="a run record (JSONL)")
+    attach = sub.add_parser(
+        "attach", help="a read-only console on a running ramp (its --metrics-port): steers nothing"
+    )
+    attach.add_argument(
+        "target", metavar="TARGET", help="HOST:PORT (or http://HOST:PORT) of the run's --metrics-port"
+    )
     completion = sub.add_parser(
         "completion", help='shell completion: eval "$(ramp completion bash)" (zsh, fish alike)'
     )
@@ -204,7 +220,25 @@ def _main(argv: list[str]) -> int:
         return EXIT_INTERRUPTED
 
 
+WEB_REFUSED = (
+    "a load run under Textual's web driver (textual-serve) would start one load per browser tab: "
+    "serve 'ramp attach HOST:PORT' instead (a read-only view of a run started with --metrics-port), "
+    "or pass --allow-web to start a load from the browser anyway"
+)
+
+
+def refuse_in_browser(message: str) -> None:
+    """The browser tab that started the command shows why it does not run (textual-serve's log gets the
+    usage error's line as well)."""
+    from tui.attach import show_notice
+
+    show_notice(message)
+
+
 def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
+    if args.command in ("demo", "run", "launch") and under_web_driver() and not args.allow_web:
+        refuse_in_browser(WEB_REFUSED)
+        raise UsageError(WEB_REFUSED)
     if args.command in ("demo", "run", "launch") and not args.headless:
         refused = console_refused()
         if refused is not None:  # a full-screen app into a pipe or a log is escape codes, and never ends
@@ -224,6 +258,8 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
         from tui.replay import replay_main
 
         return replay_main(args.file)
+    if args.command == "attach":
+        return _attach(args.target)
     if args.command == "check":
         from loadgen.check.main import check_main
 
@@ -250,6 +286,12 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
             return _run(RunFlags.from_namespace(args), args.attach)
         return launch_main(args, server_args)
     return EXIT_USAGE
+
+
+def _attach(target: str) -> int:
+    from tui.attach import attach_main
+
+    return attach_main(target, console_refused())
 
 
 def _profiles(action: str, name: str | None) -> int:

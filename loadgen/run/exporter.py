@@ -35,6 +35,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from loadgen.config import WINDOWS, RunConfig, RunState, StepPhase
+from loadgen.run.share import SHARE_PATH, SnapshotShare, target_secrets
 from loadgen.snapshot import HistogramView, Snapshot, WindowStats
 
 WSGIEnvironment = dict[str, Any]  # wsgiref.types has these from Python 3.11 only
@@ -288,12 +289,14 @@ class _ThreadingServer6(_ThreadingServer):
 
 @dataclass
 class MetricsServer:
-    """The HTTP side: ``/metrics``, ``/healthz``, ``/readyz`` on a thread of its own until ``close``."""
+    """The HTTP side: ``/metrics``, ``/healthz``, ``/readyz`` and ``/snapshot`` (``ramp attach``'s view,
+    ``loadgen.run.share``) on a thread of its own until ``close``."""
 
     collector: SnapshotCollector
     registry: CollectorRegistry
     server: WSGIServer
     thread: threading.Thread
+    share: SnapshotShare
 
     @property
     def url(self) -> str:
@@ -308,6 +311,14 @@ class MetricsServer:
             body = generate_latest(self.registry)
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [body]
+        if path == SHARE_PATH:
+            body, etag = self.share.reply(self.collector.latest)
+            headers = [("ETag", etag), ("Cache-Control", "no-store")]
+            if environ.get("HTTP_IF_NONE_MATCH") == etag:
+                start_response("304 Not Modified", headers)
+                return []
+            start_response("200 OK", [("Content-Type", "application/json"), *headers])
+            return [body]
         if path == "/healthz":
             return _text(start_response, "200 OK", "ok\n")
         if path == "/readyz":
@@ -315,9 +326,10 @@ class MetricsServer:
             state = "starting" if snap is None else snap.state
             status = "200 OK" if state in READY_STATES else "503 Service Unavailable"
             return _text(start_response, status, f"{state}\n")
-        return _text(start_response, "404 Not Found", "not found: /metrics, /healthz, /readyz\n")
+        return _text(start_response, "404 Not Found", "not found: /metrics, /healthz, /readyz, /snapshot\n")
 
     def close(self) -> None:
+        self.share.linger(self.collector.latest)  # attached consoles read how the run ended first
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
@@ -341,7 +353,7 @@ def serve(host: str, port: int) -> MetricsServer:
     server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
     server = make_server(host.strip("[]"), port, app, server_class=server_class, handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, name="ramp-metrics", daemon=True)
-    metrics = MetricsServer(collector, registry, server, thread)
+    metrics = MetricsServer(collector, registry, server, thread, SnapshotShare())
     holder.append(metrics)
     thread.start()
     return metrics
@@ -362,6 +374,7 @@ def with_exporter(
     except (OSError, UnicodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ValueError(f"--metrics-port {port}: cannot listen on {host}:{port}: {why}") from None
+    metrics.share.secrets = target_secrets(config.target)  # never in what /snapshot shares
     (say or _stderr)(f"ramp: metrics on {metrics.url}\n")
     return replace(config, snapshot_sink=metrics.collector.feed, metrics_url=metrics.url), metrics
 

@@ -12,7 +12,8 @@ not silent. The hot path bounds its own reads (``loadgen.stream``: error bodies;
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class ReplyTooSlow(Exception):
 class CappedReply:
     status_code: int
     content: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)  # lower-case names
 
     @property
     def text(self) -> str:
@@ -86,7 +88,8 @@ async def read_capped(
                 if got > max_bytes:
                     raise ReplyTooLarge(f"{name} sent more than {size_text(max_bytes)}")
                 chunks.append(chunk)
-            return CappedReply(response.status_code, b"".join(chunks))
+            headers = {name.lower(): value for name, value in response.headers.items()}
+            return CappedReply(response.status_code, b"".join(chunks), headers)
 
     try:
         return await asyncio.wait_for(exchange(), total_s)
