@@ -54,7 +54,9 @@ class Workload:
         self.model = model
         self.seed = seed
         self.api: Api = api or as_api(profile.api)
-        self.extra_body = profile.sampling.extra_body()
+        tools = profile.tools
+        offered = tools.extra_body(self.api) if tools is not None and chat_like(self.api) else ()
+        self.extra_body = profile.sampling.extra_body() + offered
         self._pool = text_pool(seed)
         self._buckets = profile.buckets
         self._cum_weights = tuple(itertools.accumulate(b.weight for b in profile.buckets))
