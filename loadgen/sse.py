@@ -422,7 +422,7 @@ def response_event(kind: str, obj: dict[str, object], want_text: bool = False) -
     finish = _RESPONSE_END.get(kind)
     if finish is None:
         return Event(text="") if want_text else _NOTHING
-    if called_a_function(response):
+    if finish == "stop" and called_a_function(response):
         finish = "tool_calls"  # as a chat stream ends a reply that called a tool
     usage = response.get("usage")
     if not isinstance(usage, dict):
