@@ -9,6 +9,7 @@ clock), so a call's first delta reaches the client a loopback leg after the simu
 from __future__ import annotations
 
 import asyncio
+import csv
 import random
 import time
 from pathlib import Path
@@ -170,7 +171,8 @@ def test_a_session_answers_each_call_and_the_server_sees_the_results(api: Api) -
 
 def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
     """One step through the engine (worker process, deltas, the record), stopped without cancelling: its
-    tool calls and their tokens are the simulator's."""
+    tool calls and their tokens are the simulator's, and the per-request export's first tool-call delta is
+    each request's first-call write a loopback leg later."""
     sim = spawn_sim_process(build_config("tiny-cpu", seed=3, tool_call_rate=1.0))
     try:
         config = RunConfig(
@@ -179,6 +181,7 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
             plan=RampPlan((4,), step_s=300.0, warmup_s=0.0),
             out=str(tmp_path / "run.jsonl"),
             telemetry=False,
+            save_requests_detail=True,
         )
         watch = Watch()
         engine = Engine(config, on_snapshot=watch)
@@ -203,3 +206,13 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
         "ttftc_ms"
     ).count == len(truth)
     assert step.stats.pct("tool_decode_tok_s").count > 0
+    with open(tmp_path / "run.requests.csv", encoding="utf-8") as f:
+        rows = {r["request_id"]: r for r in csv.DictReader(f)}
+    truth_by_id = {g["request_id"]: g for g in truth}
+    assert rows.keys() == truth_by_id.keys()
+    lags_ms = []
+    for rid, row in rows.items():
+        g = truth_by_id[rid]
+        assert int(row["tool_tokens"]) == g["tool_tokens"] and row["ttftc_ms"] == row["ttft_ms"]
+        lags_ms.append((int(row["first_tool_ns"]) - g["first_tool_ns"]) / 1e6)
+    assert min(lags_ms) >= 0 and float(np.median(lags_ms)) < 2.0, lags_ms
