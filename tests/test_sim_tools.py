@@ -14,6 +14,7 @@ import random
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from snapshot_watch import Watch
@@ -216,3 +217,28 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
         assert int(row["tool_tokens"]) == g["tool_tokens"] and row["ttftc_ms"] == row["ttft_ms"]
         lags_ms.append((int(row["first_tool_ns"]) - g["first_tool_ns"]) / 1e6)
     assert min(lags_ms) >= 0 and float(np.median(lags_ms)) < 2.0, lags_ms
+
+
+async def _unstreamed() -> tuple[dict[str, object], dict[str, object], int]:
+    server = SimServer(build_config("tiny-cpu", seed=1))
+    url = await server.start("127.0.0.1", 0)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            ask = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 64, "tools": tools}
+            chat = (await http.post(url + "/v1/chat/completions", json=ask)).json()
+            bad = await http.post(url + "/v1/chat/completions", json={**ask, "tools": [{"type": "x"}]})
+            truth = server.ground_truth()[0]
+        return chat, truth, bad.status_code
+    finally:
+        await server.stop()
+
+
+def test_an_unstreamed_reply_carries_its_call() -> None:
+    chat, truth, refused = asyncio.run(_unstreamed())
+    choice = chat["choices"][0]  # type: ignore[index]
+    call = choice["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "f" == truth["tool_call"] and choice["message"]["content"] is None
+    assert chat["usage"]["completion_tokens"] == truth["tool_tokens"] > 0  # type: ignore[index]
+    assert choice["finish_reason"] == ("length" if truth["tool_tokens"] == 64 else "tool_calls")
+    assert refused == 400  # a tool without type "function", as vLLM refuses it

@@ -220,8 +220,8 @@ class SimServer:
             gt["output_tokens"] = st.sent
             gt["reasoning_tokens"] = min(st.sent, st.reasoning_total)
             gt["first_answer_ns"] = st.first_answer_ns
-            if st.tool is not None and st.answering:  # the call opened with the first answer write
-                gt["tool_call"] = st.tool.name
+            if st.called is not None:  # the call opened with the first answer write
+                gt["tool_call"] = st.called.name
                 gt["tool_tokens"] = st.tool_tokens
                 gt["first_tool_ns"] = st.first_answer_ns
             gt["chunks"] = st.chunks

@@ -198,9 +198,14 @@ class Stream:
         return out + DONE
 
     @property
+    def called(self) -> ToolCall | None:
+        """The function call the reply made: some of its arguments were sent (streamed or not)."""
+        return self.tool if self.tool is not None and self.sent > self.reasoning_total else None
+
+    @property
     def tool_tokens(self) -> int:
         """Ground truth: the tokens sent as the call's arguments (0 when the reply called nothing)."""
-        return self.sent - self.reasoning_sent if self.tool is not None and self.answering else 0
+        return self.sent - self.reasoning_total if self.called is not None else 0
 
     def _thought(self, tokens: tuple[bytes, ...], n: int) -> tuple[bytes, bytes]:
         """(prefix, text) of a chunk in the reasoning phase: reasoning only, or the last reasoning tokens
