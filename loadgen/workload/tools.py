@@ -3,7 +3,7 @@ next request carries the assistant message with its ``tool_calls`` and one ``rol
 (its ``tool_call_id``, the profile's canned ``[tools] result``), and no new user text: the model goes on from
 the results. At most ``[tools] max_rounds`` such rounds in a row; past them the session goes on to its next
 user turn (or ends), as an agent loop with a step cap does. Tool rounds are requests of the same user turn:
-they do not use up the session's ``turns``.
+they do not use up the session's ``turns``, and go out at once (no think time: the agent, not the user, answers).
 
 ``ToolRounds`` keeps one session's count and writes the round into its history (chat's shape, the extra keys
 in ``RequestSpec.message_extras``; ``loadgen.tool_messages`` turns it into Responses input items).
