@@ -36,8 +36,9 @@ from loadgen.config import APIS, TRANSPORTS, Api, Transport
 from loadgen.stream import LiveCounter, Stream, TransportError
 from loadgen.target.http import api_key, scrub, target_headers, target_url, url_secrets
 from loadgen.target.refusals import retry_after_s
+from loadgen.tool_messages import response_items
 from loadgen.transports import HTTPTransport, api_path, map_exception, open_transport
-from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec, Target
+from loadgen.types import ErrorKind, Outcome, RequestResult, RequestSpec, Target, ToolCall
 
 __all__ = ["TRANSPORTS", "Client", "LiveCounter", "build_body", "endpoint_url"]
 
@@ -53,12 +54,21 @@ def build_body(spec: RequestSpec) -> bytes:
     body: dict[str, object] = {"model": spec.model}
     if spec.api == "responses":
         # The Responses API: messages as input items, usage always in response.completed (no stream_options)
-        body["input"] = [{"role": role, "content": content} for role, content in spec.messages]
+        body["input"] = (
+            response_items(spec)
+            if spec.message_extras
+            else [{"role": role, "content": content} for role, content in spec.messages]
+        )
         body["max_output_tokens"] = spec.max_tokens
         body["stream"] = True
     else:
         if spec.api == "chat":
-            body["messages"] = [{"role": role, "content": content} for role, content in spec.messages]
+            messages: list[dict[str, object]] = [
+                {"role": role, "content": content} for role, content in spec.messages
+            ]
+            for index, extra in spec.message_extras:
+                messages[index].update(extra)
+            body["messages"] = messages
         else:
             body["prompt"] = spec.prompt
         body["max_tokens"] = spec.max_tokens
@@ -238,7 +248,25 @@ class Client:
             reasoning_chunks=len(st.reasoning) if st.reasoning else 0,
             first_tool_ns=times[st.first_tool] if st.first_tool is not None else None,
             tool_chunks=st.tool_chunks,
+            tool_tokens=_tool_tokens(st, chunk_tokens, output_tokens - reasoning_tokens if exact else None),
+            first_tool_args_ns=times[st.tool_args[0]] if st.tool_args else None,
+            last_tool_args_ns=times[st.tool_args[-1]] if st.tool_args else None,
+            tool_calls=tuple(ToolCall(*call) for call in st.tool_calls.values()) if st.tool_calls else (),
         )
+
+
+def _tool_tokens(st: Stream, chunk_tokens: tuple[int, ...] | None, answer_tokens: int | None) -> int:
+    """The tool-call arguments' tokens: usage's answer tokens (output less reasoning) when every answer
+    chunk was a tool-call delta, else the argument chunks' tokens (``token_ids``, else one a chunk)."""
+    args = st.tool_args
+    if not args:
+        return 0
+    text_chunks = len(st.chunk_times) - st.tool_chunks - (len(st.reasoning) if st.reasoning else 0)
+    if answer_tokens is not None and text_chunks == 0:
+        return answer_tokens
+    if chunk_tokens is not None:
+        return sum(chunk_tokens[i] for i in args)
+    return len(args)
 
 
 def _chunk_tokens(st: Stream) -> tuple[int, ...] | None:

@@ -50,9 +50,11 @@ METRICS: dict[str, str] = {
     "ttft_ms": "ms",  # time to first token (reasoning or answer), from the intended start
     "ttfat_ms": "ms",  # time to first answer token (reasoning excluded), from the intended start
     "reasoning_ms": "ms",  # the reasoning phase: first token to first answer token (reasoning requests)
+    "ttftc_ms": "ms",  # time to the first tool-call delta, from the intended start (requests that called one)
     "itl_ms": "ms",  # inter-token latency, per token
     "decode_tok_s": "tok/s",  # per-request decode speed, the whole output
     "answer_decode_tok_s": "tok/s",  # per-request decode speed of the answer (after the reasoning)
+    "tool_decode_tok_s": "tok/s",  # per-request token rate of the tool-call arguments
     "e2e_ms": "ms",  # end-to-end latency, from the intended start
     "lag_ms": "ms",  # schedule lag: actual send - intended send
 }
@@ -128,6 +130,8 @@ class WindowStats:
     approx_tokens: int = 0  # requests whose token count was not from usage
     reasoning_tokens: int = 0  # successful requests' reasoning tokens (usage's, else counted chunks)
     reasoned: int = 0  # successful requests that reasoned (reasoning text before the answer)
+    tool_calls: int = 0  # successful requests that called a tool (streamed a tool-call delta)
+    tool_tokens: int = 0  # their tool-call arguments' tokens
     hist: Mapping[str, HistogramView] = EMPTY  # metric name -> view (see METRICS)
     by_class: Mapping[str, Mapping[str, Percentiles]] = EMPTY  # "cache:hit" -> {"ttft_ms": ...}
     # metric -> values that fell outside its histogram (negative, or past its top): not in its percentiles

@@ -23,11 +23,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from loadgen.sse_tools import (
+    RESPONSE_TOOL_EVENTS,
+    ToolPart,
+    called_a_function,
+    chat_tool_delta,
+    response_tool_part,
+)
+
 __all__ = [
     "DONE",
     "MAX_EVENT_BYTES",
     "REASONING_CHUNK",
     "TEXT_CHUNK",
+    "TOOL_ARGS_CHUNK",
     "Event",
     "EventTooLarge",
     "SSEParser",
@@ -64,11 +73,16 @@ class Event:
     reasoning: bool = False  # carries reasoning text and no answer text (has_text is True too)
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
     tool: bool = False  # carries a tool-call delta (a function's name or arguments): answer output
+    tool_args: bool = False  # ... with some of its arguments' text (a name-only delta opens a call)
+    # (call index, id, name, arguments text) of each call in the delta, only when asked for (``want_text``)
+    tool_parts: tuple[ToolPart, ...] = ()
 
 
 # Shared immutable answers for the common cases, so the hot path allocates nothing for them.
 TEXT_CHUNK = Event(has_text=True)
 REASONING_CHUNK = Event(has_text=True, reasoning=True)
+TOOL_ARGS_CHUNK = Event(has_text=True, tool=True, tool_args=True)
+TOOL_HEAD_CHUNK = Event(has_text=True, tool=True)  # a call's first delta: its name, no arguments yet
 DONE = Event(done=True)
 _NOTHING = Event()
 
@@ -263,6 +277,7 @@ _REASONING_DELTAS = (
     b'"type":"response.reasoning_summary_text.delta"',
 )
 _DELTA = b'"delta":"'
+_ARGUMENTS_DELTA = b'"type":"response.function_call_arguments.delta"'
 
 
 def _response_delta(payload: bytes) -> Event | None:
@@ -274,6 +289,8 @@ def _response_delta(payload: bytes) -> Event | None:
         return TEXT_CHUNK
     if _REASONING_DELTAS[0] in payload or _REASONING_DELTAS[1] in payload:
         return REASONING_CHUNK
+    if _ARGUMENTS_DELTA in payload:
+        return TOOL_ARGS_CHUNK
     return None
 
 
@@ -296,9 +313,10 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
         return response_event(kind, obj, want_text)
 
     pieces: list[str] | None = [] if want_text else None
+    tools: list[ToolPart] | None = [] if want_text else None
     choices = obj.get("choices")
     has_text, has_reasoning, has_tool, tokens, finish = (
-        _walk_choices(choices, pieces) if isinstance(choices, list) else (False, False, False, None, None)
+        _walk_choices(choices, pieces, tools) if isinstance(choices, list) else (False, False, 0, None, None)
     )
 
     usage = obj.get("usage")
@@ -309,13 +327,15 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     reasoning_only = has_reasoning and not (has_text or has_tool)
     if reasoning_only and not (tokens is not None or finish or has_usage or want_text):
         return REASONING_CHUNK
-    has_text = has_text or has_reasoning or has_tool
+    has_text = has_text or has_reasoning or has_tool > 0
     if not (has_text or tokens is not None or finish or has_usage or want_text):
         return _NOTHING
     return Event(
         reasoning=reasoning_only,
         reasoning_tokens=reasoning_tokens,
-        tool=has_tool,
+        tool=has_tool > 0,
+        tool_args=has_tool > 1,
+        tool_parts=tuple(tools) if tools else (),
         has_text=has_text,
         tokens=tokens,
         finish_reason=finish,
@@ -328,11 +348,13 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
 
 
 def _walk_choices(
-    choices: list[object], pieces: list[str] | None
-) -> tuple[bool, bool, bool, int | None, str | None]:
-    """(answer text, reasoning text, tool-call delta, token_ids count, finish_reason) over every choice;
-    the texts appended to ``pieces`` when kept."""
-    has_text = has_reasoning = has_tool = False
+    choices: list[object], pieces: list[str] | None, tools: list[ToolPart] | None
+) -> tuple[bool, bool, int, int | None, str | None]:
+    """(answer text, reasoning text, tool-call delta (0 none, 1 a name only, 2 arguments text),
+    token_ids count, finish_reason) over every choice; the texts appended to ``pieces`` and the tool-call
+    deltas to ``tools`` when kept."""
+    has_text = has_reasoning = False
+    has_tool = 0
     tokens: int | None = None
     finish: str | None = None
     for choice in choices:
@@ -349,7 +371,9 @@ def _walk_choices(
                     has_text = True
                 if pieces is not None:
                     pieces.append(value)
-        has_tool = has_tool or _tool_delta(source.get("tool_calls"))
+        calls = source.get("tool_calls")
+        if calls:
+            has_tool = max(has_tool, chat_tool_delta(calls, tools))
         ids = choice.get("token_ids")
         if ids is None and isinstance(delta, dict):
             ids = delta.get("token_ids")
@@ -359,17 +383,6 @@ def _walk_choices(
         if isinstance(reason, str) and reason:
             finish = reason
     return has_text, has_reasoning, has_tool, tokens, finish
-
-
-def _tool_delta(calls: object) -> bool:
-    """Whether a ``tool_calls`` delta streams some of a call: its function's name or arguments text."""
-    if not isinstance(calls, list):
-        return False
-    for call in calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict) and (function.get("arguments") or function.get("name")):
-            return True
-    return False
 
 
 # Responses API terminal events -> the finish_reason a chat stream would give
@@ -385,6 +398,13 @@ def response_event(kind: str, obj: dict[str, object], want_text: bool = False) -
     """One Responses API event (``obj["type"] == kind``): a text delta (answer or reasoning), the terminal
     ``response.completed`` / ``response.incomplete`` with its usage, ``response.failed`` as an error;
     every other event (created, in_progress, output_item.added, *.done ...) carries nothing ramp counts."""
+    if kind in RESPONSE_TOOL_EVENTS:
+        part = response_tool_part(kind, obj)
+        if part is None:
+            return Event(text="") if want_text else _NOTHING
+        if not want_text:
+            return TOOL_ARGS_CHUNK if part[3] else TOOL_HEAD_CHUNK
+        return Event(has_text=True, tool=True, tool_args=bool(part[3]), tool_parts=(part,))
     if kind in _RESPONSE_TEXT:
         delta = obj.get("delta")
         if not isinstance(delta, str) or not delta:
@@ -402,6 +422,8 @@ def response_event(kind: str, obj: dict[str, object], want_text: bool = False) -
     finish = _RESPONSE_END.get(kind)
     if finish is None:
         return Event(text="") if want_text else _NOTHING
+    if finish == "stop" and called_a_function(response):
+        finish = "tool_calls"  # as a chat stream ends a reply that called a tool
     usage = response.get("usage")
     if not isinstance(usage, dict):
         return Event(finish_reason=finish)

@@ -89,6 +89,8 @@ class Stream:
         "reasoning",
         "first_tool",
         "tool_chunks",
+        "tool_args",
+        "tool_calls",
     )
 
     def __init__(
@@ -123,6 +125,8 @@ class Stream:
         self.reasoning: list[int] | None = None
         self.first_tool: int | None = None  # index in chunk_times of the first tool-call delta
         self.tool_chunks = 0
+        self.tool_args: list[int] | None = None  # indices of the chunks with tool-call arguments text
+        self.tool_calls: dict[int, list[str]] | None = None  # call index -> [id, name, arguments] (keep_text)
         # Never sleep longer than one idle period: the first token may arrive meanwhile, and from then on
         # the idle deadline (possibly far earlier than the TTFT one) applies.
         self._arm(min(self.ttft_deadline, self.total_deadline, sent_ns + self.idle_ns))
@@ -197,9 +201,7 @@ class Stream:
             if event.reasoning:
                 self.reasoning_chunk()
             elif event.tool:
-                self.tool_chunks += 1
-                if self.first_tool is None:
-                    self.first_tool = len(self.chunk_times)
+                tokens = self._tool_chunk(event, tokens)
             self.chunk_times.append(t)
             if tokens is not None:
                 if self.ids is None:
@@ -217,6 +219,29 @@ class Stream:
             self.ids_extra += tokens
             if live is not None:
                 live.tokens += tokens
+
+    def _tool_chunk(self, event: Event, tokens: int | None) -> int | None:
+        """The chunk about to be appended is a tool-call delta: note where (its arguments', or a name-only
+        opening delta that carries no token: 0 tokens), and keep the calls' parts when the text is kept."""
+        at = len(self.chunk_times)
+        self.tool_chunks += 1
+        if self.first_tool is None:
+            self.first_tool = at
+        if event.tool_args:
+            if self.tool_args is None:
+                self.tool_args = []
+            self.tool_args.append(at)
+        elif tokens is None:
+            tokens = 0  # counted as a chunk of token_ids: 0 (chunk_tokens, the live count, ITL see it)
+        if self.text is not None:
+            calls = self.tool_calls if self.tool_calls is not None else {}
+            self.tool_calls = calls
+            for index, call_id, name, arguments in event.tool_parts:
+                call = calls.setdefault(index, ["", "", ""])
+                call[0] = call_id or call[0]
+                call[1] = name or call[1]
+                call[2] += arguments
+        return tokens
 
     def reasoning_chunk(self) -> None:
         """The chunk about to be appended to ``chunk_times`` is reasoning, not answer."""

@@ -35,6 +35,16 @@ class Outcome(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call a reply streamed, kept when the spec asked for the reply's text (a session answers
+    it next turn): the call's id, its function's name and its arguments' text as streamed."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class RequestSpec:
     """One request to send. Built by the workload, never mutated.
 
@@ -55,6 +65,9 @@ class RequestSpec:
     turn: int = 0
     keep_text: bool = False  # multi-turn sessions need the reply text to grow the history
     extra_body: tuple[tuple[str, object], ...] = ()  # sampling params, as pairs so the spec stays hashable
+    # Extra keys of some messages, by their index in ``messages``: an assistant turn's ``tool_calls``, a
+    # ``tool`` message's ``tool_call_id`` (a session answering tool calls, loadgen.workload.tools).
+    message_extras: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +114,15 @@ class RequestResult:
     reasoning_exact: bool = False
     reasoning_chunks: int = 0
     # Tool calls: the first chunk carrying a tool-call delta (its function's name or arguments; answer
-    # output, so TTFT and TTFAT count it), and how many chunks carried one.
+    # output, so TTFT and TTFAT count it), and how many chunks carried one; the arguments' tokens (usage's
+    # output less reasoning when the reply was tool calls only, else the argument chunks' tokens), the first
+    # and last chunk with argument text; the calls themselves when ``keep_text``.
     first_tool_ns: int | None = None
     tool_chunks: int = 0
+    tool_tokens: int = 0
+    first_tool_args_ns: int | None = None
+    last_tool_args_ns: int | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @property
     def ttft_ns(self) -> int | None:
@@ -118,6 +137,18 @@ class RequestResult:
     def ttftc_ns(self) -> int | None:
         """Time to the first tool-call delta, from the intended start (None: no tool call streamed)."""
         return None if self.first_tool_ns is None else self.first_tool_ns - self.intended_ns
+
+    @property
+    def called_tool(self) -> bool:
+        return self.first_tool_ns is not None
+
+    @property
+    def tool_decode_tok_s(self) -> float | None:
+        """The tool-call arguments' token rate: (argument tokens - 1) / (last - first argument chunk)."""
+        first, last = self.first_tool_args_ns, self.last_tool_args_ns
+        if first is None or last is None or self.tool_tokens < 2 or last <= first:
+            return None
+        return (self.tool_tokens - 1) * 1e9 / (last - first)
 
     @property
     def reasoned(self) -> bool:

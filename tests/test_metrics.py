@@ -172,6 +172,8 @@ def test_empty_window_has_no_fake_zeros() -> None:
         "ttft_ms",
         "ttfat_ms",
         "reasoning_ms",
+        "ttftc_ms",
+        "tool_decode_tok_s",
         "itl_ms",
         "decode_tok_s",
         "answer_decode_tok_s",

@@ -289,6 +289,8 @@ def _grouped(name: str, section: str) -> bool:
         "ttft_",
         "ttfat_",
         "reasoning_",
+        "ttftc_",
+        "tool_decode_",
         "itl_",
         "decode_",
         "answer_decode_",

@@ -132,10 +132,14 @@ async def test_view_keys_switch_metric_and_window() -> None:
         await pilot.press("m")
         assert left.border_title == "TTFAT · this step"  # the first answer token, reasoning excluded
         await pilot.press("m")
+        assert left.border_title == "TTFTC · this step"  # the first tool-call delta
+        await pilot.press("m")
         assert left.border_title == "ITL · this step"
         right = app.screen.query_one("#hist-right", HistogramPanel)
         await pilot.press("M")
         assert right.border_title == "answer decode tok/s · this step"
+        await pilot.press("M")
+        assert right.border_title == "tool args tok/s · this step"
         await pilot.press("M")
         assert right.border_title == "ITL · this step"
         await pilot.press("w")

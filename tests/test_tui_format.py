@@ -86,9 +86,11 @@ def test_parse_typed_values() -> None:
 def test_view_cycles() -> None:
     view = ViewState()
     assert view.cycle_left().left_metric == "ttfat_ms"  # TTFT's twin: the first answer token
-    assert view.cycle_left().cycle_left().left_metric == "itl_ms"
+    assert view.cycle_left().cycle_left().left_metric == "ttftc_ms"  # the first tool-call delta
+    assert view.cycle_left().cycle_left().cycle_left().left_metric == "itl_ms"
     assert view.cycle_right().right_metric == "answer_decode_tok_s"
-    assert view.cycle_right().cycle_right().right_metric == "itl_ms"
+    assert view.cycle_right().cycle_right().right_metric == "tool_decode_tok_s"
+    assert view.cycle_right().cycle_right().cycle_right().right_metric == "itl_ms"
     assert view.cycle_window().window == "rolling"
     assert view.cycle_window().cycle_window().cycle_window().window == "step"
     assert view.cycle_curve_x().curve_x == "level"

@@ -234,6 +234,32 @@ ignore_eos = true
 """
 
 
+RESPONSES = """
+name = "real-responses"
+[target]
+api = "responses"
+[[bucket]]
+input = 64
+output = 32
+[sampling]
+temperature = 0.0
+ignore_eos = true
+"""
+
+
+def test_one_responses_api_step_against_real_vllm(server: str, tmp_path: Path) -> None:
+    """vLLM's CPU build serves /v1/responses for the tiny model (response.output_text.delta events, then
+    response.completed with the usage): one --api responses step counts every output token from it."""
+    profile = write_profile(tmp_path / "responses.toml", RESPONSES)
+    record = ramp_run(
+        server, tmp_path, profile, "--steps", "2", "--step-seconds", "6", "--warmup", "1", "--no-metrics"
+    )
+    (step,) = record.steps
+    assert step["ok"] > 0 and step["errors"] == {}, step.get("latest_errors")
+    assert step["approx_tokens"] == 0 and step["output_tokens"] == 32 * step["ok"]  # usage's, ignore_eos
+    assert step["ttft_ms"]["p50"] is not None and step["decode_tok_s"]["p50"] is not None
+
+
 def test_prefix_cache_hits_show_on_the_server_and_in_ttft(server: str, tmp_path: Path) -> None:
     profile = write_profile(tmp_path / "prefix.toml", PREFIX)
     # One stream: at most one 1k-token miss in the 4k-token KV cache, so the shared prefix stays cached.

@@ -19,6 +19,8 @@ METRIC_TITLES: dict[str, str] = {
     "itl_ms": "ITL",
     "decode_tok_s": "decode tok/s",
     "answer_decode_tok_s": "answer decode tok/s",
+    "ttftc_ms": "TTFTC",  # time to the first tool-call delta
+    "tool_decode_tok_s": "tool args tok/s",
     "e2e_ms": "e2e latency",
     "lag_ms": "schedule lag",
 }

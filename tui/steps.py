@@ -69,6 +69,7 @@ class Column:
 BASE = "vs base"
 SELECTED = "▸"  # ramp replay: the step looked at
 COST, GOOD, TTFAT = "$/1M", "good/s", "TTFAT p95"  # TTFAT: shown when a step's requests reasoned
+TTFTC = "TTFTC p95"  # shown when a step's requests called a tool
 Verdicts = Mapping[int, StepVerdict]  # StepSummary.index -> its verdict against the baseline
 
 
@@ -114,6 +115,7 @@ def columns(
         Column("TTFT p50", lambda s: fmt_ms(s.stats.pct("ttft_ms").p50), False),
         Column("TTFT p95", lambda s: fmt_ms(s.stats.pct("ttft_ms").p95), True),
         Column(TTFAT, lambda s: fmt_ms(s.stats.pct("ttfat_ms").p95), False),
+        Column(TTFTC, lambda s: fmt_ms(s.stats.pct("ttftc_ms").p95), False),
         Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), True),
         Column(GOOD, _goodput, False),
         *cost,
@@ -127,7 +129,7 @@ def columns(
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
 # The first to give way on a narrow panel; the core columns (level, tok/s, decode p50, TTFT p95, e2e p95,
 # SLO) never do: the SLO cell shortens and the notes are cut to the room left ("…") instead.
-OPTIONAL_ORDER = (TTFAT, COST, GOOD, "TTFT p50", "err")
+OPTIONAL_ORDER = (TTFTC, TTFAT, COST, GOOD, "TTFT p50", "err")
 NOTES = "notes"
 NOTES_MIN = 7  # "⚠bound", "cut 23%": what the notes keep before an optional column gives way to them
 
@@ -148,6 +150,7 @@ def fitting_columns(
     ``notes_width``); an empty notes column, and goodput when no step has one, are left out."""
     has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
     reasoned = any(s.stats.reasoned for s in steps)
+    called = any(s.stats.tool_calls for s in steps)
 
     def total(chosen: list[Column]) -> int:
         widths = [
@@ -164,6 +167,7 @@ def fitting_columns(
             if (c.header != NOTES or any(c.cell(s) for s in steps))
             and (c.header != GOOD or has_goodput)
             and (c.header != TTFAT or reasoned)
+            and (c.header != TTFTC or called)
         ]
         for header in OPTIONAL_ORDER:
             if width is None or total(chosen) <= width:

@@ -13,8 +13,8 @@ from loadgen.config import WINDOWS, Window
 
 CurveX = Literal["out_tok_s", "level"]  # the step curve's x axis
 
-LEFT_METRICS = ("ttft_ms", "ttfat_ms", "itl_ms", "e2e_ms", "lag_ms")
-RIGHT_METRICS = ("decode_tok_s", "answer_decode_tok_s", "itl_ms", "e2e_ms")
+LEFT_METRICS = ("ttft_ms", "ttfat_ms", "ttftc_ms", "itl_ms", "e2e_ms", "lag_ms")
+RIGHT_METRICS = ("decode_tok_s", "answer_decode_tok_s", "tool_decode_tok_s", "itl_ms", "e2e_ms")
 CURVE_X: tuple[CurveX, ...] = get_args(CurveX)
 
 T = TypeVar("T", bound=str)

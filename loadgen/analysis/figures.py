@@ -67,6 +67,12 @@ def _reasoning_per_req(
     return step.stats.reasoning_tokens / reasoned if reasoned else None
 
 
+def _tool_share(step: StepSummary, _line: Mapping[str, object], _cost: StepCost | None) -> float | None:
+    """The share of successes that called a tool; None for a step where none did (no tools offered)."""
+    stats = step.stats
+    return stats.tool_calls / stats.ok if stats.tool_calls and stats.ok else None
+
+
 def _goodput(unit: str) -> Value:
     def value(_step: StepSummary, line: Mapping[str, object], _cost: StepCost | None) -> float | None:
         flat = _number(line.get(f"goodput_{unit}"))
@@ -109,6 +115,13 @@ FIGURES: tuple[Figure, ...] = (
         "tok/s",
         True,
         _reasoned("answer_decode_tok_s", "p50"),
+    ),
+    # tool calls: the time to the first tool-call delta and the arguments' token rate (steps that called one)
+    Figure("ttftc_p50_ms", "TTFTC p50 ms", "ms", False, _pct("ttftc_ms", "p50")),
+    Figure("ttftc_p95_ms", "TTFTC p95 ms", "ms", False, _pct("ttftc_ms", "p95")),
+    Figure("tool_decode_p50_tok_s", "tool args p50 tok/s", "tok/s", True, _pct("tool_decode_tok_s", "p50")),
+    Figure(
+        "tool_call_share", "tool-call share", "fraction", True, _tool_share, fmt_pct_wide, fmt_points_wide
     ),
     Figure("goodput_req_s", "goodput req/s", "req/s", True, _goodput("req_s")),
     Figure("goodput_tok_s", "goodput tok/s", "tok/s", True, _goodput("tok_s")),

@@ -91,15 +91,17 @@ def _cost(basis: Literal["gpu", "api"], figure: str) -> Callable[[StepInput], ob
 
 # The histograms' metrics as column stems: (metric, stem, unit suffix).
 _STEMS = (("ttft_ms", "ttft", "ms"), ("ttfat_ms", "ttfat", "ms"), ("reasoning_ms", "reasoning", "ms"),
-          ("itl_ms", "itl", "ms"), ("decode_tok_s", "decode", "tok_s"),
-          ("answer_decode_tok_s", "answer_decode", "tok_s"), ("e2e_ms", "e2e", "ms"),
-          ("lag_ms", "lag", "ms"))  # fmt: skip
+          ("ttftc_ms", "ttftc", "ms"), ("itl_ms", "itl", "ms"), ("decode_tok_s", "decode", "tok_s"),
+          ("answer_decode_tok_s", "answer_decode", "tok_s"), ("tool_decode_tok_s", "tool_decode", "tok_s"),
+          ("e2e_ms", "e2e", "ms"), ("lag_ms", "lag", "ms"))  # fmt: skip
 _POINTS = ("mean", "p50", "p90", "p95", "p99", "p999", "min", "max")
 _METRIC_DOCS = {
     "ttft_ms": "time to first token, from the intended start",
     "ttfat_ms": "time to first answer token (reasoning excluded), from the intended start",
     "reasoning_ms": "reasoning phase, first token to first answer token (requests that reasoned)",
     "answer_decode_tok_s": "per-request decode speed of the answer alone",
+    "ttftc_ms": "time to the first tool-call delta, from the intended start (requests that called a tool)",
+    "tool_decode_tok_s": "per-request token rate of the tool-call arguments",
     "itl_ms": "inter-token latency, per token",
     "decode_tok_s": "per-request decode speed, the whole output (reasoning included)",
     "e2e_ms": "end-to-end latency, from the intended start",
@@ -177,6 +179,8 @@ STEP_COLUMNS: tuple[Column, ...] = (
     ),
     _c("reasoned", "integer", "successful requests that reasoned before answering", lambda s: s.step.stats.reasoned, False),
     _c("reasoning_tokens", "integer", "their reasoning tokens (usage's, else counted)", lambda s: s.step.stats.reasoning_tokens, False),
+    _c("tool_calls", "integer", "successful requests that called a tool", lambda s: s.step.stats.tool_calls, False),
+    _c("tool_tokens", "integer", "their tool-call arguments' tokens", lambda s: s.step.stats.tool_tokens, False),
     _c("out_tok_s", "number", "aggregate output tokens/s over the window", lambda s: s.step.stats.out_tok_s),
     _c("prefill_tok_s", "number", "aggregate prompt tokens/s over the window", lambda s: s.step.stats.prefill_tok_s),
     _c("req_s", "number", "finished requests/s", lambda s: s.step.stats.req_s),

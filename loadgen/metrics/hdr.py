@@ -137,11 +137,13 @@ _SPECS: dict[str, MetricSpec] = {
     "ttft_ms": _US,
     "ttfat_ms": _US,
     "reasoning_ms": _US,
+    "ttftc_ms": _US,
     "itl_ms": _US,
     "e2e_ms": _US,
     "lag_ms": _US,
     "decode_tok_s": MetricSpec(1, 10**8, 100.0, "tok/s"),  # centi-tok/s
     "answer_decode_tok_s": MetricSpec(1, 10**8, 100.0, "tok/s"),
+    "tool_decode_tok_s": MetricSpec(1, 10**8, 100.0, "tok/s"),
     "input_tokens": MetricSpec(1, 10**8, 1.0, "tokens"),
     "output_tokens": MetricSpec(1, 10**8, 1.0, "tokens"),
     "reasoning_tokens": MetricSpec(1, 10**8, 1.0, "tokens"),

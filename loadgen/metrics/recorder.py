@@ -230,6 +230,8 @@ class Recorder:
         answer = result.answer_decode_tok_s
         if answer is not None:
             push("answer_decode_tok_s", answer)
+        if result.first_tool_ns is not None:
+            self._tools(result)
         if result.reasoned:
             counters = self._counters
             counters["reasoned"] = counters.get("reasoned", 0) + 1
@@ -238,6 +240,19 @@ class Recorder:
             reasoning = result.reasoning_ns
             if reasoning is not None:
                 push("reasoning_ms", reasoning)
+
+    def _tools(self, result: RequestResult) -> None:
+        """A success that called a tool: its time to the first tool-call delta, its arguments' tokens and
+        their token rate."""
+        counters = self._counters
+        counters["tool_calls"] = counters.get("tool_calls", 0) + 1
+        counters["tool_tokens"] = counters.get("tool_tokens", 0) + result.tool_tokens
+        ttftc = result.ttftc_ns
+        if ttftc is not None:
+            self._push("ttftc_ms", ttftc)
+        rate = result.tool_decode_tok_s
+        if rate is not None:
+            self._push("tool_decode_tok_s", rate)
 
     def record(self, result: RequestResult) -> None:
         counters = self._counters

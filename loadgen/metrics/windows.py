@@ -174,6 +174,8 @@ class Accumulator:
             approx_tokens=c.get("approx_tokens", 0),
             reasoning_tokens=c.get("reasoning_tokens", 0),
             reasoned=c.get("reasoned", 0),
+            tool_calls=c.get("tool_calls", 0),
+            tool_tokens=c.get("tool_tokens", 0),
             hist={metric: self.view(metric) for metric in METRICS},
             by_class=by_class,
             out_of_range=self.out_of_range,

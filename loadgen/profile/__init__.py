@@ -71,6 +71,14 @@ Schema (every key below is the complete list; any other key is an error)::
     gpu_usd_per_hour = 3.5             # or price the hardware: cost per 1M output tokens from throughput
     gpus = 1
 
+    [tools]                            # optional (chat, responses): function tools sent with every request
+    choice = "auto"                    #   tool_choice: "auto" | "none" | "required" | a function's name
+    result = '{"ok": true}'            #   a session answers each tool call with this (role "tool")
+    max_rounds = 3                     #   tool rounds in a row a session answers (loadgen.profile.tools)
+    [[tools.function]]                 #   one or more: name, description, parameters (JSON Schema)
+    name = "get_weather"
+    parameters = { type = "object", properties = { city = { type = "string" } } }
+
     [dataset]                          # optional: replay a dataset instead of the buckets' prompts
     path = "conversations.jsonl"       #   (keys: loadgen.profile.source; formats: loadgen.sources.dataset)
     [trace]                            # optional: replay a timestamped trace (loadgen.sources.trace)
@@ -114,6 +122,8 @@ from loadgen.profile.model import (
     ProfileError,
     Sampling,
     SessionSpec,
+    ToolFunction,
+    Tools,
 )
 
 __all__ = [
@@ -133,6 +143,8 @@ __all__ = [
     "ProfileError",
     "Sampling",
     "SessionSpec",
+    "ToolFunction",
+    "Tools",
     "builtin_profile_names",
     "builtin_profile_path",
     "builtin_profile_text",

@@ -32,6 +32,7 @@ from loadgen.profile.model import (
 )
 from loadgen.profile.ramp import read_ramp
 from loadgen.profile.source import read_source
+from loadgen.profile.tools import read_tools
 from loadgen.sources.model import MAX_TOKENS
 
 if sys.version_info >= (3, 11):
@@ -52,6 +53,7 @@ TOP_KEYS = (
     "pricing",
     "dataset",
     "trace",
+    "tools",
 )
 
 
@@ -186,6 +188,7 @@ class ProfileReader(FieldReader):
             ramp=read_ramp(self, self.section(doc, "ramp")),
             pricing=self.pricing(self.section(doc, "pricing")),
             replay=read_source(self, self.section(doc, "dataset"), self.section(doc, "trace"), source),
+            tools=read_tools(self, self.section(doc, "tools"), api),
         )
 
     def prefix_groups(self, tables: list[dict[str, object]]) -> tuple[PrefixGroup, ...]:

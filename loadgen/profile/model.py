@@ -6,6 +6,7 @@ Everything after ``loadgen.profile.load`` works on these; workers receive a ``Pr
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -35,6 +36,8 @@ __all__ = [
     "ProfileError",
     "Sampling",
     "SessionSpec",
+    "ToolFunction",
+    "Tools",
 ]
 
 
@@ -121,6 +124,63 @@ class Sampling:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolFunction:
+    """One function tool a request offers the model: its name, description and JSON-Schema parameters
+    (kept as JSON text, so the profile stays frozen and hashable)."""
+
+    name: str
+    description: str
+    parameters_json: str
+
+    def definition(self, api: Api) -> dict[str, object]:
+        """The tool's definition in ``api``'s shape: chat nests the function, the Responses API is flat."""
+        function: dict[str, object] = {"name": self.name}
+        if self.description:
+            function["description"] = self.description
+        function["parameters"] = json.loads(self.parameters_json)
+        if api == "responses":
+            return {"type": "function", **function}
+        return {"type": "function", "function": function}
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """``[tools]``: function tools sent with every request, the ``tool_choice``, and how a multi-turn
+    session answers a reply's tool calls (a canned ``result`` per call, at most ``max_rounds`` tool rounds
+    in a row before it goes on to a new user turn)."""
+
+    functions: tuple[ToolFunction, ...]
+    choice: str = "auto"  # "auto" | "none" | "required" | one function's name
+    result: str = '{"ok": true}'
+    max_rounds: int = 3
+
+    def extra_body(self, api: Api) -> tuple[tuple[str, object], ...]:
+        """``tools`` and ``tool_choice`` for the request body, in ``api``'s shape."""
+        choice: object = self.choice
+        if self.choice not in TOOL_CHOICES:  # a function's name: force that one
+            choice = (
+                {"type": "function", "name": self.choice}
+                if api == "responses"
+                else {"type": "function", "function": {"name": self.choice}}
+            )
+        return (("tools", [f.definition(api) for f in self.functions]), ("tool_choice", choice))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "functions": [
+                {"name": f.name, "description": f.description, "parameters": json.loads(f.parameters_json)}
+                for f in self.functions
+            ],
+            "choice": self.choice,
+            "result": self.result,
+            "max_rounds": self.max_rounds,
+        }
+
+
+TOOL_CHOICES = ("auto", "none", "required")
+
+
+@dataclass(frozen=True, slots=True)
 class Pricing:
     usd_per_1m_input: float | None = None
     usd_per_1m_output: float | None = None
@@ -180,6 +240,7 @@ class Profile:
     # A dataset, trace or request file replayed instead of the buckets' synthetic prompts ([dataset],
     # [trace], --dataset, --trace, --requests): loadgen.workload.replay. None: synthetic.
     replay: Source | None = None
+    tools: Tools | None = None  # [tools]: function tools offered with each request (chat, responses)
 
     def prefix_group(self, name: str) -> PrefixGroup:
         for group in self.prefix_groups:
@@ -208,4 +269,5 @@ class Profile:
             "ramp": None if self.ramp is None else self.ramp.as_dict(),
             "pricing": None if self.pricing is None else self.pricing.to_dict(),
             **({} if self.replay is None else {"replay": self.replay.to_dict()}),
+            **({} if self.tools is None else {"tools": self.tools.to_dict()}),
         }

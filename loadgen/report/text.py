@@ -120,6 +120,11 @@ _REASONING_COLUMNS = (
     _Column("TTFAT p95", "ms", 62, lambda s: fmt_num_wide(s.stats.pct("ttfat_ms").p95)),
     _Column("reason p50", "ms", 32, lambda s: fmt_num_wide(s.stats.pct("reasoning_ms").p50)),
 )
+# Tool calls: shown only when some step's requests called a tool.
+_TOOL_COLUMNS = (
+    _Column("TTFTC p95", "ms", 61, lambda s: fmt_num_wide(s.stats.pct("ttftc_ms").p95)),
+    _Column("calls", "", 31, lambda s: fmt_count(s.stats.tool_calls)),
+)
 _BOUND_COLUMN = _Column("", "", 80, lambda s: "!" if s.client_bound else "")
 # A step a key cut: the share of its counted requests that finished under the next load (the console's
 # "cut N%"); never a best step
@@ -159,6 +164,9 @@ def _columns(steps: Sequence[StepSummary], extra: Sequence[_Column] = ()) -> lis
     if any(s.stats.reasoned for s in steps):
         at = next(i for i, c in enumerate(columns) if c.name == "TTFT p99") + 1
         columns[at:at] = _REASONING_COLUMNS
+    if any(s.stats.tool_calls for s in steps):
+        at = next(i for i, c in enumerate(columns) if c.name == "TTFT p99") + 1
+        columns[at:at] = _TOOL_COLUMNS
     slo_at = len(columns) - 1
     server = [
         column

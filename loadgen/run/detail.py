@@ -54,6 +54,9 @@ COLUMNS = (
     "reasoning_ms",  # first token to first answer token (0 when the model did not reason)
     "reasoning_tokens",
     "reasoning_exact",  # 1: reasoning_tokens from usage's completion_tokens_details, 0: counted chunks
+    "first_tool_ns",  # tool calls: the first tool-call delta ("" when the reply called no tool)
+    "ttftc_ms",  # time to the first tool-call delta, from the intended start
+    "tool_tokens",  # the calls' arguments' tokens
 )
 
 
@@ -110,6 +113,9 @@ def csv_row(step: int, row: RequestRow, run_t0_ns: int, offset_ns: int = 0) -> l
         _ms(row.first_answer_ns, row.first_token_ns) if row.first_token_ns is not None else "",
         row.reasoning_tokens,
         int(row.reasoning_exact),
+        _opt(row.first_tool_ns),
+        _ms(row.first_tool_ns, row.intended_ns),
+        row.tool_tokens,
     ]
 
 

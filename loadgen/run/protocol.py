@@ -117,6 +117,8 @@ class RequestRow(NamedTuple):
     first_answer_ns: int | None = None  # reasoning models: the first answer token (== first_token_ns without)
     reasoning_tokens: int = 0
     reasoning_exact: bool = False
+    first_tool_ns: int | None = None  # tool calls: the first tool-call delta (None: no call streamed)
+    tool_tokens: int = 0  # the calls' arguments' tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,6 +218,8 @@ def request_row(worker_id: int, r: RequestResult) -> RequestRow:
         first_answer_ns=r.first_answer_ns,
         reasoning_tokens=r.reasoning_tokens,
         reasoning_exact=r.reasoning_exact,
+        first_tool_ns=r.first_tool_ns,
+        tool_tokens=r.tool_tokens,
     )
 
 
@@ -250,6 +252,8 @@ class RequestTrace:
             "chunks": len(r.chunk_times_ns),
             "first_answer_ns": r.first_answer_ns,
             "reasoning_tokens": r.reasoning_tokens,
+            "first_tool_ns": r.first_tool_ns,
+            "tool_tokens": r.tool_tokens,
         }
         if self.chunks:
             line["chunk_times_ns"] = list(r.chunk_times_ns)

@@ -30,6 +30,7 @@ _OVERRIDES: dict[str, tuple[str, type]] = {
     "--stream-interval": ("stream_interval", int),
     "--reasoning-tokens": ("reasoning_tokens", int),
     "--reasoning-field": ("reasoning_field", str),
+    "--tool-call-rate": ("tool_call_rate", float),
     "--num-speculative-tokens": ("num_speculative_tokens", int),
     "--spec-acceptance": ("spec_acceptance", float),
     "--fault-error-rate": ("error_rate", float),

@@ -49,6 +49,8 @@ class SimConfig:
     # "reasoning" (newer vLLM)
     reasoning_field: str = "reasoning_content"
     ground_truth_limit: int = 100_000
+    # a request offering tools (tool_choice "auto") is answered with a function call with this probability
+    tool_call_rate: float = 1.0
     gpu_telemetry: bool = True
     version: str = "0.32.0-ramp-sim"  # the vLLM API it imitates, marked as the simulator
 
@@ -121,6 +123,8 @@ def validate(config: SimConfig) -> None:
         problems.append("reasoning_tokens must be >= 0 and reasoning_spread within 0..1 (1 excluded)")
     if config.reasoning_field not in REASONING_FIELDS:
         problems.append(f"reasoning_field must be one of {', '.join(REASONING_FIELDS)}")
+    if not 0.0 <= config.tool_call_rate <= 1.0:
+        problems.append(f"tool_call_rate must be within 0..1 (got {config.tool_call_rate})")
     if config.stream_interval < 1:
         problems.append(f"stream_interval must be >= 1 (got {config.stream_interval})")
     f = config.faults

@@ -94,12 +94,23 @@ def json_body(st: Stream, seq: Seq, text: str, model: str) -> dict[str, Any]:
     if st.reasoning_total:
         usage["completion_tokens_details"] = {"reasoning_tokens": min(st.sent, st.reasoning_total)}
     reason = seq.finish_reason or "length"
+    call = st.called
+    if call is not None and reason == "stop":
+        reason = "tool_calls"
     if st.api == "responses":
         return responses_body(st, text, model, reason, usage)
     if st.api == "chat":
+        calls = [] if call is None else [
+            {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": text}}
+        ]  # fmt: skip
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text, "refusal": None, "tool_calls": []},
+            "message": {
+                "role": "assistant",
+                "content": None if call is not None else text,
+                "refusal": None,
+                "tool_calls": calls,
+            },
             "logprobs": None,
             "finish_reason": reason,
             "stop_reason": None,
@@ -131,10 +142,16 @@ def responses_body(st: Stream, text: str, model: str, reason: str, usage: dict[s
     }
     if details is not None:
         out_usage["output_tokens_details"] = details
-    message = {
+    message: dict[str, Any] = {
         "type": "message", "id": "msg_" + st.rid, "role": "assistant", "status": "completed",
         "content": [{"type": "output_text", "text": text, "annotations": []}],
     }  # fmt: skip
+    call = st.called
+    if call is not None:  # the reply is one function call, its arguments the text
+        message = {
+            "type": "function_call", "id": "fc_" + st.rid, "call_id": call.call_id, "name": call.name,
+            "arguments": text, "status": "completed",
+        }  # fmt: skip
     status = "incomplete" if reason == "length" else "completed"
     return {
         "id": st.rid, "object": "response", "created_at": st.created, "model": model, "status": status,

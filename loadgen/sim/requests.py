@@ -39,6 +39,9 @@ class GenerateRequest:
     # same reply, streamed or not (as a seeded or greedy request does on a real server).
     seed: int | None = None
     stop: tuple[str, ...] = ()  # stop sequences: the reply ends before the first one it would contain
+    tools: tuple[str, ...] = ()  # the function tools offered, by name (sim/tools.py)
+    tool_choice: str | None = None  # "auto" | "none" | "required" | a function's name; None: not given
+    tool_messages: int = 0  # tool results in the prompt: chat's role "tool" messages, Responses' outputs
 
     @property
     def prompt_len(self) -> int:
@@ -56,6 +59,8 @@ def parse_generate(raw: bytes, api: str, model: str, params: EngineParams) -> Ge
         if asked not in (None, "", model):
             raise BadRequest(f"The model `{asked}` does not exist.", 404, "NotFoundError")
         max_tokens = _max_tokens(body, len(ids), params.max_model_len)
+        tools = _tools(body.get("tools"), api)
+        tool_choice = _tool_choice(body.get("tool_choice"))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise BadRequest(f"invalid request body: {exc}") from None
     opts = body.get("stream_options") or {}
@@ -69,6 +74,50 @@ def parse_generate(raw: bytes, api: str, model: str, params: EngineParams) -> Ge
         ignore_eos=bool(body.get("ignore_eos")),
         seed=_seed(body.get("seed")),
         stop=_stop(body.get("stop")),
+        tools=tools,
+        tool_choice=tool_choice,
+        tool_messages=_tool_messages(body, api),
+    )
+
+
+def _tools(value: object, api: str) -> tuple[str, ...]:
+    """The names of the function tools offered: chat nests each under ``function``, the Responses API
+    names it at the top; anything else is refused as vLLM refuses it."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or api == "completions":
+        raise BadRequest("'tools' must be a list of function tools (chat and responses only)")
+    names: list[str] = []
+    for i, tool in enumerate(value):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise BadRequest(f"tools[{i}]: expected an object with type 'function'")
+        function = tool if api == "responses" else tool.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"tools[{i}]: the function needs a name")
+        names.append(name)
+    return tuple(names)
+
+
+def _tool_choice(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):  # {"type": "function", "function": {"name": ...}} or Responses' flat shape
+        function = value.get("function")
+        name = function.get("name") if isinstance(function, dict) else value.get("name")
+        if isinstance(name, str):
+            return name
+    raise BadRequest("'tool_choice' must be a string or a named function")
+
+
+def _tool_messages(body: dict[str, Any], api: str) -> int:
+    items = body.get("messages") if api == "chat" else body.get("input")
+    if not isinstance(items, list):
+        return 0
+    return sum(
+        1
+        for m in items
+        if isinstance(m, dict) and (m.get("role") == "tool" or m.get("type") == "function_call_output")
     )
 
 

@@ -31,10 +31,16 @@ def _delta(kind: str, item: str, index: int) -> bytes:
 
 
 def terminal(
-    rid: str, created: int, model_json: str, finish: str, usage: tuple[int, int, int, int | None]
+    rid: str,
+    created: int,
+    model_json: str,
+    finish: str,
+    usage: tuple[int, int, int, int | None],
+    items: str = "",
 ) -> bytes:
     """``response.completed`` (or ``response.incomplete`` for a reply cut by its length) with the usage:
-    (input, output, cached, reasoning tokens or None for a model that does not reason)."""
+    (input, output, cached, reasoning tokens or None for a model that does not reason); ``output``: the
+    JSON of its output items that ramp reads (a function call's: ``items``), else none."""
     prompt, output, cached, reasoning = usage
     kind, status = (
         ("response.incomplete", "incomplete") if finish == "length" else ("response.completed", "completed")
@@ -43,7 +49,7 @@ def terminal(
     incomplete = ',"incomplete_details":{"reason":"max_output_tokens"}' if status == "incomplete" else ""
     return (
         f'event: {kind}\ndata: {{"type":"{kind}","response":{{"id":"{rid}","object":"response",'
-        f'"created_at":{created},"status":"{status}"{incomplete},"model":{model_json},"output":[],'
+        f'"created_at":{created},"status":"{status}"{incomplete},"model":{model_json},"output":[{items}],'
         f'"usage":{{"input_tokens":{prompt},"input_tokens_details":{{"cached_tokens":{cached}}},'
         f'"output_tokens":{output}{details},"total_tokens":{prompt + output}}}}}}}\n\n'
     ).encode()

@@ -33,6 +33,7 @@ from .replies import json_reply, stream_reply
 from .requests import BadRequest, GenerateRequest, error_response, parse_generate, tokenize_ids
 from .sequences import Engine, Seq, sample_output_len
 from .stream import Stream
+from .tools import offered_call, tool_call
 
 
 def _ground_truth_record(request: web.Request, api: str, arrival_ns: int) -> dict[str, Any]:
@@ -42,6 +43,7 @@ def _ground_truth_record(request: web.Request, api: str, arrival_ns: int) -> dic
         "stream": False, "prompt_tokens": None, "cached_tokens": None, "output_tokens": 0, "chunks": 0,
         "preemptions": 0, "fault": None, "finish_reason": None, "max_tokens": None,
         "reasoning_tokens": 0, "first_answer_ns": None,
+        "tools_offered": 0, "tool_messages": 0, "tool_call": None, "tool_tokens": 0, "first_tool_ns": None,
     }  # fmt: skip
 
 
@@ -189,6 +191,8 @@ class SimServer:
         faults = self._faults.draw(request.headers.get("x-sim-fault"))
         gt["fault"] = ",".join(faults) if faults else None
         gt["prompt_tokens"] = req.prompt_len
+        gt["tools_offered"] = len(req.tools)
+        gt["tool_messages"] = req.tool_messages
         gt["max_tokens"] = req.max_tokens
         refusal = _fault_refusal(faults)
         if refusal is not None:
@@ -216,6 +220,10 @@ class SimServer:
             gt["output_tokens"] = st.sent
             gt["reasoning_tokens"] = min(st.sent, st.reasoning_total)
             gt["first_answer_ns"] = st.first_answer_ns
+            if st.called is not None:  # the call opened with the first answer write
+                gt["tool_call"] = st.called.name
+                gt["tool_tokens"] = st.tool_tokens
+                gt["first_tool_ns"] = st.first_answer_ns
             gt["chunks"] = st.chunks
             gt["preemptions"] = seq.preemptions
             gt["finish_reason"] = seq.finish_reason if seq.state == "finished" else seq.state
@@ -255,6 +263,9 @@ class SimServer:
             target = stop_cut(self._loop.tokens, st.pos, target, req.stop)
         if params.reasoning_tokens and target:
             st.think(min(target, reasoning_len(draws, params)))
+        name = offered_call(req.tools, req.tool_choice, self.config.tool_call_rate, draws)
+        if name is not None:
+            st.call(tool_call(st.api, name, st.rid, st.created, st.model_json))
         seq = Seq(
             self._next_rid,
             time.monotonic_ns(),

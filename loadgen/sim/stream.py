@@ -12,6 +12,7 @@ from aiohttp import web
 from . import responses
 from .config import FaultConfig
 from .sequences import Seq
+from .tools import ToolCall
 
 DONE = b"data: [DONE]\n\n"
 
@@ -24,7 +25,7 @@ class Stream:
         "resp", "transport", "pos", "unsent", "sent", "chunks", "backlog", "wake", "hold_until", "complete",
         "closed", "cut", "faults", "stall_s", "stall_at", "disconnect_at", "malformed_at", "first_ns",
         "last_ns", "seq", "prompt_tokens", "role_sent", "reasoning_left", "reasoning_total", "rprefix",
-        "answering", "first_answer_ns", "switch",
+        "answering", "first_answer_ns", "switch", "tool",
     )  # fmt: skip
 
     def __init__(
@@ -77,6 +78,7 @@ class Stream:
         self.first_answer_ns: int | None = None  # ground truth: the write that carried the first answer token
         # between the last reasoning text and the first answer text of one chunk
         self.switch = b'","content":"'
+        self.tool: ToolCall | None = None  # the function call this reply answers with (sim/tools.py)
         if self.api == "responses":
             self.head, self.prefix, self.suffix, self.rprefix = responses.templates(
                 self.rid, self.created, self.model_json
@@ -91,6 +93,11 @@ class Stream:
         """Make the reply's first ``tokens`` tokens reasoning (chat, responses: completions have no such field)."""
         if self.api != "completions" and tokens > 0:
             self.reasoning_left = self.reasoning_total = tokens
+
+    def call(self, tool: ToolCall) -> None:
+        """Answer with a function call: every answer token is a fragment of its arguments."""
+        if self.api != "completions":
+            self.tool = tool
 
     def arm(self, fc: FaultConfig) -> None:
         """Place the mid-stream faults (stall, disconnect, malformed) at their token counts."""
@@ -121,6 +128,8 @@ class Stream:
 
     def chunk(self, tokens: tuple[bytes, ...], n: int, finished: Seq | None) -> bytes:
         """The SSE bytes for the next ``n`` tokens; ``finished``: the request, when this chunk ends it."""
+        if self.tool is not None:
+            return self._tool_chunk(self.tool, tokens, n, finished)
         pos = self.pos
         prefix = self.prefix
         if self.reasoning_left:
@@ -143,6 +152,60 @@ class Stream:
             self.malformed_at = -1
             data = self.prefix + b' oops"}, "finish_reason":\n\n' + data
         return data
+
+    def _tool_chunk(self, call: ToolCall, tokens: tuple[bytes, ...], n: int, finished: Seq | None) -> bytes:
+        """A chunk of a reply that calls a function: its reasoning tokens (if any are left), then its
+        arguments' fragments, the first of them after the event that opens the call."""
+        ntoks = len(tokens)
+        parts: list[bytes] = []
+        if not self.role_sent:
+            self.role_sent = True
+            if self.head:
+                parts.append(self.head)
+        r = min(n, self.reasoning_left)
+        if r:
+            self.reasoning_left -= r
+            parts += (self.rprefix, _text(tokens, self.pos, r), self.suffix)
+        if n > r:
+            if not self.answering:
+                self.answering = True
+                parts.append(call.head)
+            parts += (call.prefix, _text(tokens, (self.pos + r) % ntoks, n - r), call.suffix)
+        self.pos = (self.pos + n) % ntoks
+        self.sent += n
+        self.unsent = 0
+        if finished is not None:
+            parts.append(self._tool_final(call, finished))
+        return b"".join(parts)
+
+    def _tool_final(self, call: ToolCall, seq: Seq) -> bytes:
+        """How a reply that called a function ends: "tool_calls" when the model stopped after its arguments
+        (cut by max_tokens: "length"), with the usage and [DONE] (responses: the terminal event)."""
+        reason = seq.finish_reason or "length"
+        called = self.answering and reason == "stop"
+        if self.api == "responses":
+            usage = (
+                self.prompt_tokens,
+                self.sent,
+                seq.cached_tokens or 0,
+                self.reasoning_sent if self.reasoning_total else None,
+            )
+            output = call.item if self.answering else ""
+            return responses.terminal(self.rid, self.created, self.model_json, reason, usage, output)
+        out = call.finish if called else call.finish.replace(b'"tool_calls"', f'"{reason}"'.encode())
+        if self.include_usage:
+            out += self.usage_event(self.prompt_tokens, self.sent, seq.cached_tokens or 0)
+        return out + DONE
+
+    @property
+    def called(self) -> ToolCall | None:
+        """The function call the reply made: some of its arguments were sent (streamed or not)."""
+        return self.tool if self.tool is not None and self.sent > self.reasoning_total else None
+
+    @property
+    def tool_tokens(self) -> int:
+        """Ground truth: the tokens sent as the call's arguments (0 when the reply called nothing)."""
+        return self.sent - self.reasoning_total if self.called is not None else 0
 
     def _thought(self, tokens: tuple[bytes, ...], n: int) -> tuple[bytes, bytes]:
         """(prefix, text) of a chunk in the reasoning phase: reasoning only, or the last reasoning tokens

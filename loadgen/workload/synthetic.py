@@ -28,6 +28,7 @@ from loadgen.types import Outcome, RequestResult, RequestSpec
 from loadgen.workload.replay import Replay, RequestSession
 from loadgen.workload.sizing import TRANSCRIPT_LABEL_TOKENS, PromptSizer, as_api
 from loadgen.workload.text import FRESH_WORDS, VOCABULARY, TextPool, stable_offset, text_pool
+from loadgen.workload.tools import MessageExtras, ToolRounds
 
 
 class Workload:
@@ -54,7 +55,9 @@ class Workload:
         self.model = model
         self.seed = seed
         self.api: Api = api or as_api(profile.api)
-        self.extra_body = profile.sampling.extra_body()
+        tools = profile.tools
+        offered = tools.extra_body(self.api) if tools is not None and chat_like(self.api) else ()
+        self.extra_body = profile.sampling.extra_body() + offered
         self._pool = text_pool(seed)
         self._buckets = profile.buckets
         self._cum_weights = tuple(itertools.accumulate(b.weight for b in profile.buckets))
@@ -164,6 +167,9 @@ class Session:
         "_transcript",
         "_context_tokens",
         "_pending",
+        "_tools",
+        "_extras",
+        "_tool_requests",
     )
 
     def __init__(self, workload: Workload, rng: random.Random, session_id: int) -> None:
@@ -193,6 +199,13 @@ class Session:
         self._transcript = self._prefix  # completions API: the running prompt text
         self._context_tokens = 0.0  # estimated prompt tokens of the last request plus its reply
         self._pending: RequestSpec | None = None
+        tools = workload.profile.tools
+        # answering tool calls: a multi-turn chat-like session whose profile offers tools (loadgen.workload.tools)
+        self._tools = (
+            ToolRounds(tools) if tools is not None and self._multi and chat_like(workload.api) else None
+        )
+        self._extras: MessageExtras = []
+        self._tool_requests = 0  # requests that answered tool calls: not user turns
 
     def next_request(self) -> RequestSpec | None:
         if self._pending is not None and self._multi:
@@ -200,7 +213,9 @@ class Session:
                 None, self._pending.max_tokens, self._pending.input_tokens_target, self._pending.max_tokens
             )
         self._pending = None
-        if self.done or self.turn >= self.turns:
+        if self._tools is not None and self._tools.pending and not self.done:
+            return self._tool_round(self._tools)
+        if self.done or self.turn - self._tool_requests >= self.turns:
             self.done = True
             return None
         w = self.workload
@@ -243,8 +258,41 @@ class Session:
             turn=self.turn,
             keep_text=self._multi,
             extra_body=w.extra_body,
+            message_extras=tuple(self._extras),
         )
         self.turn += 1
+        self._pending = spec
+        return spec
+
+    def _tool_round(self, tools: ToolRounds) -> RequestSpec | None:
+        """The request that answers the last reply's tool calls: the history as it stands (the calls and
+        their canned results last), no new user text."""
+        w = self.workload
+        max_tokens = sample_tokens(self.bucket.output, self.rng)
+        target = int(round(self._context_tokens))
+        limit = w.profile.session.max_context_tokens if w.profile.session else None
+        fitted = w.fit(target, 0, max_tokens, floor=0)
+        if fitted is None or (limit is not None and target + max_tokens > limit):
+            self.done = True
+            return None
+        tools.sent()
+        spec = RequestSpec(
+            api=w.api,
+            model=w.model,
+            max_tokens=fitted[2],
+            messages=tuple(self._history),
+            input_tokens_target=target,
+            bucket=self.bucket.name,
+            prefix_group=self.bucket.prefix_group,
+            cache_class=self.bucket.cache,
+            session_id=self.session_id,
+            turn=self.turn,
+            keep_text=True,
+            extra_body=w.extra_body,
+            message_extras=tuple(self._extras),
+        )
+        self.turn += 1
+        self._tool_requests += 1
         self._pending = spec
         return spec
 
@@ -276,7 +324,15 @@ class Session:
         if result.outcome is not Outcome.OK:
             self.done = True
             return
-        if self.turn >= self.turns:
+        if self._tools is not None:
+            added = self._tools.on_reply(result, self._history, self._extras)
+            if added is not None:  # the next request answers its tool calls
+                prompt = result.input_tokens if result.input_tokens is not None else spec.input_tokens_target
+                per_message = self.workload.sizer.per_message_tokens
+                calls = len(result.tool_calls)
+                self._context_tokens = prompt + result.output_tokens + per_message * (1 + calls) + added / 4
+                return
+        if self.turn - self._tool_requests >= self.turns:
             self.done = True
             return
         if self._multi:
