@@ -143,7 +143,9 @@ def test_each_request_carries_its_spans_trace_context(receiver: Receiver, sim: A
     assert {r["ramp.worker"] for r in receiver.resources} == {0, 1}
 
     # every request the step measured has its span: step, status, tokens, and the request's own duration
-    (step,) = read_record(str(out)).steps
+    record = read_record(str(out))
+    assert record.header["otel"] is True  # a condition of the run: each span costs client CPU
+    (step,) = record.steps
     with open(detail_path(str(out)), newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == step["ok"] > 0  # no fault injected: every request the step counted is ok
