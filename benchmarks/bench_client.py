@@ -1,7 +1,9 @@
 """Benchmark of the streaming hot path: CPU per chunk and per request for each transport, and SSE costs.
 
 Run: ``python benchmarks/bench_client.py [--streams 64] [--tokens 100] [--tick-ms 10] [--rounds 3]
-[--loop asyncio|uvloop]`` (the worker runs on uvloop when it is installed; asyncio is the default here).
+[--loop asyncio|uvloop] [--otel]`` (the worker runs on uvloop when it is installed; asyncio is the default
+here). ``--otel`` sends as a worker does under ``ramp run --otel``: a traceparent per request and its span,
+exported over OTLP/HTTP to the benchmark's server (the exporter's thread counts in the client's CPU).
 
 A fast SSE server runs in a child process (so its CPU is not counted) and paces every stream like a
 batched decode step: one event per stream per tick, each its own write, so the client sees one event per
@@ -14,18 +16,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from loadgen.client import Client, LiveCounter  # noqa: E402
 from loadgen.config import TRANSPORTS, Transport  # noqa: E402 - after the path, for a checkout without install
+from loadgen.types import Outcome, RequestResult, RequestSpec, Target  # noqa: E402
+
+Send = Callable[..., Awaitable[RequestResult]]
 
 CHUNK = (
     b'data: {"id":"chatcmpl-8e52705c0205a598","object":"chat.completion.chunk","created":1796000122,'
@@ -55,6 +62,10 @@ def serve(tick_ms: float, ratelimit: bool = False) -> None:
 
     extra = RATELIMIT_HEADERS if ratelimit else {}
 
+    async def traces(req: web.Request) -> web.Response:  # an OTLP/HTTP receiver that keeps nothing
+        await req.read()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
     async def handle(req: web.Request) -> web.StreamResponse:
         body = await req.json()
         tokens = int(body["max_tokens"])
@@ -75,6 +86,7 @@ def serve(tick_ms: float, ratelimit: bool = False) -> None:
     async def main() -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", handle)
+        app.router.add_post("/v1/traces", traces)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -85,24 +97,56 @@ def serve(tick_ms: float, ratelimit: bool = False) -> None:
     asyncio.run(main())
 
 
-async def run_transport(
-    port: int, transport: Transport, args: argparse.Namespace, burst: bool
-) -> dict[str, float]:
+@contextlib.contextmanager
+def counting_reads() -> Iterator[list[int]]:
+    """The socket reads the sink parses, counted (``[n]``), while the block runs."""
     import loadgen.stream as stream_mod  # where the per-chunk sink makes its SSE parser
-    from loadgen.client import Client, LiveCounter
-    from loadgen.types import Outcome, RequestSpec, Target
 
-    reads = 0
+    reads = [0]
     base_parser = stream_mod.SSEParser
 
     class CountingParser(base_parser):  # type: ignore[misc, valid-type]
         def feed(self, piece: bytes) -> list[bytes]:
-            nonlocal reads
-            reads += 1
+            reads[0] += 1
             return super().feed(piece)
 
     stream_mod.SSEParser = CountingParser  # type: ignore[misc]
-    client = Client(Target(url=f"http://127.0.0.1:{port}"), max_connections=args.streams, transport=transport)
+    try:
+        yield reads
+    finally:
+        stream_mod.SSEParser = base_parser  # type: ignore[misc]
+
+
+def traced_send(
+    client: Client, target: Target, port: int
+) -> tuple[Send, Callable[[], object], Callable[[], None]]:
+    """(send, flush, close) as ``Worker.send_traced`` sends under ``ramp run --otel``: a traceparent per
+    request, then its span, exported over OTLP/HTTP to the benchmark's server."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from loadgen.run.otel import RequestSpans
+
+    spans = RequestSpans(0, target, OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces"))
+
+    async def traced(spec: RequestSpec, intended_ns: int, live: LiveCounter | None = None) -> RequestResult:
+        trace_id, span_id, header = spans.new_ids()
+        result = await client.send(spec, intended_ns, live, header)
+        spans.record(trace_id, span_id, 0, spec, result)
+        return result
+
+    return traced, spans.provider.force_flush, spans.close
+
+
+def nothing() -> None:
+    pass
+
+
+async def run_transport(
+    port: int, transport: Transport, args: argparse.Namespace, burst: bool
+) -> dict[str, float]:
+    target = Target(url=f"http://127.0.0.1:{port}")
+    client = Client(target, max_connections=args.streams, transport=transport)
+    send, flush, close = traced_send(client, target, port) if args.otel else (client.send, nothing, nothing)
     extra = (("burst", True),) if burst else ()
     spec = RequestSpec(
         api="chat", model="m", max_tokens=args.tokens, messages=(("user", "hi"),), extra_body=extra
@@ -110,28 +154,32 @@ async def run_transport(
     short = RequestSpec(api="chat", model="m", max_tokens=1, messages=(("user", "hi"),))
     live = LiveCounter()
     try:
-        # warm-up: open the pool's connections
-        await asyncio.gather(*(client.send(short, time.monotonic_ns()) for _ in range(args.streams)))
-        reads = 0
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        results = []
-        for _ in range(args.rounds):
-            results += await asyncio.gather(
-                *(client.send(spec, time.monotonic_ns(), live) for _ in range(args.streams))
-            )
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        chunk_reads = reads
+        with counting_reads() as reads:
+            # warm-up: open the pool's connections
+            await asyncio.gather(*(send(short, time.monotonic_ns()) for _ in range(args.streams)))
+            flush()
+            reads[0] = 0
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            results = []
+            for _ in range(args.rounds):
+                results += await asyncio.gather(
+                    *(send(spec, time.monotonic_ns(), live) for _ in range(args.streams))
+                )
+            flush()  # --otel: the spans' export counts in the CPU measured (the exporter's thread is ours)
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            chunk_reads = reads[0]
         ok = sum(r.outcome is Outcome.OK for r in results)
         chunks = sum(len(r.chunk_times_ns) for r in results)
         # per-request overhead: one-token streams (connection reuse, headers, body, result)
         n_short = args.streams * args.rounds * 4
         cpu1 = time.process_time()
         for _ in range(4 * args.rounds):
-            await asyncio.gather(*(client.send(short, time.monotonic_ns()) for _ in range(args.streams)))
+            await asyncio.gather(*(send(short, time.monotonic_ns()) for _ in range(args.streams)))
+        flush()
         cpu_short = time.process_time() - cpu1
     finally:
         await client.aclose()
-        stream_mod.SSEParser = base_parser  # type: ignore[misc]
+        close()
     per_request = cpu_short / n_short
     return {
         "ok": ok,
@@ -233,6 +281,9 @@ def main() -> None:
         action="store_true",
         help="the server sends six x-ratelimit-* headers per answer",
     )
+    parser.add_argument(
+        "--otel", action="store_true", help="a traceparent and a span per request (ramp run --otel)"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -256,7 +307,8 @@ def main() -> None:
         port = int(proc.stdout.readline())
         print(
             f"transports: {args.streams} concurrent streams x {args.tokens} tokens x {args.rounds} rounds, "
-            f"server in pid {proc.pid}, client CPU only (pid {os.getpid()}, {args.loop} loop)"
+            f"server in pid {proc.pid}, client CPU only (pid {os.getpid()}, {args.loop} loop"
+            f"{', --otel' if args.otel else ''})"
         )
         for burst in (False, True):
             label = (

@@ -121,9 +121,14 @@ class Client:
         await self.aclose()
 
     async def send(
-        self, spec: RequestSpec, intended_ns: int, live: LiveCounter | None = None
+        self,
+        spec: RequestSpec,
+        intended_ns: int,
+        live: LiveCounter | None = None,
+        traceparent: str | None = None,
     ) -> RequestResult:
-        """Stream one request. Returns ERROR results instead of raising; CANCELLED if the task is cancelled."""
+        """Stream one request. Returns ERROR results instead of raising; CANCELLED if the task is cancelled.
+        ``traceparent``: the W3C trace context header to send (``--otel``), else none."""
         http = self._http
         if http is None:  # made on first use: a session must be created inside the loop that uses it
             http = self._http = open_transport(self.transport, self.target, self.max_connections)
@@ -133,9 +138,10 @@ class Client:
         assert task is not None, "Client.send must run inside an asyncio task"
         self._sent += 1
         request_id = self._id_prefix + str(self._sent)
-        st = Stream(
-            task, self.target, _monotonic_ns(), request_id, {**self._headers, "X-Request-Id": request_id}
-        )
+        headers = {**self._headers, "X-Request-Id": request_id}
+        if traceparent is not None:
+            headers["traceparent"] = traceparent
+        st = Stream(task, self.target, _monotonic_ns(), request_id, headers)
         if spec.keep_text:
             st.text = []
         try:

@@ -197,6 +197,8 @@ class RunConfig:
     # its URL goes into the record header; None: no exporter
     snapshot_sink: Callable[[Snapshot], None] | None = None
     metrics_url: str | None = None
+    # --otel: every request carries a W3C traceparent and leaves an OpenTelemetry span (loadgen.run.otel)
+    otel: bool = False
 
     @property
     def api(self) -> Api:

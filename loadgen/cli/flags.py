@@ -79,6 +79,7 @@ class RunFlags:
     save_requests: str | None = None
     metrics_port: int | None = None  # --metrics-port: ramp's own Prometheus metrics (loadgen.run.exporter)
     metrics_host: str = "127.0.0.1"
+    otel: bool = False  # --otel: a traceparent and an OpenTelemetry span per request (loadgen.run.otel)
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> RunFlags:
@@ -351,6 +352,12 @@ def _add_telemetry_flags(p: Flags) -> None:
         "snapshots (/snapshot, for ramp attach); 0: a free port",
     )
     p.add_argument("--metrics-host", default=d.metrics_host, help="address --metrics-port listens on")
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="a W3C traceparent on every request and a span for it, over OTLP/HTTP to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (default localhost:4318; extra: otel)",
+    )
 
 
 def _add_output_flags(p: Flags) -> None:

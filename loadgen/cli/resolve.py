@@ -36,6 +36,8 @@ from loadgen.target.urls import check_urls
 from loadgen.types import Target
 
 DEFAULT_WARMUP_S = 5.0
+# What --otel imports (loadgen.run.otel): the otel extra's packages
+OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
 
 __all__ = [
     "DEFAULT_WARMUP_S",
@@ -241,6 +243,28 @@ def _ray(address: str | None) -> str | None:
     return address
 
 
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported (its parent packages are, to find it; none is run)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing
+        return False
+
+
+def _otel(wanted: bool) -> bool:
+    """``--otel``, refused at once (exit 2) without the otel extra, or with an OTLP protocol it does not
+    speak (the exporter is OTLP over HTTP, protobuf)."""
+    if not wanted:
+        return False
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = os.environ.get(name, "").strip()
+        if protocol and protocol != "http/protobuf":
+            raise UsageError(f"--otel exports OTLP over HTTP: {name}={protocol!r} is not http/protobuf")
+    if not all(_installed(m) for m in OTEL_MODULES):
+        raise UsageError("--otel needs OpenTelemetry: pip install 'llm-ramp[otel]'")
+    return True
+
+
 def _tokenizer(path: str | None) -> str | None:
     """``--tokenizer PATH``, checked here: a file that cannot be loaded is a usage error, not a run failure."""
     if path is None:
@@ -316,6 +340,7 @@ def resolve(flags: RunFlags, url: str, server_args: Sequence[str] = ()) -> RunCo
         save_requests_detail=flags.save_requests_detail,
         tokenizer=_tokenizer(flags.tokenizer),
         ray=_ray(flags.ray),
+        otel=_otel(flags.otel),
         save_requests=flags.save_requests,
         transport=flags.transport,
         warmup_s=run_warmup_s(flags, profile, shape.plan),

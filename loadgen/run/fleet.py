@@ -82,6 +82,7 @@ def worker_specs(config: RunConfig, model: str, sizer: PromptSizer) -> list[Work
             slo=config.slo if config.slo is not None else config.profile.slo,
             detail=config.save_requests_detail,
             save_requests=config.save_requests,
+            otel=config.otel,
         )
         for wid in range(max(1, int(config.workers)))
     ]

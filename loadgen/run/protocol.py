@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from loadgen.arrivals import ArrivalSpec
-from loadgen.config import MODES, Mode
+from loadgen.config import MODES, Mode, Phase
 
 if TYPE_CHECKING:
     from loadgen.metrics import IntervalDelta
@@ -57,10 +57,15 @@ class ResumeLoad:
 
 @dataclass(frozen=True, slots=True)
 class Flush:
-    """Ship every open window now; the requests sent from here on belong to ``window``."""
+    """Ship every open window now; the requests sent from here on belong to ``window``: of step ``step``
+    (1-based, as the record numbers steps; 0: between steps, counted nowhere), its ``phase``, at the run's
+    ``level`` (the whole fleet's, not this worker's share). ``--otel`` spans carry the three."""
 
     window: int
     t0_ns: int
+    step: int = 0
+    phase: Phase | None = None
+    level: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

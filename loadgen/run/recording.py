@@ -106,6 +106,7 @@ def record_header(
         # replayed source itself (a dataset, trace or request file: path, content hash) is profile_content.replay
         "requests_saved": config.save_requests,
         "metrics_url": config.metrics_url,  # --metrics-port: where ramp's own Prometheus metrics were served
+        "otel": config.otel,  # --otel: a traceparent and a span per request (about 0.1 ms of client CPU each)
     }
 
 

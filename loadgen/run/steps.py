@@ -192,7 +192,7 @@ class Steps:
             seg.flags.add("worker_lost")
         self.next_seg += 1
         self.segments[seg.seg_id] = seg
-        self.fleet.send_all(Flush(seg.seg_id, now))
+        self.fleet.send_all(Flush(seg.seg_id, now, self.index + 1, phase, self.level))
         if phase == "measure":
             self.link.poke()
         return seg

@@ -35,7 +35,7 @@ from loadgen.client import Client
 from loadgen.config import SLO, Mode, Transport
 from loadgen.metrics.replicas import ReplicaKeys
 from loadgen.run.health import HealthSampler
-from loadgen.run.loops import ClosedLoop, Gate, OpenLoop
+from loadgen.run.loops import ClosedLoop, Gate, OpenLoop, Send
 from loadgen.run.protocol import (
     ClosedLoad,
     Flush,
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from multiprocessing.queues import Queue
 
     from loadgen.profile import Profile
+    from loadgen.run.otel import RequestSpans
     from loadgen.workload import PromptSizer
 
 
@@ -81,6 +82,7 @@ class WorkerSpec:
     detail: bool = False  # --save-requests-detail: ship a row per finished request
     save_requests: str | None = None  # --save-requests FILE: every request as sent (loadgen.sources.requests)
     log_dir: str | None = None  # the run's private folder (mode 0700) for the workers' logs (ProcessFleet)
+    otel: bool = False  # --otel: a traceparent on every request and a span for it (loadgen.run.otel)
 
 
 class Inbox(Protocol):
@@ -219,9 +221,18 @@ class Worker:
         self.gate = Gate()
         self.mode: Mode = "closed"
         self.sessions = 0
-        self.closed = ClosedLoop(workload, self.send, self.gate, self._session_id, spec.seed, spec.worker_id)
+        # --otel: the loops send through send_traced; without it nothing of OpenTelemetry is imported and
+        # the loops call send itself (no branch per request for it).
+        self.spans: RequestSpans | None = None
+        send: Send = self.send
+        if spec.otel:
+            from loadgen.run.otel import RequestSpans
+
+            self.spans = RequestSpans(spec.worker_id, spec.target)
+            send = self.send_traced
+        self.closed = ClosedLoop(workload, send, self.gate, self._session_id, spec.seed, spec.worker_id)
         rng = random.Random(stream_seed(spec.seed, spec.worker_id))
-        self.open = OpenLoop(workload, self.send, self.gate, self._session_id, rng, self.book)
+        self.open = OpenLoop(workload, send, self.gate, self._session_id, rng, self.book)
         self.done = asyncio.Event()
 
     def _session_id(self) -> int:
@@ -250,6 +261,8 @@ class Worker:
         if self.reads is not None:
             self.reads.close(loop)
         self.requests_log.close()
+        if self.spans is not None:
+            self.spans.close()
 
     def _read_commands(self, loop: asyncio.AbstractEventLoop) -> None:
         while True:
@@ -284,6 +297,8 @@ class Worker:
                 if self.mode == "open":
                     self.open.restart()
             case Flush(window=window):
+                if self.spans is not None:
+                    self.spans.flushed(cmd)
                 self.trace.cut(window, time.monotonic_ns())
                 self._ship()
                 self.book.open(window)
@@ -330,16 +345,31 @@ class Worker:
         self.done.set()
 
     # ---- one request ------------------------------------------------------------------------------------
-    async def send(self, spec: RequestSpec, intended_ns: int, reserved: int | None = None) -> RequestResult:
+    async def send(
+        self, spec: RequestSpec, intended_ns: int, reserved: int | None = None, traceparent: str | None = None
+    ) -> RequestResult:
         book = self.book
         keys = self.replica_keys
         at = (spec.session_id + self.replica_shift) % len(keys) if keys else 0  # O(1): no lock, no scan
         self.requests_log.write(spec, intended_ns)
         window = book.sending(reserved)
         try:
-            result = await self.clients[at].send(spec, intended_ns, book.live)
+            result = await self.clients[at].send(spec, intended_ns, book.live, traceparent)
         finally:
             book.landed(window)
         book.record(window, result, keys[at] if keys else None)
         self.trace.write(result, window)
+        return result
+
+    async def send_traced(
+        self, spec: RequestSpec, intended_ns: int, reserved: int | None = None
+    ) -> RequestResult:
+        """``send`` with ``--otel``: the request carries its span's trace context, and its span is made
+        once it has ended, in the window it was counted in (the one ``send`` picks: see ``WindowBook.sending``)."""
+        spans = self.spans
+        assert spans is not None, "send_traced without --otel"
+        window = self.book.window if reserved is None else reserved
+        trace_id, span_id, header = spans.new_ids()
+        result = await self.send(spec, intended_ns, reserved, header)
+        spans.record(trace_id, span_id, window, spec, result)
         return result

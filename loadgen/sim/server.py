@@ -42,7 +42,7 @@ def _ground_truth_record(request: web.Request, api: str, arrival_ns: int) -> dic
         "admitted_ns": None, "first_token_ns": None, "last_token_ns": None, "end_ns": None, "status": 200,
         "stream": False, "prompt_tokens": None, "cached_tokens": None, "output_tokens": 0, "chunks": 0,
         "preemptions": 0, "fault": None, "finish_reason": None, "max_tokens": None,
-        "reasoning_tokens": 0, "first_answer_ns": None,
+        "reasoning_tokens": 0, "first_answer_ns": None, "traceparent": request.headers.get("traceparent"),
         "tools_offered": 0, "tool_messages": 0, "tool_call": None, "tool_tokens": 0, "first_tool_ns": None,
     }  # fmt: skip
 

@@ -91,3 +91,46 @@ def test_the_image_is_non_root_with_ramp_as_entrypoint() -> None:
     assert users and users[-1].split(":")[0] not in ("0", "root")
     assert any(ln.startswith("ENV") for ln in code) and "RAMP_RUNS_DIR=/runs" in " ".join(code)
     assert not re.search(r"(API_KEY|TOKEN|SECRET)\s*=", " ".join(code)), "no secret baked into the image"
+
+
+def rayjob() -> dict[str, Any]:
+    (job,) = [d for d in yaml.safe_load_all((DEPLOY / "k8s" / "rayjob.yaml").read_text()) if d]
+    return job
+
+
+def test_the_rayjob_runs_ramp_on_ray_headless_once_under_a_deadline() -> None:
+    job = rayjob()
+    assert job["apiVersion"] == "ray.io/v1" and job["kind"] == "RayJob"
+    spec = job["spec"]
+    assert (
+        spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] > 0 and spec["shutdownAfterJobFinishes"]
+    )
+    args = spec["entrypoint"].split()
+    assert args[0] == "ramp"
+    parsed = build_parser().parse_args(args[1:])  # exits (SystemExit) on a flag ramp does not know
+    assert parsed.headless and parsed.ray == "" and parsed.out.startswith("/runs/")
+
+
+def test_every_rayjob_pod_is_restricted_with_the_key_from_a_secret() -> None:
+    cluster = rayjob()["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    pods = [head] + [group["template"]["spec"] for group in cluster["workerGroupSpecs"]]
+    image = {c["image"] for pod in pods for c in pod["containers"]}
+    assert len(image) == 1, "driver and cluster: one image, one Ray version"
+    for pod in pods:
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        for container in pod["containers"]:
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+            res = container["resources"]
+            assert res["requests"]["cpu"] == res["limits"]["cpu"]
+            env = {e["name"]: e for e in container.get("env", [])}
+            # the workers send the requests: the key must be where they run, and only from the Secret
+            assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "ramp-target"
+            assert all("value" not in e for n, e in env.items() if "KEY" in n)
+    (container,) = head["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in head["volumes"]}
+    _, claims = job_and_claims()
+    assert volumes[mounts["/runs"]]["persistentVolumeClaim"]["claimName"] in claims
