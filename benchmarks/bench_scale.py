@@ -1,7 +1,7 @@
 """Linear over cores: N load workers against N times one worker's tokens/s, servers off the workers' cores.
 
 Run: ``python benchmarks/bench_scale.py [--workers 1,2,4,8,16] [--streams 256] [--seconds 8]
-[--sims-per-worker 1] [--budget-s 1200]`` (``scripts/scale_bench.sh`` runs it under a ``timeout``).
+[--sims-per-worker 2] [--budget-s 1200]`` (``scripts/scale_bench.sh`` runs it under a ``timeout``).
 Prints a table; asserts nothing. Offline: the checkout and its installed dependencies only, 127.0.0.1.
 
 Each row is one closed-loop step of the whole engine (``ramp selftest``'s, ``loadgen.cli.selftest``) with
@@ -124,7 +124,7 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=256, help="streams per worker")
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per row")
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--sims-per-worker", type=int, default=1, help="simulator processes per worker")
+    parser.add_argument("--sims-per-worker", type=int, default=2, help="simulator processes per worker")
     parser.add_argument(
         "--budget-s", type=float, default=1200.0, help="stop (with the rows so far) after this"
     )

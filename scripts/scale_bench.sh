@@ -2,7 +2,7 @@
 # The scaling benchmark (docs/numbers.md, "The scaling benchmark"): N load workers, N = 1, 2, 4, 8, 16 (as
 # many as the machine has cores), each with the same streams, against N times one worker's tokens/s
 # (the goal: within ±5 %). benchmarks/bench_scale.py lays the cores out per row (the controller on one,
-# each worker on its own, fresh simulator processes, fast preset, pinned to the cores left over; a row
+# each worker on its own, fresh simulator processes (two a worker), fast preset, on the cores left over; a row
 # with no core left says "shared") and prints the table: achieved/ideal, N x one, scaling, the workers'
 # CPU, the simulators' own TTFT p99.
 #
@@ -12,7 +12,7 @@
 #
 #   scripts/scale_bench.sh                                   # 1,2,4,8,16 workers x 256 streams, 8 s a row
 #   WORKERS=1,2 STREAMS=256 SECONDS_PER_ROW=8 scripts/scale_bench.sh
-#   SIMS_PER_WORKER=2 scripts/scale_bench.sh                 # more simulator processes per worker
+#   SIMS_PER_WORKER=3 scripts/scale_bench.sh                 # more simulator processes per worker
 #   scripts/scale_bench.sh --ray                             # ramp selftest's rows, the workers as Ray actors
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +30,4 @@ if [ "${1:-}" = "--ray" ]; then
 fi
 exec timeout -k 60 "$((budget + 60))" python benchmarks/bench_scale.py --workers "${WORKERS:-1,2,4,8,16}" \
     --streams "${STREAMS:-256}" --seconds "${SECONDS_PER_ROW:-8}" \
-    --sims-per-worker "${SIMS_PER_WORKER:-1}" --budget-s "$budget" "$@"
+    --sims-per-worker "${SIMS_PER_WORKER:-2}" --budget-s "$budget" "$@"

@@ -27,8 +27,8 @@ def _bench_scale() -> Any:
 @pytest.mark.parametrize(
     ("workers", "controller", "mine", "sims", "shared"),
     [
-        (1, 0, (1,), (2,), False),
-        (4, 0, (1, 2, 3, 4), (5, 6, 7, 8), False),
+        (1, 0, (1,), (2, 3), False),  # two simulators a worker
+        (4, 0, (1, 2, 3, 4), tuple(range(5, 13)), False),
         (8, 0, tuple(range(1, 9)), tuple(range(9, 16)), False),  # 7 cores left: 7 simulators
         (16, 0, tuple(range(16)), tuple(range(16)), True),  # no core left: shared, and said so
     ],
@@ -36,15 +36,15 @@ def _bench_scale() -> Any:
 def test_sixteen_cores(
     workers: int, controller: int, mine: tuple[int, ...], sims: tuple[int, ...], shared: bool
 ) -> None:
-    where = _bench_scale().place(list(range(16)), workers, 1)
+    where = _bench_scale().place(list(range(16)), workers, 2)
     assert (where.controller, where.workers, where.sims, where.shared) == (controller, mine, sims, shared)
 
 
 def test_two_cores() -> None:
     bench = _bench_scale()
-    one = bench.place([0, 1], 1, 1)
+    one = bench.place([0, 1], 1, 2)
     assert (one.workers, one.sims, one.shared) == ((1,), (0,), False)  # the simulator beside the controller
-    two = bench.place([0, 1], 2, 1)
+    two = bench.place([0, 1], 2, 2)
     assert (two.workers, two.shared) == ((0, 1), True) and set(two.sims) == {0, 1}
 
 
