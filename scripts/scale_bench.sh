@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The scaling benchmark (docs/numbers.md): `ramp selftest` grows the load workers 1, 2, 4, 8 ... as far
-# as the machine has a core for each (plus one for the controller and at least one for a simulator), each
-# worker with the same streams, against one simulator fast-mode process per core left over, served as one
-# multi-URL target. One short run; it prints the table (achieved/ideal, scaling: N workers' tokens/s over N
-# times one worker's, CPU-s per 1M tokens, TTFT error, the simulators' own TTFT) and a line per worker count
-# against the goal (scaling >= 0.95 while the simulators keep up).
+# The scaling benchmark (docs/numbers.md, "The scaling benchmark"): N load workers, N = 1, 2, 4, 8, 16 (as
+# many as the machine has cores), each with the same streams, against N times one worker's tokens/s
+# (the goal: within ±5 %). benchmarks/bench_scale.py lays the cores out per row (the controller on one,
+# each worker on its own, fresh simulator processes (two a worker), fast preset, on the cores left over; a row
+# with no core left says "shared") and prints the table: achieved/ideal, N x one, scaling, the workers'
+# CPU, the simulators' own TTFT p99.
 #
-# Offline: it runs only what the checkout carries with the package already installed (`pip install -e .`,
-# once); it installs nothing and talks to nothing beyond 127.0.0.1.
+# Offline and bounded: it runs only what the checkout carries with the package already installed
+# (`pip install -e .`, once), talks to nothing beyond 127.0.0.1, and stops after SCALE_BUDGET_S (default
+# 1,200 s; printing the rows so far), killed outright 60 s later if it is still running.
 #
-#   scripts/scale_bench.sh              # local worker processes
-#   scripts/scale_bench.sh --ray        # the same workers as Ray actors on a local Ray (extra: ray)
+#   scripts/scale_bench.sh                                   # 1,2,4,8,16 workers x 256 streams, 8 s a row
 #   WORKERS=1,2 STREAMS=256 SECONDS_PER_ROW=8 scripts/scale_bench.sh
+#   SIMS_PER_WORKER=3 scripts/scale_bench.sh                 # more simulator processes per worker
+#   scripts/scale_bench.sh --ray                             # ramp selftest's rows, the workers as Ray actors
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,13 +21,13 @@ if ! python -c 'import loadgen.cli' 2>/dev/null; then
     echo "scale_bench: llm-ramp is not installed here: run 'pip install -e .' once (online), then again" >&2
     exit 2
 fi
-cores=$(python -c 'import os; print(len(os.sched_getaffinity(0)))')
-workers=1
-for w in 2 4 8 16 32; do
-    if [ $((w + 2)) -le "$cores" ]; then
-        workers="$workers,$w"
-    fi
-done
-echo "scale_bench: $cores cores, $(python -c 'import platform; print(platform.processor() or platform.machine())'), workers ${WORKERS:-$workers}"
-exec python -m loadgen.cli selftest --workers "${WORKERS:-$workers}" --streams "${STREAMS:-512}" --per-worker \
-    --seconds "${SECONDS_PER_ROW:-6}" "$@"
+budget=${SCALE_BUDGET_S:-1200}
+echo "scale_bench: $(python -c 'import os; print(len(os.sched_getaffinity(0)))') cores," \
+    "$(python -c 'import platform; print(platform.processor() or platform.machine())')"
+if [ "${1:-}" = "--ray" ]; then
+    exec timeout -k 60 "$budget" python -m loadgen.cli selftest --workers "${WORKERS:-1,2,4,8}" \
+        --streams "${STREAMS:-512}" --per-worker --seconds "${SECONDS_PER_ROW:-6}" "$@"
+fi
+exec timeout -k 60 "$((budget + 60))" python benchmarks/bench_scale.py --workers "${WORKERS:-1,2,4,8,16}" \
+    --streams "${STREAMS:-256}" --seconds "${SECONDS_PER_ROW:-8}" \
+    --sims-per-worker "${SIMS_PER_WORKER:-2}" --budget-s "$budget" "$@"

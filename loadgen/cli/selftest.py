@@ -172,10 +172,11 @@ def _server_ttft(truth: list[dict[str, Any]], since_ns: int) -> tuple[float | No
     )
 
 
-def _read_delays(
+def read_delays(
     truth_list: list[dict[str, Any]], since_ns: int, trace_dir: str
 ) -> tuple[float | None, float | None]:
-    """Client's first-token stamp minus the simulator's write of it, p50/p99, from the workers' traces."""
+    """Client's first-token stamp minus the simulator's write of it, p50/p99, from the workers' traces
+    (their request lines: a worker also writes where it cut its windows, lines without a request)."""
     import glob
     import json
 
@@ -186,6 +187,8 @@ def _read_delays(
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 rec = json.loads(line)
+                if "request_id" not in rec:  # a window cut ({"cut": window, "at_ns": ...})
+                    continue
                 w = written.get(rec["request_id"])
                 if w and rec["first_token_ns"] and rec["sent_ns"] >= since_ns:
                     delays.append((rec["first_token_ns"] - w) / 1e6)
@@ -224,7 +227,7 @@ def run_one(bench: Bench, streams: int, workers: int) -> SelftestRow:
         truth = [g for handle in bench.handles for g in handle.ground_truth()]
         server_p50, server_p99 = _server_ttft(truth, window.start_ns)
         if trace_dir:
-            read_p50, read_p99 = _read_delays(truth, window.start_ns, trace_dir)
+            read_p50, read_p99 = read_delays(truth, window.start_ns, trace_dir)
     return SelftestRow(
         loop_lag_ms_max=window.loop_lag_ms_max,
         read_delay_p50_ms=read_p50,
