@@ -310,7 +310,9 @@ def test_measured_agrees_with_ground_truth(
         assert np.percentile(read_delay, 50) <= 1.0, numbers
     else:
         assert np.percentile(read_delay, 50) <= 3.0, numbers
-        assert np.percentile(read_delay, 99) <= 15.0, numbers
+        # The tail is the machine's when other processes hold the cores (a loaded 2-core box read 128 ms):
+        # then the step must say so (client-bound), never pass it off as the server's.
+        assert np.percentile(read_delay, 99) <= 15.0 or m.step["client_bound"], numbers
     # It sends when it means to.
     assert np.percentile(lat.send_delay, 50) <= 1.0, numbers
     # So TTFT agrees with the truth within 1 ms or 1 %, beyond the request leg no client can remove (and, at
