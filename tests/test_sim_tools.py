@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import json
 import random
 import time
 from pathlib import Path
@@ -134,12 +135,12 @@ def test_the_call_rate_is_the_simulators_exactly() -> None:
 
 
 async def _sessions(
-    api: Api, sessions: int
+    api: Api, sessions: int, profile: str = ""
 ) -> tuple[list[list[RequestResult]], dict[str, dict[str, object]]]:
     server = SimServer(build_config("tiny-cpu", seed=5, tool_call_rate=1.0))
     url = await server.start("127.0.0.1", 0)
     client = Client(Target(url=url), sessions, "h1")
-    workload = Workload(parse_profile(PROFILE.format(api=api)), PromptSizer(1.0), "", seed=1)
+    workload = Workload(parse_profile(profile or PROFILE.format(api=api)), PromptSizer(1.0), "", seed=1)
 
     async def one(i: int) -> list[RequestResult]:
         session = workload.new_session(random.Random(i))
@@ -168,6 +169,33 @@ def test_a_session_answers_each_call_and_the_server_sees_the_results(api: Api) -
         assert [r.turn for r in results] == list(range(6))
         prompts = [truth[r.request_id]["prompt_tokens"] for r in results]
         assert prompts == sorted(prompts)  # the history grows with every call and result
+
+
+def test_a_replayed_dataset_answers_each_call_and_the_server_sees_the_results(tmp_path: Path) -> None:
+    """A dataset's 2-turn conversations replayed with [tools]: each turn's reply calls the tool, the session
+    answers it twice (the cap) before the next recorded user turn, as a synthetic session does; the server
+    saw the tool messages, and the recorded reply follows the calls in the history."""
+    data = tmp_path / "chats.jsonl"
+    turns = [["be brief", "hello there", "hi", "tell me a story", "once"]] * 2
+    data.write_text(
+        "".join(
+            json.dumps({"conversations": [{"from": f, "value": v} for f, v in zip(ROLES, t, strict=True)]})
+            + "\n"
+            for t in turns
+        ),
+        encoding="utf-8",
+    )
+    profile = PROFILE.format(api="chat").replace("[session]\nturns = 2\n", f'[dataset]\npath = "{data}"\n')
+    runs, truth = asyncio.run(_sessions("chat", 2, profile))
+    for results in runs:
+        assert all(r.outcome is Outcome.OK for r in results), [r.error_message for r in results]
+        assert [truth[r.request_id]["tool_messages"] for r in results] == [0, 1, 2, 2, 3, 4]
+        assert [r.turn for r in results] == list(range(6))
+        prompts = [truth[r.request_id]["prompt_tokens"] for r in results]
+        assert prompts == sorted(prompts) and len(set(prompts)) == 6  # every round resends a longer history
+
+
+ROLES = ("system", "human", "gpt", "human", "gpt")
 
 
 def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
