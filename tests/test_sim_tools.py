@@ -206,7 +206,9 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
     try:
         config = RunConfig(
             target=Target(url=sim.url),
-            profile=parse_profile(PROFILE.format(api="chat").replace("[session]\nturns = 2\n", "")),
+            profile=parse_profile(
+                PROFILE.format(api="chat").replace("[session]\nturns = 2\n", "[slo]\nttftc_p95_ms = 60000\n")
+            ),
             plan=RampPlan((4,), step_s=300.0, warmup_s=0.0),
             out=str(tmp_path / "run.jsonl"),
             telemetry=False,
@@ -235,6 +237,9 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
         "ttftc_ms"
     ).count == len(truth)
     assert step.stats.pct("tool_decode_tok_s").count > 0
+    # the SLO's TTFTC clause was judged on the calls (a step with none would list it as not judged)
+    assert line["slo_met"] is True and line["slo_failures"] == [] and "slo_not_judged" not in line
+    assert step.stats.goodput_req_s == step.stats.req_s
     with open(tmp_path / "run.requests.csv", encoding="utf-8") as f:
         rows = {r["request_id"]: r for r in csv.DictReader(f)}
     truth_by_id = {g["request_id"]: g for g in truth}
