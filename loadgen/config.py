@@ -55,6 +55,10 @@ class SLO:
     ttft_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     ttfat_p95_ms: float | None = None  # time to first answer token (reasoning excluded)
+    # time to the first tool-call delta, over the requests that called a tool: not judged (n/a, neither
+    # met nor missed) in a step where none did
+    ttftc_p50_ms: float | None = None
+    ttftc_p95_ms: float | None = None
     decode_p50_tok_s: float | None = None  # at least
     itl_p99_ms: float | None = None
     e2e_p95_s: float | None = None
@@ -67,16 +71,25 @@ class SLO:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def good(
-        self, ttft_ms: float | None, decode_tok_s: float | None, e2e_ms: float, ttfat_ms: float | None = None
+        self,
+        ttft_ms: float | None,
+        decode_tok_s: float | None,
+        e2e_ms: float,
+        ttfat_ms: float | None = None,
+        ttftc_ms: float | None = None,
     ) -> bool:
         """Whether one successful request met the SLO's limits read per request (goodput): its TTFT within
-        the TTFT limit (p95's, else p99's), its TTFAT within the TTFAT limit, its decode speed at least the
-        decode limit, its end-to-end time within the e2e limit. ITL and the error rate are step-level
-        figures, not judged per request."""
+        the TTFT limit (p95's, else p99's), its TTFAT within the TTFAT limit, its TTFTC within the TTFTC
+        limit (p95's, else p50's; a request that called no tool is not held to it), its decode speed at
+        least the decode limit, its end-to-end time within the e2e limit. ITL and the error rate are
+        step-level figures, not judged per request."""
         ttft_limit = self.ttft_p95_ms if self.ttft_p95_ms is not None else self.ttft_p99_ms
         if ttft_limit is not None and (ttft_ms is None or ttft_ms > ttft_limit):
             return False
         if self.ttfat_p95_ms is not None and (ttfat_ms is None or ttfat_ms > self.ttfat_p95_ms):
+            return False
+        ttftc_limit = self.ttftc_p95_ms if self.ttftc_p95_ms is not None else self.ttftc_p50_ms
+        if ttftc_limit is not None and ttftc_ms is not None and ttftc_ms > ttftc_limit:
             return False
         if (
             self.decode_p50_tok_s is not None

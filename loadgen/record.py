@@ -260,6 +260,14 @@ STEP_LINE: tuple[StepKey, ...] = (
     StepKey("tool_decode_tok_s", _summary("tool_decode_tok_s", ("p50", "p95"))),
     StepKey("slo_met", _step(lambda s: s.verdict.met), _as_is, "verdict.met"),
     StepKey("slo_failures", _step(lambda s: list(s.verdict.failures)), tuple, "verdict.failures", ()),
+    StepKey(
+        "slo_not_judged",
+        _step(lambda s: list(s.verdict.not_judged)),
+        tuple,
+        "verdict.not_judged",
+        (),
+        only_if=lambda s: bool(s.verdict.not_judged),
+    ),
     StepKey("client_bound", _step(lambda s: s.client_bound), bool, "client_bound", False),
     StepKey(
         "client_bound_reason",

@@ -2,6 +2,11 @@
 
 A verdict lists each broken objective as a short human string ("TTFT p95 812 ms > 500 ms"). ``met`` is
 ``None`` when there is no SLO (no failures listed) or not enough data to judge (one failure line saying so).
+
+A clause over a subset of the requests has nothing to judge when the subset is empty: TTFTC (time to the
+first tool-call delta) in a step where no request called a tool. It is then neither met nor missed: it is
+listed in ``not_judged`` ("TTFTC p95 n/a (no tool call in the step; limit 500 ms)"), the other clauses
+decide ``met``, and ``met`` is ``None`` when no clause was judged at all.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
             met=None, failures=(f"not enough data: {done} requests finished, need {max(1, min_requests)}",)
         )
     failures: list[str] = []
+    not_judged: tuple[str, ...] = ()
     # With no success at all there is no latency to judge; the error rate (or this line) says why.
     if stats.ok == 0 and slo.max_error_rate is None:
         failures.append(f"no successful request ({stats.error_count} errors)")
@@ -42,6 +48,7 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
         _above(failures, "TTFT p95", ttft.p95, slo.ttft_p95_ms, "ms")
         _above(failures, "TTFT p99", ttft.p99, slo.ttft_p99_ms, "ms")
         _above(failures, "TTFAT p95", stats.pct("ttfat_ms").p95, slo.ttfat_p95_ms, "ms")
+        not_judged = _tool_call_clauses(slo, stats, failures)
         if slo.decode_p50_tok_s is not None:
             decode = stats.pct("decode_tok_s").p50
             if decode is None:
@@ -59,7 +66,22 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
             failures.append(
                 f"error rate {fmt_num_trimmed(rate * 100)} % > {fmt_num_trimmed(slo.max_error_rate * 100)} %"
             )
-    return SLOVerdict(met=not failures, failures=tuple(failures))
+    set_clauses = sum(value is not None for value in slo.as_dict().values())
+    met = False if failures else None if len(not_judged) == set_clauses else True
+    return SLOVerdict(met=met, failures=tuple(failures), not_judged=not_judged)
+
+
+def _tool_call_clauses(slo: SLO, stats: WindowStats, failures: list[str]) -> tuple[str, ...]:
+    """The TTFTC clauses: judged over the requests that called a tool; with none, not judged (n/a)."""
+    ttftc = stats.pct("ttftc_ms")
+    clauses = (("TTFTC p50", ttftc.p50, slo.ttftc_p50_ms), ("TTFTC p95", ttftc.p95, slo.ttftc_p95_ms))
+    not_judged: list[str] = []
+    for label, value, limit in clauses:
+        if limit is not None and (ttftc.count == 0 or value is None):
+            not_judged.append(f"{label} n/a (no tool call in the step; limit {fmt_num_trimmed(limit)} ms)")
+        else:
+            _above(failures, label, value, limit, "ms")
+    return tuple(not_judged)
 
 
 def _room(value: float | None, limit: float, at_most: bool) -> float | None:
@@ -77,11 +99,17 @@ def margin(slo: SLO, stats: WindowStats) -> float | None:
     The SLA search (``loadgen.run.search``) treats a window within its noise band of 0 as uncertain."""
     if slo.is_empty() or stats.ok + stats.error_count == 0:
         return None
-    ttft, e2e = stats.pct("ttft_ms"), stats.pct("e2e_ms").p95
+    ttft, ttftc, e2e = stats.pct("ttft_ms"), stats.pct("ttftc_ms"), stats.pct("e2e_ms").p95
     judged = (
         (ttft.p95, slo.ttft_p95_ms, True),
         (ttft.p99, slo.ttft_p99_ms, True),
         (stats.pct("ttfat_ms").p95, slo.ttfat_p95_ms, True),
+        # TTFTC without a tool call is not judged: no room either way (left out, not unknown)
+        *(
+            ((ttftc.p50, slo.ttftc_p50_ms, True), (ttftc.p95, slo.ttftc_p95_ms, True))
+            if ttftc.count > 0
+            else ()
+        ),
         (stats.pct("decode_tok_s").p50, slo.decode_p50_tok_s, False),
         (stats.pct("itl_ms").p99, slo.itl_p99_ms, True),
         (None if e2e is None else e2e / 1000.0, slo.e2e_p95_s, True),
@@ -104,8 +132,9 @@ def eligible(step: StepSummary) -> bool:
         return False
     verdict = step.verdict
     if verdict.met is None:
-        # no SLO: every step counts; not enough data (a failure line says so): it does not
-        return not verdict.failures
+        # no SLO: every step counts; not enough data (a failure line says so), or no clause it could be
+        # judged on (not_judged): it does not
+        return not verdict.failures and not verdict.not_judged
     return verdict.met
 
 

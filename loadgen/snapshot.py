@@ -166,8 +166,10 @@ class ClientHealth:
 
 @dataclass(frozen=True, slots=True)
 class SLOVerdict:
-    met: bool | None  # None = no SLO or not enough data
+    met: bool | None  # None = no SLO, not enough data, or no clause could be judged
     failures: tuple[str, ...] = ()  # e.g. "ttft p95 812 ms > 500 ms"
+    # clauses with nothing to judge, neither met nor missed: "TTFTC p95 n/a (no tool call ...)"
+    not_judged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

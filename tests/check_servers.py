@@ -13,14 +13,15 @@ from fault_servers import REPLY, FaultServer, Handler, models_ok
 OPENAI_400 = "Unrecognized request argument supplied: {field}"  # what api.openai.com says (HTTP 400)
 
 
-def refusing_field(field: str = "ignore_eos", names_it: bool = True) -> FaultServer:
-    """HTTP 400 to any completion whose body holds ``field``; ``names_it``: the message says which."""
+def refusing_field(field: str = "ignore_eos", names_it: bool = True, message: str = "") -> FaultServer:
+    """HTTP 400 to any completion whose body holds ``field``; ``names_it``: the message says which
+    (``message``: this one instead)."""
 
     async def generate(req: web.Request) -> web.StreamResponse:
         body = await req.json()
         if field in body:
-            message = OPENAI_400.format(field=field) if names_it else "Invalid request."
-            error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+            message_ = message or (OPENAI_400.format(field=field) if names_it else "Invalid request.")
+            error = {"message": message_, "type": "invalid_request_error", "param": None, "code": None}
             return web.json_response({"error": error}, status=400)
         if body.get("stream"):
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

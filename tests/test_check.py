@@ -49,6 +49,12 @@ def test_every_check_passes_against_the_simulator(sim: SimHandle) -> None:
     # the Responses API through the SDK's own event types: answer deltas, then response.incomplete (cut at 16)
     assert "text deltas" in checks["responses stream"][1] and "incomplete" in checks["responses stream"][1]
     assert "HTTP 400" in checks["context overflow"][1] and "8,192" in checks["context overflow"][1]
+    # tool_choice "required": the call streamed in tool_calls deltas, its name the offered one, its
+    # arguments (the simulator's JSON object) parsed, and its TTFTC
+    tool = next(c for c in report.checks if c.name == "tool calls")
+    assert "get_weather" in tool.reason and "arguments a JSON object" in tool.reason, tool.reason
+    assert tool.data["arguments_keys"] == ["text"] and tool.data["deltas"] > 2  # type: ignore[operator]
+    assert 0 < tool.data["ttftc_ms"] < 5000  # type: ignore[operator]
     assert "vllm names" in checks["/metrics"][1]
     ramp = next(c for c in report.checks if c.name == "ramp")
     steps = ramp.data["steps"]
@@ -108,6 +114,10 @@ def test_the_flawed_check_fails_with_its_reason(
     out = capsys.readouterr().out
     assert code == 1, out
     failed = [line for line in out.splitlines() if line.strip().startswith("FAIL ")]
+    # the server answers text whatever the tools: the advisory tool check fails too, and says so
+    ignored = [line for line in failed if "tool calls" in line]
+    failed = [line for line in failed if line not in ignored]
+    assert len(ignored) == 1 and 'tool_choice "required" ignored' in ignored[0], out
     assert len(failed) == 1 and name in failed[0] and reason in failed[0], out
     assert f"FAILED: 6 of 8 required checks pass, 1 n/a (failing: {name})" in out  # the ramp: skipped
 
@@ -275,6 +285,30 @@ def test_a_profile_without_ignore_eos_passes_against_that_server(
     run = next(c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "run request")
     assert run["status"] == "pass", run
     assert run["data"]["sent"] == ["max_tokens", "stream_options", "temperature"] and code in (0, 1)
+
+
+VLLM_NO_PARSER = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+
+
+def test_a_server_refusing_tools_makes_the_tool_check_na_with_the_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """vLLM without a tool-call parser answers tools with 400: the tool check is n/a (advisory, the check
+    still passes) and says why and what to start vLLM with, in the JSON output too."""
+    from check_servers import refusing_field
+
+    server = refusing_field("tools", message=VLLM_NO_PARSER)
+    try:
+        code = main(["check", server.url, "--ramp-seconds", "0", "--timeout", "10", "--format", "json"])
+    finally:
+        server.stop()
+    doc = json.loads(capsys.readouterr().out)
+    tool = next(c for c in doc["checks"] if c["name"] == "tool calls")
+    assert tool["status"] == "n/a" and tool["required"] is False and tool["data"] == {}
+    assert tool["reason"].startswith("HTTP 400: " + VLLM_NO_PARSER)
+    assert "vLLM needs --enable-auto-tool-choice --tool-call-parser NAME" in tool["reason"]
+    checks = {c["name"]: c["status"] for c in doc["checks"]}
+    assert checks["chat stream"] == checks["run request"] == "pass" and code in (0, 1)  # no tools: served
 
 
 def test_an_unreachable_server_exits_3_and_a_flawed_one_1(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,6 +82,7 @@ def test_an_endless_answer_fails_its_check_at_the_byte_cap(
     assert checks["chat"][0] == "fail" and "sent more than 1 MiB" in checks["chat"][1], checks["chat"]
     assert checks["chat stream"][0] == "fail" and "more than 1 MiB" in checks["chat stream"][1], checks
     assert checks["responses stream"][0] == "fail" and "more than 1 MiB" in checks["responses stream"][1]
+    assert checks["tool calls"][0] == "fail" and "more than 1 MiB" in checks["tool calls"][1], checks
 
 
 def test_a_trickling_answer_fails_its_check_at_the_time_cap(trickling_server: FaultServer) -> None:

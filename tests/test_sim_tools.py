@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import json
 import random
 import time
 from pathlib import Path
@@ -134,12 +135,12 @@ def test_the_call_rate_is_the_simulators_exactly() -> None:
 
 
 async def _sessions(
-    api: Api, sessions: int
+    api: Api, sessions: int, profile: str = ""
 ) -> tuple[list[list[RequestResult]], dict[str, dict[str, object]]]:
     server = SimServer(build_config("tiny-cpu", seed=5, tool_call_rate=1.0))
     url = await server.start("127.0.0.1", 0)
     client = Client(Target(url=url), sessions, "h1")
-    workload = Workload(parse_profile(PROFILE.format(api=api)), PromptSizer(1.0), "", seed=1)
+    workload = Workload(parse_profile(profile or PROFILE.format(api=api)), PromptSizer(1.0), "", seed=1)
 
     async def one(i: int) -> list[RequestResult]:
         session = workload.new_session(random.Random(i))
@@ -170,6 +171,33 @@ def test_a_session_answers_each_call_and_the_server_sees_the_results(api: Api) -
         assert prompts == sorted(prompts)  # the history grows with every call and result
 
 
+def test_a_replayed_dataset_answers_each_call_and_the_server_sees_the_results(tmp_path: Path) -> None:
+    """A dataset's 2-turn conversations replayed with [tools]: each turn's reply calls the tool, the session
+    answers it twice (the cap) before the next recorded user turn, as a synthetic session does; the server
+    saw the tool messages, and the recorded reply follows the calls in the history."""
+    data = tmp_path / "chats.jsonl"
+    turns = [["be brief", "hello there", "hi", "tell me a story", "once"]] * 2
+    data.write_text(
+        "".join(
+            json.dumps({"conversations": [{"from": f, "value": v} for f, v in zip(ROLES, t, strict=True)]})
+            + "\n"
+            for t in turns
+        ),
+        encoding="utf-8",
+    )
+    profile = PROFILE.format(api="chat").replace("[session]\nturns = 2\n", f'[dataset]\npath = "{data}"\n')
+    runs, truth = asyncio.run(_sessions("chat", 2, profile))
+    for results in runs:
+        assert all(r.outcome is Outcome.OK for r in results), [r.error_message for r in results]
+        assert [truth[r.request_id]["tool_messages"] for r in results] == [0, 1, 2, 2, 3, 4]
+        assert [r.turn for r in results] == list(range(6))
+        prompts = [truth[r.request_id]["prompt_tokens"] for r in results]
+        assert prompts == sorted(prompts) and len(set(prompts)) == 6  # every round resends a longer history
+
+
+ROLES = ("system", "human", "gpt", "human", "gpt")
+
+
 def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
     """One step through the engine (worker process, deltas, the record), stopped without cancelling: its
     tool calls and their tokens are the simulator's, and the per-request export's first tool-call delta is
@@ -178,7 +206,9 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
     try:
         config = RunConfig(
             target=Target(url=sim.url),
-            profile=parse_profile(PROFILE.format(api="chat").replace("[session]\nturns = 2\n", "")),
+            profile=parse_profile(
+                PROFILE.format(api="chat").replace("[session]\nturns = 2\n", "[slo]\nttftc_p95_ms = 60000\n")
+            ),
             plan=RampPlan((4,), step_s=300.0, warmup_s=0.0),
             out=str(tmp_path / "run.jsonl"),
             telemetry=False,
@@ -207,6 +237,9 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
         "ttftc_ms"
     ).count == len(truth)
     assert step.stats.pct("tool_decode_tok_s").count > 0
+    # the SLO's TTFTC clause was judged on the calls (a step with none would list it as not judged)
+    assert line["slo_met"] is True and line["slo_failures"] == [] and "slo_not_judged" not in line
+    assert step.stats.goodput_req_s == step.stats.req_s
     with open(tmp_path / "run.requests.csv", encoding="utf-8") as f:
         rows = {r["request_id"]: r for r in csv.DictReader(f)}
     truth_by_id = {g["request_id"]: g for g in truth}

@@ -106,6 +106,10 @@ def slo_threshold(slo: SLO, metric: str) -> tuple[float, str] | None:
             return slo.ttft_p99_ms, f"SLO p99 ≤ {fmt_ms(slo.ttft_p99_ms)}"
     elif metric == "ttfat_ms" and slo.ttfat_p95_ms is not None:
         return slo.ttfat_p95_ms, f"SLO p95 ≤ {fmt_ms(slo.ttfat_p95_ms)}"
+    elif metric == "ttftc_ms" and slo.ttftc_p95_ms is not None:
+        return slo.ttftc_p95_ms, f"SLO p95 ≤ {fmt_ms(slo.ttftc_p95_ms)}"
+    elif metric == "ttftc_ms" and slo.ttftc_p50_ms is not None:
+        return slo.ttftc_p50_ms, f"SLO p50 ≤ {fmt_ms(slo.ttftc_p50_ms)}"
     elif metric == "decode_tok_s" and slo.decode_p50_tok_s is not None:
         return slo.decode_p50_tok_s, f"SLO p50 ≥ {fmt_si(slo.decode_p50_tok_s)}"
     elif metric == "itl_ms" and slo.itl_p99_ms is not None:

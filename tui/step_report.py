@@ -59,6 +59,13 @@ def slo_clauses(slo: SLO, step: StepSummary) -> list[Clause]:
         clauses.append(
             Clause("TTFAT p95", f"≤ {fmt_ms(slo.ttfat_p95_ms)}", fmt_ms(stats.pct("ttfat_ms").p95))
         )
+    ttftc = stats.pct("ttftc_ms")
+    for name, limit, value in (
+        ("TTFTC p50", slo.ttftc_p50_ms, ttftc.p50),
+        ("TTFTC p95", slo.ttftc_p95_ms, ttftc.p95),
+    ):
+        if limit is not None:
+            clauses.append(Clause(name, f"≤ {fmt_ms(limit)}", fmt_ms(value) if ttftc.count else "n/a"))
     if slo.decode_p50_tok_s is not None:
         decode = stats.pct("decode_tok_s").p50
         clauses.append(
@@ -84,20 +91,26 @@ def verdict_block(slo: SLO, step: StepSummary, look: Look) -> RenderableType:
     verdict = step.verdict
     head = Text("SLO  ", style=look.heading)
     if verdict.met is None:
-        head.append("no verdict" if verdict.failures else "no SLO set", style=look.dim)
+        judged_none = verdict.failures or verdict.not_judged
+        head.append("no verdict" if judged_none else "no SLO set", style=look.dim)
     else:
         head.append("met" if verdict.met else "missed", style=look.good if verdict.met else look.bad)
     failing = {slo_clause(f).lower() for f in verdict.failures}
+    unjudged = {slo_clause(f).lower() for f in verdict.not_judged}
     table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), pad_edge=False)
     for clause in slo_clauses(slo, step):
         broken = clause.name.lower() in failing
-        mark = ("–", look.dim) if verdict.met is None else ("✕", look.bad) if broken else ("✓", look.good)
+        if verdict.met is None or clause.name.lower() in unjudged:
+            mark = ("–", look.dim)  # nothing judged, or this clause had nothing to judge (n/a)
+        else:
+            mark = ("✕", look.bad) if broken else ("✓", look.good)
         table.add_row(Text(f"  {clause.name} {clause.limit}"), Text(clause.value), Text(*mark))
     parts: list[RenderableType] = [head, table] if table.row_count else [head]
     parts += [
         Text(f"  {failure}", style=look.bad if verdict.met is False else look.dim)
         for failure in verdict.failures
     ]
+    parts += [Text(f"  {line}", style=look.dim) for line in verdict.not_judged]
     return Group(*parts)
 
 

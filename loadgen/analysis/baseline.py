@@ -56,6 +56,8 @@ _SLO_FIGURE = {
     "ttft_p95_ms": "ttft_p95_ms",
     "ttft_p99_ms": "ttft_p99_ms",
     "ttfat_p95_ms": "ttfat_p95_ms",
+    "ttftc_p50_ms": "ttftc_p50_ms",
+    "ttftc_p95_ms": "ttftc_p95_ms",
     "decode_p50_tok_s": "decode_p50_tok_s",
     "itl_p99_ms": "itl_p99_ms",
     "e2e_p95_s": "e2e_p95_s",

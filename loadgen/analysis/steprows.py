@@ -189,6 +189,7 @@ STEP_COLUMNS: tuple[Column, ...] = (
     *_metric_columns(),
     _c("slo_met", "boolean", "the step met the SLO (empty: no SLO or too little data)", lambda s: s.step.verdict.met),
     _c("slo_failures", "string", "the SLO clauses it missed, '; '-separated", lambda s: "; ".join(s.step.verdict.failures), False),
+    _c("slo_not_judged", "string", "the SLO clauses with nothing to judge (TTFTC without a tool call), '; '-separated", lambda s: "; ".join(s.step.verdict.not_judged), False),
     _c("client_bound", "boolean", "the load generator may have limited the step", lambda s: s.step.client_bound, False),
     _c("client_bound_reason", "string", "why it was flagged client-bound", lambda s: s.step.bound_reason, False),
     *(_server(key) for key in WINDOW_KEYS),

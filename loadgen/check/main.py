@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from loadgen.check import api_checks, edge_checks, responses_check, run_body, speed
+from loadgen.check import api_checks, edge_checks, responses_check, run_body, speed, tools_check
 from loadgen.check.results import CheckReport, CheckResult
 from loadgen.check.session import Session, open_session
 from loadgen.config import Api
@@ -107,6 +107,7 @@ async def _sdk_checks(session: Session, report: CheckReport, info: ServerInfo, r
     report.add(await gen.completions(stream=False))
     report.add(await gen.completions(stream=True))
     report.add(await responses_check.responses_stream(session, required=run.api == "responses"))
+    report.add(await tools_check.tool_calls(session))
     report.add(gen.usage_chunk())
     report.add(await gen.max_tokens())
     report.add(await gen.stop())

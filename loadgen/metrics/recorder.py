@@ -291,6 +291,7 @@ class Recorder:
                 result.decode_tok_s,
                 (result.end_ns - result.intended_ns) / 1e6,
                 None if result.ttfat_ns is None else result.ttfat_ns / 1e6,
+                None if result.ttftc_ns is None else result.ttftc_ns / 1e6,
             ):
                 counters["good"] = counters.get("good", 0) + 1
                 counters["good_tokens"] = counters.get("good_tokens", 0) + result.output_tokens

@@ -133,7 +133,7 @@ _GAP = "  "
 
 
 def _no_slo(steps: Sequence[StepSummary]) -> bool:
-    return all(s.verdict.met is None and not s.verdict.failures for s in steps)
+    return all(s.verdict.met is None and not s.verdict.failures and not s.verdict.not_judged for s in steps)
 
 
 def _cost_columns(costs: Mapping[int, StepCost], task: str) -> list[_Column]:
@@ -277,8 +277,9 @@ def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
             f"{label}: step {step.index + 1}, {_load_words(step)}, {fmt_num_wide(step.stats.out_tok_s)} out tok/s"
         )
     for step in steps:
-        if step.verdict.failures:
-            lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(step.verdict.failures))
+        if step.verdict.failures or step.verdict.not_judged:
+            said = (*step.verdict.failures, *step.verdict.not_judged)
+            lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(said))
     lines.extend(_error_lines(steps))
     lines.extend(flag_lines(steps))
     if any(_estimated(s) for s in steps):

@@ -97,3 +97,4 @@ class Runtime:
     kv_capacity_key: str = DEFAULT_KV_CAPACITY_KEY  # the name it states its KV capacity in tokens under
     cache_resets: tuple[CacheResetRoute, ...] = ()  # tried in turn, the next only after a 404 / 405
     launch: LaunchCommand | None = None  # None: ``ramp launch`` cannot start it
+    tool_call_flags: str = ""  # what it must be started with to parse tool calls ("": none known)

@@ -113,4 +113,5 @@ VLLM = Runtime(
     metrics=MetricNames("vllm:", GAUGES, COUNTERS, HISTOGRAMS, BREAKDOWNS, finish),
     cache_resets=(RESET,),
     launch=LaunchCommand("vllm.entrypoints.openai.api_server", "--model"),
+    tool_call_flags="--enable-auto-tool-choice --tool-call-parser NAME",  # else tool_choice auto/required: 400
 )

@@ -167,10 +167,14 @@ class Stream:
             self.reasoning_left -= r
             parts += (self.rprefix, _text(tokens, self.pos, r), self.suffix)
         if n > r:
+            text = _text(tokens, (self.pos + r) % ntoks, n - r)
             if not self.answering:
                 self.answering = True
                 parts.append(call.head)
-            parts += (call.prefix, _text(tokens, (self.pos + r) % ntoks, n - r), call.suffix)
+                text = ARGS_OPEN + text
+            if finished is not None and finished.finish_reason == "stop":
+                text += ARGS_CLOSE  # the call ended of itself: its arguments are one JSON object
+            parts += (call.prefix, text, call.suffix)
         self.pos = (self.pos + n) % ntoks
         self.sent += n
         self.unsent = 0
@@ -266,6 +270,13 @@ class Stream:
         start = self.pos
         self.pos = (start + self.sent) % len(tokens)
         return b"".join(tokens[(start + i) % len(tokens)] for i in range(self.sent)).decode()
+
+
+# A streamed call's arguments are a JSON object, {"text": "<its tokens>"}, as a model's are: the first
+# fragment opens it and the last closes it when the call ends of itself (cut by max_tokens it stays open, as
+# a real server's does). Escaped: the fragments are inside the chunk's JSON string.
+ARGS_OPEN = b'{\\"text\\":\\"'
+ARGS_CLOSE = b'\\"}'
 
 
 def _text(tokens: tuple[bytes, ...], pos: int, n: int) -> bytes:

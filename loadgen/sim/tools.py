@@ -1,7 +1,8 @@
 """The simulator answering with a tool call: when a request offers ``tools`` (and its ``tool_choice`` allows
 one), a draw (``SimConfig.tool_call_rate``; a forced choice always) makes the reply's answer one function
 call. Its first answer write opens the call (id, the function's name, ``arguments: ""``), every answer token
-after that is a fragment of its arguments, and the reply ends with ``finish_reason: "tool_calls"`` (the
+after that is a fragment of its arguments (streamed, a JSON object ``{"text": "..."}``: the first fragment
+opens it and a call that ends of itself closes it; one cut by max_tokens stays open, as a model's does), and the reply ends with ``finish_reason: "tool_calls"`` (the
 Responses API: ``response.output_item.added`` of a ``function_call``, ``response.function_call_arguments.delta``
 per fragment, a ``function_call`` in ``response.completed``'s output). Usage counts the arguments' tokens as
 completion tokens, as a real server does. Reasoning, when the model reasons, still comes first.

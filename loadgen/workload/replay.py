@@ -15,6 +15,12 @@ text of the turn's output length. A turn's ``max_tokens``: ``[dataset] max_token
 ``use_output_len`` (the default), the record's own ``max_tokens`` or its recorded reply's length in tokens
 (estimated with the run's prompt sizer); else the profile's bucket output distribution.
 
+Tool calls (a chat-like profile with ``[tools]``): a conversation answers its replies' tool calls as a
+synthetic session does (``loadgen.workload.tools``): the next request resends the history with the
+assistant's ``tool_calls`` and one ``tool`` message per call (the canned ``[tools] result``), no new user
+text, at once, up to ``max_rounds`` in a row; then the turn's reply (recorded, or the server's) follows
+and the conversation goes on with its next user turn. Tool rounds keep the turn's ``max_tokens``.
+
 With ``--fit-context`` a dataset turn's ``max_tokens`` is lowered to fit the server's context (its recorded
 text is never cut: a turn whose prompt alone does not fit ends the session); a trace's prompt is shortened
 like a synthetic one.
@@ -35,6 +41,7 @@ from loadgen.distributions import sample_seconds, sample_tokens
 from loadgen.sources import Conversation, DialogTurn, RecordedRequest, Source, TraceEntry
 from loadgen.types import Outcome, RequestResult, RequestSpec
 from loadgen.workload.text import stable_offset
+from loadgen.workload.tools import MessageExtras, ToolRounds
 
 if TYPE_CHECKING:
     from loadgen.workload.synthetic import Workload
@@ -173,10 +180,17 @@ class DialogSession:
         self.history: list[tuple[str, str]] = [("system", system)] if system else []
         self.transcript = system
         self.pending: tuple[DialogTurn, int] | None = None  # the turn sent, and its max_tokens
+        tools = workload.profile.tools
+        self.tools = ToolRounds(tools) if tools is not None and chat_like(workload.api) else None
+        self.extras: MessageExtras = []  # the tool rounds' extra message keys (RequestSpec.message_extras)
+        self.answering: tuple[DialogTurn, int] | None = None  # the turn whose tool calls the next answers
+        self.requests = 0  # requests sent: a tool round is one too (RequestSpec.turn)
 
     def next_request(self) -> RequestSpec | None:
         if self.pending is not None:  # sent without on_result: the recorded reply (or a stand-in) follows
             self.add_reply(None)
+        if self.tools is not None and self.tools.pending and not self.done:
+            return self.tool_round(self.tools)
         turns = self.conversation.turns
         if self.done or self.turn >= len(turns):
             self.done = True
@@ -185,14 +199,7 @@ class DialogSession:
         turn = turns[self.turn]
         max_tokens = self.max_tokens(turn)
         messages, prompt, words = self.shape(turn.user)
-        sizer = w.sizer
-        target = int(
-            round(
-                sizer.tokens_for_words(words)
-                + sizer.overhead_tokens
-                + sizer.per_message_tokens * (len(messages) - 1)
-            )
-        )
+        target = self.target(words, len(messages))
         fitted = w.fit(
             target, target, max_tokens, floor=target
         )  # recorded text is never cut: only max_tokens
@@ -208,12 +215,57 @@ class DialogSession:
             input_tokens_target=target,
             bucket="dataset",
             session_id=self.session_id,
-            turn=self.turn,
-            keep_text=self.server_history and self.turn + 1 < len(turns),
+            turn=self.requests,
+            # a reply's tool calls are read only from a reply whose text is kept
+            keep_text=self.tools is not None or (self.server_history and self.turn + 1 < len(turns)),
             extra_body=w.extra_body,
+            message_extras=tuple(self.extras),
         )
         self.pending = (turn, fitted[2])
         self.turn += 1
+        self.requests += 1
+        return spec
+
+    def target(self, words: int, messages: int) -> int:
+        """The prompt's estimated tokens: its words, the template's overhead, each message's."""
+        sizer = self.workload.sizer
+        return int(
+            round(
+                sizer.tokens_for_words(words)
+                + sizer.overhead_tokens
+                + sizer.per_message_tokens * (messages - 1)
+            )
+        )
+
+    def tool_round(self, tools: ToolRounds) -> RequestSpec | None:
+        """The request that answers the last reply's tool calls: the history as it stands (the calls and
+        their canned results last), no new user text, the turn's ``max_tokens``."""
+        assert self.answering is not None
+        turn, max_tokens = self.answering
+        self.answering = None
+        w = self.workload
+        messages = tuple(self.history)
+        target = self.target(sum(len(text.split()) for _, text in messages), len(messages))
+        fitted = w.fit(target, target, max_tokens, floor=target)
+        if fitted is None:  # the calls and results filled the context: the conversation ends here
+            self.done = True
+            return None
+        tools.sent()
+        spec = RequestSpec(
+            api=w.api,
+            model=w.model,
+            max_tokens=fitted[2],
+            messages=messages,
+            input_tokens_target=target,
+            bucket="dataset",
+            session_id=self.session_id,
+            turn=self.requests,
+            keep_text=True,
+            extra_body=w.extra_body,
+            message_extras=tuple(self.extras),
+        )
+        self.pending = (turn, fitted[2])
+        self.requests += 1
         return spec
 
     def shape(self, user: str) -> tuple[tuple[tuple[str, str], ...], str, int]:
@@ -247,6 +299,9 @@ class DialogSession:
         if result.outcome is not Outcome.OK:
             self.pending = None
             self.done = True
+            return
+        if self.tools is not None and self.tools.on_reply(result, self.history, self.extras) is not None:
+            self.answering, self.pending = self.pending, None  # the next request answers the calls, at once
             return
         self.add_reply(result.output_text if self.server_history else None)
         spec = self.workload.profile.session

@@ -209,3 +209,47 @@ def test_a_reply_without_a_call_goes_on_to_the_next_user_turn() -> None:
     specs = run_session([True, False, False, False])
     assert [[r for r, _ in s.messages].count("tool") for s in specs] == [0, 1, 1]
     assert [s.turn for s in specs] == [0, 1, 2]
+
+
+def run_dialog(tmp_path: Path, called: list[bool]) -> list[RequestSpec]:
+    """A dataset's 2-turn conversation replayed with [tools] (recorded history), each reply calling a tool
+    or not as ``called`` says."""
+    data = tmp_path / "chats.jsonl"
+    said = [("human", "hello there"), ("gpt", "hi how can I help"), ("human", "a story"), ("gpt", "once")]
+    data.write_text(json.dumps({"conversations": [{"from": f, "value": v} for f, v in said]}) + "\n")
+    text = TOOLS.format(choice="auto").replace("[session]\nturns = 2\n", f'[dataset]\npath = "{data}"\n')
+    sizer = PromptSizer(words_per_token=1.0, exact=True)
+    session = Workload(parse_profile(text), sizer, "m", seed=1).new_session(random.Random(2))
+    specs: list[RequestSpec] = []
+    while (spec := session.next_request()) is not None:
+        specs.append(spec)
+        session.on_result(reply(spec, called[len(specs) - 1]))
+    return specs
+
+
+def test_a_replayed_conversation_answers_tool_calls_then_its_recorded_reply_follows(tmp_path: Path) -> None:
+    specs = run_dialog(tmp_path, [True, False, True, True, True])
+    assert [[r for r, _ in s.messages] for s in specs] == [
+        ["user"],
+        ["user", "assistant", "tool"],  # the round: the call and its canned result, no new user text
+        ["user", "assistant", "tool", "assistant", "user"],  # the recorded reply, then the next turn
+        [*["user", "assistant", "tool", "assistant", "user"], "assistant", "tool"],
+        [*["user", "assistant", "tool", "assistant", "user"], "assistant", "tool", "assistant", "tool"],
+    ]  # the last reply's call is past the cap (2 rounds): the conversation is over
+    assert specs[2].messages[3] == ("assistant", "hi how can I help")  # recorded, not the server's "done"
+    assert [s.turn for s in specs] == list(range(5)) and all(s.keep_text for s in specs)
+    assert [s.max_tokens for s in specs] == [5, 5, 1, 1, 1]  # a round keeps its turn's recorded length
+    last = json.loads(build_body(specs[-1]))["messages"]
+    ids = [m["tool_call_id"] for m in last if m["role"] == "tool"]
+    assert (
+        ids
+        == [m["tool_calls"][0]["id"] for m in last if m.get("tool_calls")]
+        == [
+            "call_0",
+            "call_2",
+            "call_3",
+        ]
+    )
+    assert all(m["content"] == '{"temperature": 21}' for m in last if m["role"] == "tool")
+    # no call at all: the conversation as before, one request a turn
+    assert [[r for r, _ in s.messages].count("tool") for s in run_dialog(tmp_path, [False] * 2)] == [0, 0]
