@@ -18,6 +18,7 @@ from loadgen.format import fmt_rate
 from loadgen.run.engine import EngineControl, ensure_resource_tracker
 from loadgen.run.protocol import (
     ChangeLevel,
+    ControlCommand,
     Mark,
     NextStep,
     Pause,
@@ -28,6 +29,7 @@ from loadgen.run.protocol import (
     SetRate,
 )
 from loadgen.snapshot import Snapshot
+from tui import keytrace
 from tui.dialogs import ValueInput
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
 
@@ -46,6 +48,12 @@ def steered(snapshot: Snapshot) -> tuple[object, ...]:
     """What the steering keys change (a plan's own step changes too)."""
     s = snapshot
     return (s.state, s.paused, s.mode, s.level, s.rate_rps, s.auto_ramp, s.step_index, s.phase, s.next_load)
+
+
+def send(engine: EngineControl, cmd: ControlCommand) -> None:
+    """Give the engine one of the operator's commands (stamped in a key trace, ``tui.keytrace``)."""
+    keytrace.stamp("send", type(cmd).__name__)
+    engine.send(cmd)
 
 
 def prepare_subprocesses() -> None:
@@ -80,6 +88,7 @@ class EngineActions(App[None]):
         message does when it changes what the operator steers (``Steered``: posting one is thread-safe)."""
         previous, self._pushed = self._pushed, snapshot
         if previous is None or steered(previous) != steered(snapshot):
+            keytrace.stamp("arrive", str(snapshot.seq))
             self.post_message(Steered())
 
     @property
@@ -110,13 +119,13 @@ class EngineActions(App[None]):
             if snapshot is None or snapshot.rate_rps is None:
                 self.notify("no rate known yet", severity="warning")
                 return
-            engine.send(SetRate(next_rate(snapshot.rate_rps, step)))
+            send(engine, SetRate(next_rate(snapshot.rate_rps, step)))
             return
         delta = level_delta(step)
         if delta is not None:
-            engine.send(ChangeLevel(delta))  # relative: correct even if our snapshot is a frame old
+            send(engine, ChangeLevel(delta))  # relative: correct even if our snapshot is a frame old
         elif snapshot is not None:
-            engine.send(SetLevel(next_level(snapshot.level, step)))
+            send(engine, SetLevel(next_level(snapshot.level, step)))
 
     def action_type_level(self) -> None:
         if self.steering_engine() is None:
@@ -145,12 +154,12 @@ class EngineActions(App[None]):
 
     def _apply_level(self, text: str | None) -> None:
         if text is not None and self.engine is not None:
-            self.engine.send(SetLevel(parse_level(text)))
+            send(self.engine, SetLevel(parse_level(text)))
 
     def _apply_rate(self, text: str | None) -> None:
         if text is not None and self.engine is not None:
             rate = parse_rate(text)
-            self.engine.send(SetRate(rate))
+            send(self.engine, SetRate(rate))
             self.notify(f"rate → {fmt_rate(rate)}")
 
     def action_toggle_pause(self) -> None:
@@ -159,14 +168,14 @@ class EngineActions(App[None]):
             return
         snapshot = self.latest_snapshot
         if snapshot is not None and snapshot.paused:
-            engine.send(Resume())
+            send(engine, Resume())
         else:
-            engine.send(Pause())
+            send(engine, Pause())
 
     def action_next_step(self) -> None:
         engine = self.steering_engine()
         if engine is not None:
-            engine.send(NextStep())
+            send(engine, NextStep())
 
     def action_toggle_auto(self) -> None:
         engine = self.steering_engine()
@@ -174,7 +183,7 @@ class EngineActions(App[None]):
             return
         snapshot = self.latest_snapshot
         on = not (snapshot.auto_ramp if snapshot is not None else False)
-        engine.send(SetAuto(on))
+        send(engine, SetAuto(on))
         self.notify(f"auto-ramp {'on' if on else 'off'}")
 
     def action_toggle_mode(self) -> None:
@@ -182,7 +191,7 @@ class EngineActions(App[None]):
         if engine is None:
             return
         mode: Mode = "open" if self._mode() == "closed" else "closed"
-        engine.send(SetMode(mode))
+        send(engine, SetMode(mode))
         self.notify(f"switching to {mode} loop")
 
     def action_mark(self) -> None:
@@ -194,5 +203,5 @@ class EngineActions(App[None]):
 
     def _apply_mark(self, note: str | None) -> None:
         if note is not None and self.engine is not None:
-            self.engine.send(Mark(note.strip() or "mark"))
+            send(self.engine, Mark(note.strip() or "mark"))
             self.notify("marked")

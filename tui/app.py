@@ -36,6 +36,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.timer import Timer
@@ -45,6 +46,7 @@ from loadgen.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.run.signals import StopSignals
 from loadgen.snapshot import Snapshot
+from tui import keytrace
 from tui.actions import EngineActions, Steered
 from tui.baseline import open_baseline
 from tui.commands import RampCommands
@@ -126,8 +128,22 @@ class RampApp(EngineActions):
             self._redraw_timer.stop()
         self._redraw_timer = self.set_interval(1 / self.refresh_hz, self.redraw, name="redraw")
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and keytrace.enabled():
+            keytrace.stamp("key", event.key, at=event.time)
+            keytrace.stamp("keyin", event.key)
+        await super().on_event(event)
+
     def on_steered(self, message: Steered) -> None:
+        keytrace.stamp("steered")
         self.redraw()
+        self.traced("shown")
+
+    def traced(self, stage: str) -> None:
+        """In a key trace: ``stage`` now, and ``painted`` once the screen's next refresh has been written."""
+        if keytrace.enabled():
+            keytrace.stamp(stage)
+            self.call_after_refresh(keytrace.stamp, "painted")
 
     def redraw(self, force: bool = False) -> None:
         snapshot = self.latest_snapshot
@@ -225,6 +241,7 @@ class RampApp(EngineActions):
     def set_view(self, view: ViewState) -> None:
         self.view = view
         self.redraw()
+        self.traced("shown")
 
     # ---- view -----------------------------------------------------------------------------------
     def action_cycle_metric(self, side: str) -> None:
