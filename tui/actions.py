@@ -10,6 +10,9 @@ details and quitting on top.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from textual import events
 from textual.app import App
 from textual.message import Message
 
@@ -31,6 +34,7 @@ from loadgen.run.protocol import (
 from loadgen.snapshot import Snapshot
 from tui import keytrace
 from tui.dialogs import ValueInput
+from tui.prompt import Answer, LinePrompt
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
 
 # The actions below that send the engine a command: a console bound to them steers the run.
@@ -77,6 +81,18 @@ class EngineActions(App[None]):
         if engine is not None:
             prepare_subprocesses()
         self._pushed: Snapshot | None = None  # written by the engine's thread
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and keytrace.enabled():
+            keytrace.stamp("key", event.key, at=event.time)
+            keytrace.stamp("keyin", event.key)
+        await super().on_event(event)
+
+    def traced(self, stage: str) -> None:
+        """In a key trace: ``stage`` now, and ``painted`` once the screen's next refresh has been written."""
+        if keytrace.enabled():
+            keytrace.stamp(stage)
+            self.call_after_refresh(keytrace.stamp, "painted")
 
     def attach(self, engine: EngineControl) -> None:
         """Give the app its engine (built after the app so it can take ``snapshot_callback``)."""
@@ -127,6 +143,33 @@ class EngineActions(App[None]):
         elif snapshot is not None:
             send(engine, SetLevel(next_level(snapshot.level, step)))
 
+    def ask(
+        self,
+        title: str,
+        answer: Answer,
+        *,
+        value: str = "",
+        placeholder: str = "",
+        validate: Callable[[str], object] | None = None,
+    ) -> None:
+        """A value typed by the operator: in the console's own prompt over its footer (``tui.prompt``: no
+        screen pushed, nothing repainted behind it), or in a dialog over any other screen."""
+        prompts = self.screen.query(LinePrompt)
+        if prompts:
+            prompts.first().ask(title, answer, value=value, placeholder=placeholder, validate=validate)
+            return
+        dialog = ValueInput(title, value=value, placeholder=placeholder, validate=validate)
+        self.push_screen(dialog, answer)
+
+    def prompt_open(self) -> bool:
+        return any(prompt.is_open for prompt in self.screen.query(LinePrompt))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The prompt takes every key it is given, but a priority binding (l, k) is tried before it is.
+        if action in STEERING_ACTIONS and self.prompt_open():
+            return False
+        return super().check_action(action, parameters)
+
     def action_type_level(self) -> None:
         if self.steering_engine() is None:
             return
@@ -135,22 +178,29 @@ class EngineActions(App[None]):
             current = (
                 f"{snapshot.rate_rps:g}" if snapshot is not None and snapshot.rate_rps is not None else ""
             )
-            dialog = ValueInput(
-                "Arrival rate (req/s)", value=current, placeholder="e.g. 12.5", validate=parse_rate
+            self.ask(
+                "Arrival rate (req/s)",
+                self._apply_rate,
+                value=current,
+                placeholder="e.g. 12.5",
+                validate=parse_rate,
             )
-            self.push_screen(dialog, self._apply_rate)
         else:
             current = str(snapshot.level) if snapshot is not None else ""
-            dialog = ValueInput(
-                "Concurrency level", value=current, placeholder="e.g. 32", validate=parse_level
+            self.ask(
+                "Concurrency level",
+                self._apply_level,
+                value=current,
+                placeholder="e.g. 32",
+                validate=parse_level,
             )
-            self.push_screen(dialog, self._apply_level)
 
     def action_type_cap(self) -> None:
         if self.steering_engine() is None:
             return
-        dialog = ValueInput("Concurrency cap (0 = none)", placeholder="e.g. 256", validate=parse_level)
-        self.push_screen(dialog, self._apply_level)
+        self.ask(
+            "Concurrency cap (0 = none)", self._apply_level, placeholder="e.g. 256", validate=parse_level
+        )
 
     def _apply_level(self, text: str | None) -> None:
         if text is not None and self.engine is not None:
@@ -197,9 +247,7 @@ class EngineActions(App[None]):
     def action_mark(self) -> None:
         if self.steering_engine() is None:
             return
-        self.push_screen(
-            ValueInput("Mark this moment", placeholder="a note for the record"), self._apply_mark
-        )
+        self.ask("Mark this moment", self._apply_mark, placeholder="a note for the record")
 
     def _apply_mark(self, note: str | None) -> None:
         if note is not None and self.engine is not None:

@@ -12,7 +12,7 @@ work, so that a repaint does not hold the app's loop (and the keys behind it) fo
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from rich.console import RenderableType
 from rich.style import Style
@@ -52,6 +52,10 @@ class PanelHost(Protocol):
 
 class SnapshotPanel(Widget):
     """A widget that renders a part of the latest ``Snapshot``."""
+
+    # Draws what the steering keys change (level, pause, mode, step...) and is cheap to draw: a snapshot that
+    # changes those is drawn here as it arrives; the other panels take it at the next refresh tick.
+    STEERED: ClassVar[bool] = False
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)

@@ -161,6 +161,8 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
 class StatusBar(SnapshotPanel):
     """Two lines at the top of the screen."""
 
+    STEERED = True
+
     COMPONENT_CLASSES = {
         "status--strong",
         "status--dim",
