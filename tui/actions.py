@@ -233,16 +233,14 @@ class EngineActions(App[None]):
             return
         snapshot = self.latest_snapshot
         on = not (snapshot.auto_ramp if snapshot is not None else False)
-        send(engine, SetAuto(on))
-        self.notify(f"auto-ramp {'on' if on else 'off'}")
+        send(engine, SetAuto(on))  # the header says auto on/off: no toast (its layout costs the key's paint)
 
     def action_toggle_mode(self) -> None:
         engine = self.steering_engine()
         if engine is None:
             return
         mode: Mode = "open" if self._mode() == "closed" else "closed"
-        send(engine, SetMode(mode))
-        self.notify(f"switching to {mode} loop")
+        send(engine, SetMode(mode))  # the header says the loop, the engine's notice what it chose
 
     def action_mark(self) -> None:
         if self.steering_engine() is None:
