@@ -37,6 +37,7 @@ from pathlib import Path
 WIDE = (160, 48)  # the steering keys: the whole header fits beside the toasts
 SMALL = (80, 24)  # the local keys: the compact layout, with tabs
 POLL_S = 0.002  # between two captures while waiting for an effect
+LATE_FACTOR = 6  # a press that timed out is watched this many timeouts more: late, or never
 START_TIMEOUT_S = 90.0
 
 Extract = Callable[[list[str]], object]
@@ -57,6 +58,7 @@ class Result:
     times_s: list[float] = field(default_factory=list)
     timeouts: int = 0
     spans: list[tuple[float, float]] = field(default_factory=list)  # (sent, seen), time.monotonic
+    missed: list[float] = field(default_factory=list)  # when each press that timed out was sent
 
 
 STAGES = ("key", "keyin", "send", "arrive", "steered", "shown", "painted")
@@ -143,8 +145,9 @@ def in_flight(screen: list[str]) -> int:
     return int(value.replace(",", "")) if value else 0
 
 
-def measure(session: Session, press: Press, timeout: float) -> tuple[float, float] | None:
-    """(sent, seen) on ``time.monotonic``, the clock the console's key trace uses; None: never seen."""
+def measure(session: Session, press: Press, timeout: float) -> tuple[float, float] | float:
+    """(sent, seen) on ``time.monotonic``, the clock the console's key trace uses; sent alone: not seen in
+    ``timeout``."""
     before = press.extract(session.lines())
     t0 = time.monotonic()
     session.keys(*press.keys)
@@ -155,11 +158,20 @@ def measure(session: Session, press: Press, timeout: float) -> tuple[float, floa
             return t0, time.monotonic()
         time.sleep(POLL_S)  # polling the terminal for the key's effect, with a deadline
     screen = "\n".join(session.lines())
+    late = LATE_FACTOR * timeout  # a press past the timeout: late (a starved console) or never applied?
+    while time.monotonic() < t0 + late:
+        now = press.extract(session.lines())
+        if (now == press.want) if press.want is not None else (now != before):
+            break
+        time.sleep(0.05)  # polling for a late effect, with a deadline
+    waited = time.monotonic() - t0
+    when = f"it appeared after {waited:.1f} s" if waited < late else f"not even in {late:g} s"
     print(
-        f"bench_keys: {press.label}: no effect in {timeout:g} s (before: {before!r}); screen:\n{screen}",
+        f"bench_keys: {press.label}: no effect in {timeout:g} s, {when} (sent at {t0:.3f}, before: "
+        f"{before!r}); the screen at the timeout:\n{screen}",
         file=sys.stderr,
     )
-    return None
+    return t0
 
 
 def steering_presses(streams: int, presses: int) -> list[Press]:
@@ -219,8 +231,9 @@ def run_at(
             for press in todo:
                 span = measure(session, press, timeout)
                 result = results.setdefault(press.label, Result(press.label, streams))
-                if span is None:
+                if isinstance(span, float):
                     result.timeouts += 1
+                    result.missed.append(span)
                 else:
                     result.times_s.append(span[1] - span[0])
                     result.spans.append(span)
@@ -232,6 +245,7 @@ def run_at(
             session.close()
         if trace_path is not None and trace_path.exists():
             print(stage_table(list(results.values()), read_trace(trace_path)), flush=True)
+            print(f"bench_keys: the trace is {trace_path}", file=sys.stderr)
     return list(results.values())
 
 
@@ -258,6 +272,11 @@ def stage_table(results: list[Result], trace: list[tuple[float, str]]) -> str:
             cells.append(ms(statistics.median(times)) if times else "–")
         cells.append(ms(statistics.median(r.times_s)) if r.times_s else "–")
         rows.append(f"| {r.label} | " + " | ".join(cells) + " |")
+        for sent in r.missed:  # where a press that timed out got to: the stages stamped after it was sent
+            seen = [f"{name} +{(at - sent) * 1000:.0f}" for at, name in trace if sent <= at <= sent + 30]
+            rows.append(
+                f"|   {r.label} timed out, sent at {sent:.3f}: {', '.join(seen[:12]) or 'no stage'} |"
+            )
     return "\n".join(rows)
 
 
