@@ -5,8 +5,7 @@ and what is typed is data, never markup."""
 
 from __future__ import annotations
 
-from textual import events
-from textual.pilot import Pilot
+from test_tui_typeahead import burst
 from tui_fakes import FakeEngine, make_snapshot
 
 from tui.app import RampApp
@@ -14,19 +13,19 @@ from tui.console import ConsoleScreen
 from tui.prompt import LinePrompt
 
 
-def burst(pilot: Pilot, keys: list[tuple[str, str | None]]) -> None:
-    for key, character in keys:
-        pilot.app.post_message(events.Key(key, character))
-
-
 def typed(text: str) -> list[tuple[str, str | None]]:
     return [("space" if c == " " else c, c) for c in text]
 
 
-async def test_keys_typed_into_the_prompt_steer_nothing_and_reach_the_record_as_typed() -> None:
+def console(level: int = 64) -> tuple[RampApp, FakeEngine]:
     app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(level=17), on_snapshot=app.snapshot_callback)
+    engine = FakeEngine(make_snapshot(level=level), on_snapshot=app.snapshot_callback)
     app.attach(engine)
+    return app, engine
+
+
+async def test_keys_typed_into_the_prompt_steer_nothing_and_reach_the_record_as_typed() -> None:
+    app, engine = console(level=17)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         started = len(engine.calls)
@@ -41,9 +40,7 @@ async def test_keys_typed_into_the_prompt_steer_nothing_and_reach_the_record_as_
 
 
 async def test_the_level_typed_is_the_level_sent_and_escape_sends_nothing() -> None:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(level=17), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
+    app, engine = console(level=17)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         burst(pilot, [("l", "l"), *typed("40"), ("escape", None)])
@@ -60,9 +57,7 @@ async def test_the_level_typed_is_the_level_sent_and_escape_sends_nothing() -> N
 
 
 async def test_hostile_text_in_the_prompt_is_shown_as_typed() -> None:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
+    app, engine = console()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         burst(pilot, [("k", "k"), *typed("[/INST] [/] [bold]x")])
