@@ -9,7 +9,12 @@ key's effect shows: the level in the header (n: the plan's next level; ↑, ↓,
 capture that shows the effect, so it includes tmux's own round trip (a capture is a few ms); presses are
 spaced by 0.25-0.5 s, spread so that they land all over the console's refresh period.
 
-    python scripts/bench_keys.py [--streams 256 1024] [--presses 10] [--timeout 5]
+    python scripts/bench_keys.py [--streams 256 1024] [--presses 10] [--timeout 5] [--trace] [--only steering]
+
+``--trace`` runs the console with ``RAMP_KEY_TRACE`` (``tui.keytrace``) and prints, per key, the median
+time of each stage: tmux and the pty (key: the app parsed the bytes), the app's queue (keyin), the action
+and a dialog's round (send), the engine (arrive), the app's queue again (steered), the panels' update
+(shown), the compositor (painted) and tmux's capture (seen).
 
 A benchmark that prints numbers (docs/numbers.md), not a test. Needs tmux.
 """
@@ -32,6 +37,7 @@ from pathlib import Path
 WIDE = (160, 48)  # the steering keys: the whole header fits beside the toasts
 SMALL = (80, 24)  # the local keys: the compact layout, with tabs
 POLL_S = 0.002  # between two captures while waiting for an effect
+LATE_FACTOR = 6  # a press that timed out is watched this many timeouts more: late, or never
 START_TIMEOUT_S = 90.0
 
 Extract = Callable[[list[str]], object]
@@ -51,17 +57,23 @@ class Result:
     streams: int
     times_s: list[float] = field(default_factory=list)
     timeouts: int = 0
+    spans: list[tuple[float, float]] = field(default_factory=list)  # (sent, seen), time.monotonic
+    missed: list[float] = field(default_factory=list)  # when each press that timed out was sent
+
+
+STAGES = ("key", "keyin", "send", "arrive", "steered", "shown", "painted")
 
 
 class Session:
     """``ramp ARGS`` in a detached tmux session on a tmux server of its own."""
 
-    def __init__(self, args: list[str], cwd: Path, size: tuple[int, int]) -> None:
+    def __init__(self, args: list[str], cwd: Path, size: tuple[int, int], trace: Path | None = None) -> None:
         self.name = f"ramp-keys-{uuid.uuid4().hex[:8]}"
         ramp = Path(sys.executable).with_name("ramp")
         exe = str(ramp) if ramp.exists() else shutil.which("ramp") or "ramp"
         shell = " ".join(f"'{a}'" for a in [exe, *args])
-        env = f"env TERM=xterm-256color COLUMNS={size[0]} LINES={size[1]} {shell}; sleep 30"
+        traced = f"RAMP_KEY_TRACE='{trace}' " if trace is not None else ""
+        env = f"env TERM=xterm-256color COLUMNS={size[0]} LINES={size[1]} {traced}{shell}; sleep 30"
         dims = ["-x", str(size[0]), "-y", str(size[1])]
         subprocess.run(
             self.tmux("new-session", "-d", "-s", self.name, *dims, "-c", str(cwd), env), check=True
@@ -133,22 +145,33 @@ def in_flight(screen: list[str]) -> int:
     return int(value.replace(",", "")) if value else 0
 
 
-def measure(session: Session, press: Press, timeout: float) -> float | None:
+def measure(session: Session, press: Press, timeout: float) -> tuple[float, float] | float:
+    """(sent, seen) on ``time.monotonic``, the clock the console's key trace uses; sent alone: not seen in
+    ``timeout``."""
     before = press.extract(session.lines())
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     session.keys(*press.keys)
     deadline = t0 + timeout
-    while time.perf_counter() < deadline:
+    while time.monotonic() < deadline:
         now = press.extract(session.lines())
         if (now == press.want) if press.want is not None else (now != before):
-            return time.perf_counter() - t0
+            return t0, time.monotonic()
         time.sleep(POLL_S)  # polling the terminal for the key's effect, with a deadline
     screen = "\n".join(session.lines())
+    late = LATE_FACTOR * timeout  # a press past the timeout: late (a starved console) or never applied?
+    while time.monotonic() < t0 + late:
+        now = press.extract(session.lines())
+        if (now == press.want) if press.want is not None else (now != before):
+            break
+        time.sleep(0.05)  # polling for a late effect, with a deadline
+    waited = time.monotonic() - t0
+    when = f"it appeared after {waited:.1f} s" if waited < late else f"not even in {late:g} s"
     print(
-        f"bench_keys: {press.label}: no effect in {timeout:g} s (before: {before!r}); screen:\n{screen}",
+        f"bench_keys: {press.label}: no effect in {timeout:g} s, {when} (sent at {t0:.3f}, before: "
+        f"{before!r}); the screen at the timeout:\n{screen}",
         file=sys.stderr,
     )
-    return None
+    return t0
 
 
 def steering_presses(streams: int, presses: int) -> list[Press]:
@@ -185,15 +208,20 @@ def gap(i: int) -> float:
     return 0.25 + 0.25 * ((i * 0.6180339887) % 1.0)
 
 
-def run_at(streams: int, presses: int, timeout: float, preset: str, tmp: Path) -> list[Result]:
+def run_at(
+    streams: int, presses: int, timeout: float, preset: str, tmp: Path, only: str, trace: bool
+) -> list[Result]:
     """The steering keys in one run at 160x48, then the local keys in another at 80x24, both at ``streams``."""
     results: dict[str, Result] = {}
     count = 0
-    for size, todo in ((WIDE, steering_presses(streams, presses)), (SMALL, local_presses(presses))):
+    runs = [(WIDE, steering_presses(streams, presses)), (SMALL, local_presses(presses))]
+    runs = runs[:1] if only == "steering" else runs[1:] if only == "local" else runs
+    for size, todo in runs:
         levels = ",".join(str(streams + i) for i in range(presses + 1))
         args = ["demo", "--preset", preset, "--steps", levels, "--step-seconds", "3600", "--warmup", "1"]
         args += ["--out", str(tmp / f"keys-{streams}-{size[0]}.jsonl")]
-        session = Session(args, tmp, size)
+        trace_path = tmp / f"trace-{streams}-{size[0]}.log" if trace else None
+        session = Session(args, tmp, size, trace_path)
         try:
             session.wait(lambda s: "RUNNING" in header(s), START_TIMEOUT_S, "the run to start")
             session.wait(
@@ -201,19 +229,55 @@ def run_at(streams: int, presses: int, timeout: float, preset: str, tmp: Path) -
             )
             session.wait(lambda s: "MEASURING" in header(s), 30, "the step's warm-up to end")
             for press in todo:
-                taken = measure(session, press, timeout)
+                span = measure(session, press, timeout)
                 result = results.setdefault(press.label, Result(press.label, streams))
-                if taken is None:
+                if isinstance(span, float):
                     result.timeouts += 1
+                    result.missed.append(span)
                 else:
-                    result.times_s.append(taken)
+                    result.times_s.append(span[1] - span[0])
+                    result.spans.append(span)
                 time.sleep(
                     gap(count)
                 )  # spacing the presses over the refresh period (a benchmark, not a test)
                 count += 1
         finally:
             session.close()
+        if trace_path is not None and trace_path.exists():
+            print(stage_table(list(results.values()), read_trace(trace_path)), flush=True)
+            print(f"bench_keys: the trace is {trace_path}", file=sys.stderr)
     return list(results.values())
+
+
+def read_trace(path: Path) -> list[tuple[float, str]]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        at, _, rest = line.partition(" ")
+        out.append((float(at), rest.split(" ", 1)[0]))
+    return sorted(out)
+
+
+def stage_table(results: list[Result], trace: list[tuple[float, str]]) -> str:
+    """Per key, the median ms from the press's send-keys to each stage's first stamp inside the press's span
+    (a stage that happened more than once, a dialog's keys, counts its last before the effect was seen)."""
+    rows = ["| key | " + " | ".join(STAGES) + " | seen |", "|---|" + "--:|" * (len(STAGES) + 1)]
+    for r in results:
+        cells = []
+        for stage in STAGES:
+            times = []
+            for sent, seen in r.spans:
+                hits = [at for at, name in trace if name == stage and sent <= at <= seen]
+                if hits:
+                    times.append((hits[-1] if stage != "key" else hits[0]) - sent)
+            cells.append(ms(statistics.median(times)) if times else "–")
+        cells.append(ms(statistics.median(r.times_s)) if r.times_s else "–")
+        rows.append(f"| {r.label} | " + " | ".join(cells) + " |")
+        for sent in r.missed:  # where a press that timed out got to: the stages stamped after it was sent
+            seen = [f"{name} +{(at - sent) * 1000:.0f}" for at, name in trace if sent <= at <= sent + 30]
+            rows.append(
+                f"|   {r.label} timed out, sent at {sent:.3f}: {', '.join(seen[:12]) or 'no stage'} |"
+            )
+    return "\n".join(rows)
 
 
 def ms(value: float) -> str:
@@ -248,6 +312,8 @@ def main() -> int:
         "--timeout", type=float, default=5.0, help="seconds a press waits for its effect (default 5)"
     )
     ap.add_argument("--preset", default="fast", help="the simulator's preset (default fast)")
+    ap.add_argument("--only", choices=("steering", "local", "all"), default="all", help="which keys")
+    ap.add_argument("--trace", action="store_true", help="time each stage (RAMP_KEY_TRACE, tui.keytrace)")
     opts = ap.parse_args()
     if shutil.which("tmux") is None:
         print("bench_keys: tmux is needed (apt-get install -y tmux)", file=sys.stderr)
@@ -258,7 +324,9 @@ def main() -> int:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="ramp-bench-keys-") as tmp:
         for streams in opts.streams:
-            results += run_at(streams, opts.presses, opts.timeout, opts.preset, Path(tmp))
+            results += run_at(
+                streams, opts.presses, opts.timeout, opts.preset, Path(tmp), opts.only, opts.trace
+            )
             print(table([r for r in results if r.streams == streams]), flush=True)
             print(flush=True)
     print(table(results))

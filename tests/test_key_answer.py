@@ -22,6 +22,7 @@ from loadgen.run.protocol import Pause, SetLevel
 from loadgen.snapshot import Snapshot
 from loadgen.types import Target
 from tui.app import RampApp
+from tui.panel import SnapshotPanel
 
 pytestmark = pytest.mark.sim("fast", seed=3)
 
@@ -83,7 +84,28 @@ async def test_the_console_draws_a_steered_change_as_it_arrives() -> None:
         # Figures alone (the periodic snapshots) still wait for the timer: the redraw rate stays fixed.
         push_from_a_thread(app, dataclasses.replace(first, seq=3, level=32, in_flight=5))
         await pilot.pause()
-        assert app.shown_snapshot is not None and app.shown_snapshot.seq == 2
+        assert "in flight 61" in control_text(app)
         push_from_a_thread(app, dataclasses.replace(first, seq=4, level=32, paused=True, state="paused"))
         await pilot.pause()
         assert "PAUSED" in str(app.screen.query_one("#status").render())
+
+
+async def test_a_steered_change_is_drawn_in_the_header_at_once_and_everywhere_at_the_tick() -> None:
+    """The header and the control lines take a steered snapshot as it arrives; the charts and tables (a few
+    ms each to draw) take it at the next tick, so a key's effect never waits behind a whole repaint."""
+    first = make_snapshot(level=17)
+    app = RampApp(refresh_hz=0.2)
+    app.attach(FakeEngine(first, on_snapshot=app.snapshot_callback))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        console = app.screen
+        heavy = [p for p in console.query(SnapshotPanel) if not p.STEERED and p.snapshot is not None]
+        assert {type(p).__name__ for p in heavy} >= {"HistogramPanel", "ThroughputPanel", "StepsPanel"}
+        push_from_a_thread(app, dataclasses.replace(first, seq=2, level=32, in_flight=31))
+        await pilot.pause()
+        assert "level 32" in control_text(app) and "in flight 31" in control_text(app)
+        assert all(p.snapshot is not None and p.snapshot.seq == 1 for p in heavy)
+        app.redraw()  # the tick
+        await pilot.pause()
+        assert all(p.snapshot is not None and p.snapshot.seq == 2 for p in heavy)
+        assert app.shown_snapshot is not None and app.shown_snapshot.seq == 2

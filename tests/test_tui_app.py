@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input, TabbedContent
+from textual.widgets import TabbedContent
 from tui_fakes import make_app
 
 from loadgen.run.protocol import ChangeLevel, Mark, NextStep, Pause, Resume, SetAuto, SetLevel, SetMode
@@ -16,9 +16,10 @@ from loadgen.snapshot import Snapshot
 from tui.app import RampApp
 from tui.console import ConsoleScreen
 from tui.control import ControlPanel
-from tui.dialogs import ConfirmQuit, HelpScreen, ValueInput
+from tui.dialogs import ConfirmQuit, HelpScreen
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
+from tui.prompt import LinePrompt
 from tui.view import ViewState
 
 SIZE = (100, 30)
@@ -71,13 +72,13 @@ async def test_typed_level_and_rejected_input() -> None:
     app, engine = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("l")
-        assert isinstance(app.screen, ValueInput)
-        await pilot.press("ctrl+a", *"abc", "enter")  # not a number: stays open, no command
-        assert isinstance(app.screen, ValueInput)
+        prompt = app.screen.query_one(LinePrompt)
+        assert isinstance(app.screen, ConsoleScreen) and prompt.is_open and prompt.value == "64"
+        await pilot.press(*"abc", "enter")  # not a number: stays open, no command
+        assert prompt.is_open and "is not a whole number" in str(prompt.render())
         assert "set_level" not in engine.names()
-        app.screen.query_one(Input).value = ""
-        await pilot.press(*"48", "enter")
-        assert not isinstance(app.screen, ValueInput)
+        await pilot.press("backspace", "backspace", "backspace", *"48", "enter")
+        assert not prompt.is_open
         assert engine.calls[-1] == ("set_level", (48,))
 
 

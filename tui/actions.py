@@ -10,6 +10,9 @@ details and quitting on top.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from textual import events
 from textual.app import App
 from textual.message import Message
 
@@ -18,6 +21,7 @@ from loadgen.format import fmt_rate
 from loadgen.run.engine import EngineControl, ensure_resource_tracker
 from loadgen.run.protocol import (
     ChangeLevel,
+    ControlCommand,
     Mark,
     NextStep,
     Pause,
@@ -28,7 +32,9 @@ from loadgen.run.protocol import (
     SetRate,
 )
 from loadgen.snapshot import Snapshot
+from tui import keytrace
 from tui.dialogs import ValueInput
+from tui.prompt import Answer, LinePrompt
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
 
 # The actions below that send the engine a command: a console bound to them steers the run.
@@ -46,6 +52,12 @@ def steered(snapshot: Snapshot) -> tuple[object, ...]:
     """What the steering keys change (a plan's own step changes too)."""
     s = snapshot
     return (s.state, s.paused, s.mode, s.level, s.rate_rps, s.auto_ramp, s.step_index, s.phase, s.next_load)
+
+
+def send(engine: EngineControl, cmd: ControlCommand) -> None:
+    """Give the engine one of the operator's commands (stamped in a key trace, ``tui.keytrace``)."""
+    keytrace.stamp("send", type(cmd).__name__)
+    engine.send(cmd)
 
 
 def prepare_subprocesses() -> None:
@@ -70,6 +82,18 @@ class EngineActions(App[None]):
             prepare_subprocesses()
         self._pushed: Snapshot | None = None  # written by the engine's thread
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and keytrace.enabled():
+            keytrace.stamp("key", event.key, at=event.time)
+            keytrace.stamp("keyin", event.key)
+        await super().on_event(event)
+
+    def traced(self, stage: str) -> None:
+        """In a key trace: ``stage`` now, and ``painted`` once the screen's next refresh has been written."""
+        if keytrace.enabled():
+            keytrace.stamp(stage)
+            self.call_after_refresh(keytrace.stamp, "painted")
+
     def attach(self, engine: EngineControl) -> None:
         """Give the app its engine (built after the app so it can take ``snapshot_callback``)."""
         self.engine = engine
@@ -80,6 +104,7 @@ class EngineActions(App[None]):
         message does when it changes what the operator steers (``Steered``: posting one is thread-safe)."""
         previous, self._pushed = self._pushed, snapshot
         if previous is None or steered(previous) != steered(snapshot):
+            keytrace.stamp("arrive", str(snapshot.seq))
             self.post_message(Steered())
 
     @property
@@ -110,13 +135,40 @@ class EngineActions(App[None]):
             if snapshot is None or snapshot.rate_rps is None:
                 self.notify("no rate known yet", severity="warning")
                 return
-            engine.send(SetRate(next_rate(snapshot.rate_rps, step)))
+            send(engine, SetRate(next_rate(snapshot.rate_rps, step)))
             return
         delta = level_delta(step)
         if delta is not None:
-            engine.send(ChangeLevel(delta))  # relative: correct even if our snapshot is a frame old
+            send(engine, ChangeLevel(delta))  # relative: correct even if our snapshot is a frame old
         elif snapshot is not None:
-            engine.send(SetLevel(next_level(snapshot.level, step)))
+            send(engine, SetLevel(next_level(snapshot.level, step)))
+
+    def ask(
+        self,
+        title: str,
+        answer: Answer,
+        *,
+        value: str = "",
+        placeholder: str = "",
+        validate: Callable[[str], object] | None = None,
+    ) -> None:
+        """A value typed by the operator: in the console's own prompt over its footer (``tui.prompt``: no
+        screen pushed, nothing repainted behind it), or in a dialog over any other screen."""
+        prompts = self.screen.query(LinePrompt)
+        if prompts:
+            prompts.first().ask(title, answer, value=value, placeholder=placeholder, validate=validate)
+            return
+        dialog = ValueInput(title, value=value, placeholder=placeholder, validate=validate)
+        self.push_screen(dialog, answer)
+
+    def prompt_open(self) -> bool:
+        return any(prompt.is_open for prompt in self.screen.query(LinePrompt))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The prompt takes every key it is given, but a priority binding (l, k) is tried before it is.
+        if action in STEERING_ACTIONS and self.prompt_open():
+            return False
+        return super().check_action(action, parameters)
 
     def action_type_level(self) -> None:
         if self.steering_engine() is None:
@@ -126,31 +178,38 @@ class EngineActions(App[None]):
             current = (
                 f"{snapshot.rate_rps:g}" if snapshot is not None and snapshot.rate_rps is not None else ""
             )
-            dialog = ValueInput(
-                "Arrival rate (req/s)", value=current, placeholder="e.g. 12.5", validate=parse_rate
+            self.ask(
+                "Arrival rate (req/s)",
+                self._apply_rate,
+                value=current,
+                placeholder="e.g. 12.5",
+                validate=parse_rate,
             )
-            self.push_screen(dialog, self._apply_rate)
         else:
             current = str(snapshot.level) if snapshot is not None else ""
-            dialog = ValueInput(
-                "Concurrency level", value=current, placeholder="e.g. 32", validate=parse_level
+            self.ask(
+                "Concurrency level",
+                self._apply_level,
+                value=current,
+                placeholder="e.g. 32",
+                validate=parse_level,
             )
-            self.push_screen(dialog, self._apply_level)
 
     def action_type_cap(self) -> None:
         if self.steering_engine() is None:
             return
-        dialog = ValueInput("Concurrency cap (0 = none)", placeholder="e.g. 256", validate=parse_level)
-        self.push_screen(dialog, self._apply_level)
+        self.ask(
+            "Concurrency cap (0 = none)", self._apply_level, placeholder="e.g. 256", validate=parse_level
+        )
 
     def _apply_level(self, text: str | None) -> None:
         if text is not None and self.engine is not None:
-            self.engine.send(SetLevel(parse_level(text)))
+            send(self.engine, SetLevel(parse_level(text)))
 
     def _apply_rate(self, text: str | None) -> None:
         if text is not None and self.engine is not None:
             rate = parse_rate(text)
-            self.engine.send(SetRate(rate))
+            send(self.engine, SetRate(rate))
             self.notify(f"rate → {fmt_rate(rate)}")
 
     def action_toggle_pause(self) -> None:
@@ -159,14 +218,14 @@ class EngineActions(App[None]):
             return
         snapshot = self.latest_snapshot
         if snapshot is not None and snapshot.paused:
-            engine.send(Resume())
+            send(engine, Resume())
         else:
-            engine.send(Pause())
+            send(engine, Pause())
 
     def action_next_step(self) -> None:
         engine = self.steering_engine()
         if engine is not None:
-            engine.send(NextStep())
+            send(engine, NextStep())
 
     def action_toggle_auto(self) -> None:
         engine = self.steering_engine()
@@ -174,25 +233,21 @@ class EngineActions(App[None]):
             return
         snapshot = self.latest_snapshot
         on = not (snapshot.auto_ramp if snapshot is not None else False)
-        engine.send(SetAuto(on))
-        self.notify(f"auto-ramp {'on' if on else 'off'}")
+        send(engine, SetAuto(on))  # the header says auto on/off: no toast (its layout costs the key's paint)
 
     def action_toggle_mode(self) -> None:
         engine = self.steering_engine()
         if engine is None:
             return
         mode: Mode = "open" if self._mode() == "closed" else "closed"
-        engine.send(SetMode(mode))
-        self.notify(f"switching to {mode} loop")
+        send(engine, SetMode(mode))  # the header says the loop, the engine's notice what it chose
 
     def action_mark(self) -> None:
         if self.steering_engine() is None:
             return
-        self.push_screen(
-            ValueInput("Mark this moment", placeholder="a note for the record"), self._apply_mark
-        )
+        self.ask("Mark this moment", self._apply_mark, placeholder="a note for the record")
 
     def _apply_mark(self, note: str | None) -> None:
         if note is not None and self.engine is not None:
-            self.engine.send(Mark(note.strip() or "mark"))
+            send(self.engine, Mark(note.strip() or "mark"))
             self.notify("marked")

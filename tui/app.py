@@ -18,7 +18,8 @@ Snapshots arrive on the engine's thread: ``snapshot_callback`` only stores the n
 attribute write). A timer started in ``on_ready`` at ``refresh_hz`` redraws from it, so the redraw rate is
 fixed however fast snapshots come, and nothing is redrawn when the snapshot (and the view) did not change;
 a snapshot that changes what the operator steers (level, pause, mode, step...) is drawn as it arrives (the
-engine publishes one as soon as it applies a command), so a key's effect is on screen without a tick's wait.
+engine publishes one as soon as it applies a command) in the header and the control lines, so a key's effect
+is on screen without a tick's wait; the other panels take it at the next tick (``redraw_steered``).
 The engine is typed as ``loadgen.run.engine.EngineControl``: anything with those methods will do.
 
 Quitting a live run asks first; then ``engine.stop()`` and ``engine.wait(timeout)`` run in a thread
@@ -45,6 +46,7 @@ from loadgen.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.run.signals import StopSignals
 from loadgen.snapshot import Snapshot
+from tui import keytrace
 from tui.actions import EngineActions, Steered
 from tui.baseline import open_baseline
 from tui.commands import RampCommands
@@ -127,7 +129,9 @@ class RampApp(EngineActions):
         self._redraw_timer = self.set_interval(1 / self.refresh_hz, self.redraw, name="redraw")
 
     def on_steered(self, message: Steered) -> None:
-        self.redraw()
+        keytrace.stamp("steered")
+        self.redraw_steered()
+        self.traced("shown")
 
     def redraw(self, force: bool = False) -> None:
         snapshot = self.latest_snapshot
@@ -148,6 +152,23 @@ class RampApp(EngineActions):
         self.toast_notices(snapshot)
         self.announce_end(snapshot)
         self.offer_fit_context(snapshot)
+
+    def redraw_steered(self) -> None:
+        """A snapshot that changes what the keys steer, drawn as it arrives in the header and the control
+        lines only: the other panels (charts, tables, a few ms each) take it at the next tick, so that a
+        key's effect is never behind a whole repaint. The tick still draws this snapshot everywhere."""
+        snapshot = self.latest_snapshot
+        if snapshot is None or snapshot is self._replaced or self._restart_to is not None:
+            return
+        if self._drawn is not None and self._drawn[0] >= snapshot.seq:
+            return  # the tick drew it (or a newer one) already
+        if self._fit_declined:
+            snapshot = dataclasses.replace(snapshot, warnings=(DECLINED, *snapshot.warnings))
+        console = self.screen_stack[0] if self.screen_stack else None
+        if isinstance(console, ConsoleScreen):
+            console.show(snapshot, self.view, steered_only=True)
+        self.toast_notices(snapshot)
+        self.announce_end(snapshot)
 
     def toast_notices(self, snapshot: Snapshot) -> None:
         """Each of the engine's notices (what it chose for the operator) once, as a toast."""
@@ -225,6 +246,7 @@ class RampApp(EngineActions):
     def set_view(self, view: ViewState) -> None:
         self.view = view
         self.redraw()
+        self.traced("shown")
 
     # ---- view -----------------------------------------------------------------------------------
     def action_cycle_metric(self, side: str) -> None:

@@ -26,6 +26,7 @@ from tui.curve import CurvePanel
 from tui.errors import ErrorsPanel
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
+from tui.prompt import LinePrompt
 from tui.replicas import ReplicasPanel
 from tui.server import ServerPanel
 from tui.status import StatusBar
@@ -153,6 +154,17 @@ class ConsoleScreen(Screen[None]):
         dashboard.set_reactive(Dashboard.compact, is_compact(self.app.size.width, self.app.size.height))
         yield dashboard
         yield Footer(compact=True, show_command_palette=self.app.size.width >= PALETTE_IN_FOOTER_W)
+        yield LinePrompt(id="prompt")  # over the footer while a value is typed (tui.prompt)
+
+    @property
+    def prompt(self) -> LinePrompt:
+        return self.query_one(LinePrompt)
+
+    def on_key(self, event: events.Key) -> None:
+        # While a value is typed every key is the prompt's: none reaches a binding behind it.
+        prompt = self.prompt
+        if prompt.is_open:
+            prompt.key(event)
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(Dashboard).compact = is_compact(event.size.width, event.size.height)
@@ -161,12 +173,16 @@ class ConsoleScreen(Screen[None]):
             footer.show_command_palette = palette
             footer.refresh(recompose=True)
 
-    def show(self, snapshot: Snapshot, view: ViewState) -> None:
+    def show(self, snapshot: Snapshot, view: ViewState, *, steered_only: bool = False) -> None:
+        """Every panel draws ``snapshot``; with ``steered_only`` only the cheap ones that show what the keys
+        steer (``SnapshotPanel.STEERED``: the header and the control lines), the rest at the next tick."""
         if self.baseline is not None:
             snapshot = self.baseline.annotate(snapshot)
-        self.shown = (snapshot, view)
+        if not steered_only:
+            self.shown = (snapshot, view)
         for panel in self.query(SnapshotPanel):
-            panel.show(snapshot, view)
+            if panel.STEERED or not steered_only:
+                panel.show(snapshot, view)
 
     def show_again(self) -> None:
         if self.shown is not None:

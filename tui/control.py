@@ -181,6 +181,7 @@ def health_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -> 
 
 
 class ControlPanel(SnapshotPanel):
+    STEERED = True
     COMPONENT_CLASSES = {
         "control--dim",
         "control--strong",

@@ -164,6 +164,8 @@ def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style], s
 class StatusBar(SnapshotPanel):
     """Two lines at the top of the screen."""
 
+    STEERED = True
+
     COMPONENT_CLASSES = {
         "status--strong",
         "status--dim",
