@@ -29,7 +29,10 @@ def test_importing_every_loadgen_module_leaves_textual_unloaded() -> None:
         "import sys, pkgutil, importlib, loadgen\n"
         "for m in pkgutil.walk_packages(loadgen.__path__, 'loadgen.'):\n"
         "    if m.name.endswith('__main__'): continue\n"
-        "    importlib.import_module(m.name)\n"
+        "    try:\n"
+        "        importlib.import_module(m.name)\n"
+        "    except ModuleNotFoundError as exc:  # a module of an extra not installed (the otel extra's)\n"
+        "        if (exc.name or '').split('.')[0] not in ('opentelemetry', 'ray'): raise\n"
         "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] == 'textual')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

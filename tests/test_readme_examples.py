@@ -76,7 +76,10 @@ def test_the_open_loop_example_runs_one_step_and_exits(sim: Any, tmp_path: Path)
 
 def test_a_headless_level_runs_one_step(sim: Any, tmp_path: Path) -> None:
     out = tmp_path / "level.jsonl"
-    args = ["--level", "2", "--step-seconds", "1.5", "--warmup", "0.3", "--no-metrics", "--out", str(out)]
+    # The simulator's replies take 1-2.5 s: a step must outlast the warm-up's requests for one of its own to
+    # start (a 1.5 s step once held none: ok 0, rightly, in a clean-clone CI run).
+    args = ["--level", "2", "--step-seconds", "4", "--warmup", "0.3", "--seed", "1", "--no-metrics"]
+    args += ["--out", str(out)]
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen.cli", "run", sim.url, "--headless", *args],
         capture_output=True,
