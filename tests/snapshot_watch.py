@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from loadgen.config import RunConfig, RunOutcome
+from loadgen.run.engine import Engine
 from loadgen.snapshot import Snapshot
 
 SEEN_KEPT = 10_000  # snapshots kept for ``seen`` (40 minutes at 4 Hz)
@@ -65,3 +67,18 @@ class Watch:
         with self.cond:
             start = self.snap.seq if self.snap is not None else 0
         return self.until(lambda s: s.seq >= start + snapshots, 20.0, f"{snapshots} more snapshots")
+
+
+def run_until_ok(config: RunConfig, ok: int, timeout_s: float = 90.0) -> RunOutcome:
+    """``config``'s engine run until its step has ``ok`` requests, then stopped (not cancelled: the step's
+    requests finish and the step is recorded); its outcome, checked to be that stop."""
+    watch = Watch()
+    engine = Engine(config, on_snapshot=watch)
+    engine.start()
+    try:
+        watch.until(lambda s: s.windows["step"].ok >= ok, timeout_s)
+    finally:
+        engine.stop(cancel=False)
+        outcome = engine.wait(60)
+    assert outcome is not None and outcome.state == "stopped", outcome
+    return outcome

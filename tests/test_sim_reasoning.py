@@ -15,13 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from snapshot_watch import Watch
+from snapshot_watch import run_until_ok
 
 from loadgen.client import Client
 from loadgen.config import RampPlan, RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record, step_from_line
-from loadgen.run.engine import Engine
 from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.server import SimServer
 from loadgen.types import Outcome, RequestResult, RequestSpec, Target
@@ -89,15 +88,7 @@ def test_the_record_holds_the_simulators_reasoning(tmp_path: Path) -> None:
             telemetry=False,
             save_requests_detail=True,
         )
-        watch = Watch()
-        engine = Engine(config, on_snapshot=watch)
-        engine.start()
-        try:
-            watch.until(lambda s: s.windows["step"].ok >= 12, 90)
-        finally:
-            engine.stop(cancel=False)
-            outcome = engine.wait(60)
-        assert outcome is not None and outcome.state == "stopped"
+        run_until_ok(config, 12)
         truth = [g for g in sim.ground_truth() if g.get("request_id")]
     finally:
         sim.stop()

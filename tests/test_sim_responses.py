@@ -12,13 +12,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from snapshot_watch import Watch
+from snapshot_watch import run_until_ok
 
 from loadgen.client import Client
 from loadgen.config import RampPlan, RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record, step_from_line
-from loadgen.run.engine import Engine
 from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.server import SimServer
 from loadgen.types import Api, Outcome, RequestResult, RequestSpec, Target
@@ -89,15 +88,7 @@ def test_a_responses_run_records_its_step(tmp_path: Path) -> None:
             out=str(tmp_path / "run.jsonl"),
             telemetry=False,
         )
-        watch = Watch()
-        engine = Engine(config, on_snapshot=watch)
-        engine.start()
-        try:
-            watch.until(lambda s: s.windows["step"].ok >= 4, 90)
-        finally:
-            engine.stop(cancel=False)
-            outcome = engine.wait(60)
-        assert outcome is not None and outcome.state == "stopped"
+        run_until_ok(config, 4)
         truth = [g for g in sim.ground_truth() if g.get("request_id")]
     finally:
         sim.stop()
