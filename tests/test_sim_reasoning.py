@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import statistics
 import time
 from pathlib import Path
 
@@ -97,16 +98,26 @@ def test_the_record_holds_the_simulators_reasoning(tmp_path: Path) -> None:
     assert step.stats.error_count == 0 and step.stats.ok == len(truth)
     assert line["reasoned"] == len(truth)
     assert line["reasoning_tokens"] == sum(g["reasoning_tokens"] for g in truth)
-    simulated_ms = sorted((g["first_answer_ns"] - g["first_token_ns"]) / 1e6 for g in truth)
-    # the record's reasoning phase p50 (HDR, 3 digits) against the simulator's, by HDR's rank rule (the
-    # value at rank round(n / 2), not the mean of the two middle ones)
-    p50 = simulated_ms[max(int(len(truth) / 2 + 0.5), 1) - 1]
-    assert step.stats.pct("reasoning_ms").p50 == pytest.approx(p50, abs=1.0)
     # the per-request export: each request's reasoning as the simulator did it, joined on its id
     with open(tmp_path / "run.requests.csv", encoding="utf-8") as f:
         rows = {r["request_id"]: r for r in csv.DictReader(f)}
     truth_by_id = {g["request_id"]: g for g in truth}
     assert rows.keys() == truth_by_id.keys()
+    # TTFAT - TTFT is the simulated reasoning time within 1 ms at p50, request by request (a lone request
+    # read late under load moved the p50 of 12 by 6.7 ms when the two sides' p50s were compared instead)
+    errors_ms = sorted(
+        abs(
+            float(row["reasoning_ms"])
+            - (truth_by_id[rid]["first_answer_ns"] - truth_by_id[rid]["first_token_ns"]) / 1e6
+        )
+        for rid, row in rows.items()
+    )
+    assert statistics.median(errors_ms) <= 1.0, errors_ms
+    # the record's reasoning phase p50 (HDR, 3 digits) is the requests' own, by HDR's rank rule (the value
+    # at rank round(n / 2), not the mean of the two middle ones)
+    client_ms = sorted(float(row["reasoning_ms"]) for row in rows.values())
+    p50 = client_ms[max(int(len(client_ms) / 2 + 0.5), 1) - 1]
+    assert step.stats.pct("reasoning_ms").p50 == pytest.approx(p50, rel=1e-3, abs=0.01)
     for rid, row in rows.items():
         g = truth_by_id[rid]
         assert int(row["reasoning_tokens"]) == g["reasoning_tokens"] and row["reasoning_exact"] == "1"
