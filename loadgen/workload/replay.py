@@ -246,25 +246,20 @@ class DialogSession:
         w = self.workload
         messages = tuple(self.history)
         target = self.target(sum(len(text.split()) for _, text in messages), len(messages))
-        fitted = w.fit(target, target, max_tokens, floor=target)
-        if fitted is None:  # the calls and results filled the context: the conversation ends here
-            self.done = True
-            return None
-        tools.sent()
-        spec = RequestSpec(
-            api=w.api,
-            model=w.model,
-            max_tokens=fitted[2],
-            messages=messages,
-            input_tokens_target=target,
+        spec = tools.request(
+            w,
+            messages,
+            self.extras,
+            target,
+            max_tokens,
             bucket="dataset",
             session_id=self.session_id,
             turn=self.requests,
-            keep_text=True,
-            extra_body=w.extra_body,
-            message_extras=tuple(self.extras),
         )
-        self.pending = (turn, fitted[2])
+        if spec is None:  # the calls and results filled the context: the conversation ends here
+            self.done = True
+            return None
+        self.pending = (turn, spec.max_tokens)
         self.requests += 1
         return spec
 

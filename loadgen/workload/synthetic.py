@@ -271,26 +271,23 @@ class Session:
         max_tokens = sample_tokens(self.bucket.output, self.rng)
         target = int(round(self._context_tokens))
         limit = w.profile.session.max_context_tokens if w.profile.session else None
-        fitted = w.fit(target, 0, max_tokens, floor=0)
-        if fitted is None or (limit is not None and target + max_tokens > limit):
+        spec = None
+        if limit is None or target + max_tokens <= limit:
+            spec = tools.request(
+                w,
+                tuple(self._history),
+                self._extras,
+                target,
+                max_tokens,
+                bucket=self.bucket.name,
+                session_id=self.session_id,
+                turn=self.turn,
+                prefix_group=self.bucket.prefix_group,
+                cache_class=self.bucket.cache,
+            )
+        if spec is None:
             self.done = True
             return None
-        tools.sent()
-        spec = RequestSpec(
-            api=w.api,
-            model=w.model,
-            max_tokens=fitted[2],
-            messages=tuple(self._history),
-            input_tokens_target=target,
-            bucket=self.bucket.name,
-            prefix_group=self.bucket.prefix_group,
-            cache_class=self.bucket.cache,
-            session_id=self.session_id,
-            turn=self.turn,
-            keep_text=True,
-            extra_body=w.extra_body,
-            message_extras=tuple(self._extras),
-        )
         self.turn += 1
         self._tool_requests += 1
         self._pending = spec

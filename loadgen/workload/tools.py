@@ -11,9 +11,14 @@ in ``RequestSpec.message_extras``; ``loadgen.tool_messages`` turns it into Respo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from loadgen.profile import Tools
 from loadgen.tool_messages import assistant_tool_calls
-from loadgen.types import RequestResult
+from loadgen.types import RequestResult, RequestSpec
+
+if TYPE_CHECKING:
+    from loadgen.workload.synthetic import Workload
 
 __all__ = ["MessageExtras", "ToolRounds"]
 
@@ -53,6 +58,43 @@ class ToolRounds:
         self.answered += 1
         self.pending = True
         return len(self.tools.result) * len(calls)
+
+    def request(
+        self,
+        w: Workload,
+        messages: tuple[tuple[str, str], ...],
+        extras: MessageExtras,
+        target: int,
+        max_tokens: int,
+        *,
+        bucket: str,
+        session_id: int,
+        turn: int,
+        prefix_group: str | None = None,
+        cache_class: str | None = None,
+    ) -> RequestSpec | None:
+        """The round's request (a synthetic session's or a replayed conversation's): ``messages`` as they
+        stand (the calls and their results last), no new user text, ``max_tokens`` lowered to fit the
+        context (the history is never cut); None when the history alone fills it (the session ends)."""
+        fitted = w.fit(target, 0, max_tokens, floor=0)
+        if fitted is None:
+            return None
+        self.sent()
+        return RequestSpec(
+            api=w.api,
+            model=w.model,
+            max_tokens=fitted[2],
+            messages=messages,
+            input_tokens_target=target,
+            bucket=bucket,
+            prefix_group=prefix_group,
+            cache_class=cache_class,
+            session_id=session_id,
+            turn=turn,
+            keep_text=True,
+            extra_body=w.extra_body,
+            message_extras=tuple(extras),
+        )
 
     def sent(self) -> None:
         """The round's request was built: the next one is a user turn unless its reply calls tools again."""
