@@ -74,8 +74,8 @@ class ToolRounds:
         cache_class: str | None = None,
     ) -> RequestSpec | None:
         """The round's request (a synthetic session's or a replayed conversation's): ``messages`` as they
-        stand (the calls and their results last), no new user text, ``max_tokens`` lowered to fit the
-        context (the history is never cut); None when the history alone fills it (the session ends)."""
+        stand, no new user text, ``max_tokens`` lowered to fit the context (the history is never cut);
+        None when the history alone fills it (the session ends)."""
         fitted = w.fit(target, 0, max_tokens, floor=0)
         if fitted is None:
             return None
@@ -83,17 +83,17 @@ class ToolRounds:
         return RequestSpec(
             api=w.api,
             model=w.model,
+            messages=messages,  # the history with the calls and their results last
+            message_extras=tuple(extras),
+            keep_text=True,  # the reply may call tools again
             max_tokens=fitted[2],
-            messages=messages,
             input_tokens_target=target,
+            extra_body=w.extra_body,
+            session_id=session_id,
+            turn=turn,
             bucket=bucket,
             prefix_group=prefix_group,
             cache_class=cache_class,
-            session_id=session_id,
-            turn=turn,
-            keep_text=True,
-            extra_body=w.extra_body,
-            message_extras=tuple(extras),
         )
 
     def sent(self) -> None:
