@@ -34,7 +34,7 @@ from loadgen.run.protocol import (
 from loadgen.snapshot import Snapshot
 from tui import keytrace
 from tui.dialogs import ValueInput
-from tui.prompt import Answer, LinePrompt
+from tui.prompt import Answer, LinePrompt, Question
 from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
 
 # The actions below that send the engine a command: a console bound to them steers the run.
@@ -156,7 +156,7 @@ class EngineActions(App[None]):
         screen pushed, nothing repainted behind it), or in a dialog over any other screen."""
         prompts = self.screen.query(LinePrompt)
         if prompts:
-            prompts.first().ask(title, answer, value=value, placeholder=placeholder, validate=validate)
+            prompts.first().ask(Question(title, value, placeholder, validate, answer))
             return
         dialog = ValueInput(title, value=value, placeholder=placeholder, validate=validate)
         self.push_screen(dialog, answer)

@@ -17,7 +17,7 @@ cancels. What is typed is data, never markup.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual import events
@@ -68,17 +68,9 @@ class LinePrompt(Widget):
     def is_open(self) -> bool:
         return self.question is not None
 
-    def ask(
-        self,
-        title: str,
-        answer: Answer,
-        *,
-        value: str = "",
-        placeholder: str = "",
-        validate: Callable[[str], object] | None = None,
-    ) -> None:
-        """Open with ``value`` shown; ``answer`` gets the text submitted, or None if cancelled."""
-        self.question = Question(title, value[:MAX_CHARS], placeholder, validate, answer)
+    def ask(self, question: Question) -> None:
+        """Open with the question's value shown; its ``answer`` gets the text submitted, or None if cancelled."""
+        self.question = replace(question, value=question.value[:MAX_CHARS])
         self.styles.visibility = "visible"
         self.refresh()
 
