@@ -36,6 +36,14 @@ class Where:
     index: int | None = None  # for arrays of tables, 0-based
     label: str = "top level"
 
+    @classmethod
+    def item(cls, table: str, index: int, t: Mapping[str, object]) -> Where:
+        """The ``index``-th table of the array ``[[table]]``: labelled by its number, and by its name when
+        it has one (``[[bucket]] #2 "long"``)."""
+        name = t.get("name")
+        label = f"[[{table}]] #{index + 1}" + (f' "{name}"' if isinstance(name, str) else "")
+        return cls(table, index, label)
+
 
 class Locator:
     """Finds the line of a key by scanning the source: a heuristic, see the module docstring."""

@@ -194,10 +194,7 @@ class ProfileReader(FieldReader):
     def prefix_groups(self, tables: list[dict[str, object]]) -> tuple[PrefixGroup, ...]:
         out: list[PrefixGroup] = []
         for i, t in enumerate(tables):
-            label = f"[[prefix_group]] #{i + 1}"
-            if isinstance(t.get("name"), str):
-                label += f' "{t["name"]}"'
-            w = Where("prefix_group", i, label)
+            w = Where.item("prefix_group", i, t)
             self.check_keys(w, t, ("name", "prefix_tokens", "count"))
             if "name" not in t:
                 self.fail(
@@ -230,10 +227,7 @@ class ProfileReader(FieldReader):
             )
         out: list[Bucket] = []
         for i, t in enumerate(tables):
-            label = f"[[bucket]] #{i + 1}"
-            if isinstance(t.get("name"), str):
-                label += f' "{t["name"]}"'
-            w = Where("bucket", i, label)
+            w = Where.item("bucket", i, t)
             self.check_keys(w, t, ("name", "weight", "input", "output", "prefix_group", "cache"))
             name = self.string(w, t, "name", f"bucket{i + 1}") or f"bucket{i + 1}"
             if any(b.name == name for b in out):

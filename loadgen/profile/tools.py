@@ -60,10 +60,7 @@ def _functions(reader: FieldReader, v: object) -> tuple[ToolFunction, ...]:
         reader.fail(w, "function", f"expected [[tools.function]] tables, got {show_value(v)}")
     out: list[ToolFunction] = []
     for i, f in enumerate(v):
-        label = f"[[tools.function]] #{i + 1}"
-        if isinstance(f.get("name"), str):
-            label += f' "{f["name"]}"'
-        fw = Where("tools.function", i, label)
+        fw = Where.item("tools.function", i, f)
         reader.check_keys(fw, f, FUNCTION_KEYS)
         if "name" not in f:
             reader.fail(fw, None, "missing key 'name': the function's name, e.g. name = \"get_weather\"")
