@@ -1,6 +1,8 @@
 """Small run records for the analysis tests (compare, conditions, cost, report): a header as
 ``run/recording.py`` writes it and step lines written through ``loadgen.record``'s writer, every figure chosen
-by the test; header edits; ``ramp compare`` run in-process on its parsed command line."""
+by the test; header edits; ``ramp compare`` run in-process on its parsed command line. And figures made the real way: replies
+(``tool_call``, ``plain_reply``) through a worker's ``Recorder`` and the controller's ``Accumulator`` into
+one window's stats (``stats_of``), made a step (``summary_of``)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ import pytest
 from loadgen.analysis.compare import compare_main
 from loadgen.cli.main import build_parser
 from loadgen.config import SLO
+from loadgen.metrics import Accumulator, Recorder
 from loadgen.profile import parse_profile
 from loadgen.record import RecordWriter
 from loadgen.snapshot import METRICS, HistogramView, Percentiles, SLOVerdict, StepSummary, WindowStats
+from loadgen.types import Outcome, RequestResult
 
 PROFILE_TOML = """
 name = "fake-chat"
@@ -254,3 +258,49 @@ def content(edit: Callable[[dict[str, Any]], None]) -> Callable[[Header], None]:
 
 def plan(key: str, value: object) -> Callable[[Header], None]:
     return lambda h: h["plan"].__setitem__(key, value)
+
+
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def tool_call(i: int, args: int = 5) -> RequestResult:
+    """A reply that is one call: its opening delta (the name, no token) at 80 + i ms, then ``args``
+    argument chunks of one token each, 10 ms apart."""
+    t0 = i * 10 * MS
+    head = t0 + (80 + i) * MS
+    chunks = (head, *(head + (k + 1) * 10 * MS for k in range(args)))
+    return RequestResult(
+        outcome=Outcome.OK, intended_ns=t0, sent_ns=t0, end_ns=chunks[-1] + MS, first_token_ns=head,
+        last_token_ns=chunks[-1], chunk_times_ns=chunks, chunk_tokens=(0, *(1,) * args), output_tokens=args,
+        tokens_exact=True, first_answer_ns=head, first_tool_ns=head, tool_chunks=args + 1, tool_tokens=args,
+        first_tool_args_ns=chunks[1], last_tool_args_ns=chunks[-1],
+    )  # fmt: skip
+
+
+def plain_reply(i: int) -> RequestResult:
+    """A reply without a call: 5 chunks of one token, the first at 50 ms, 10 ms apart."""
+    t0 = i * 10 * MS
+    chunks = tuple(t0 + (50 + k * 10) * MS for k in range(5))
+    return RequestResult(
+        outcome=Outcome.OK, intended_ns=t0, sent_ns=t0, end_ns=chunks[-1], first_token_ns=chunks[0],
+        last_token_ns=chunks[-1], chunk_times_ns=chunks, output_tokens=5, tokens_exact=True,
+        first_answer_ns=chunks[0],
+    )  # fmt: skip
+
+
+def stats_of(items: list[RequestResult], slo: SLO | None = None) -> tuple[WindowStats, dict[str, str]]:
+    """One 10 s window of ``items`` (goodput judged on ``slo``): its stats and its encoded histograms."""
+    rec, acc = Recorder(slo=slo), Accumulator()
+    for r in items:
+        rec.record(r)
+    acc.add(rec.take(0, 10 * S, live_tokens=sum(r.output_tokens for r in items)))
+    return acc.stats("step", 10.0), acc.encoded()
+
+
+def summary_of(stats: WindowStats, verdict: SLOVerdict | None = None, index: int = 0) -> StepSummary:
+    """``stats`` as a closed-loop step at level 4 (1 s warm-up, a 10 s window)."""
+    return StepSummary(
+        index=index, mode="closed", level=4, rate_rps=None, arrival="closed", warmup_s=1.0, window_s=10.0,
+        duration_s=11.0, stats=stats, verdict=verdict or SLOVerdict(met=None), client_bound=False,
+    )  # fmt: skip

@@ -8,19 +8,17 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from analysis_fakes import stats_of, summary_of
 
 from loadgen.analysis.figures import FIGURES
 from loadgen.config import SLO
 from loadgen.format import fmt_num_wide
-from loadgen.metrics import Accumulator, Recorder
 from loadgen.record import RecordWriter, read_record, step_from_line
 from loadgen.report import format_step_table
 from loadgen.slo import evaluate
-from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 from loadgen.types import Outcome, RequestResult
 
 MS = 1_000_000
-S = 1_000_000_000
 REASON_CHUNKS = 30  # 20 ms apart: the reasoning phase lasts 600 ms after the first token
 ANSWER_CHUNKS = 11
 
@@ -44,14 +42,6 @@ def reasoned(i: int, reasoning_chunks: int = REASON_CHUNKS) -> RequestResult:
         reasoning_exact=True,
         reasoning_chunks=reasoning_chunks,
     )
-
-
-def stats_of(items: list[RequestResult], slo: SLO | None = None) -> tuple[WindowStats, dict[str, str]]:
-    rec, acc = Recorder(slo=slo), Accumulator()
-    for r in items:
-        rec.record(r)
-    acc.add(rec.take(0, 10 * S, live_tokens=sum(r.output_tokens for r in items)))
-    return acc.stats("step", 10.0), acc.encoded()
 
 
 def test_ttfat_and_reasoning_phase_per_step() -> None:
@@ -80,10 +70,7 @@ def test_ttfat_slo_is_judged_and_named() -> None:
 
 def test_step_line_round_trip_and_compare_figures(tmp_path: Path) -> None:
     stats, hists = stats_of([reasoned(i) for i in range(20)])
-    step = StepSummary(
-        index=0, mode="closed", level=4, rate_rps=None, arrival="closed", warmup_s=1.0, window_s=10.0,
-        duration_s=11.0, stats=stats, verdict=SLOVerdict(met=None), client_bound=False,
-    )  # fmt: skip
+    step = summary_of(stats)
     path = tmp_path / "run.jsonl"
     with RecordWriter(path) as writer:
         writer.write_header({"model": "m"})
@@ -113,19 +100,12 @@ def test_a_model_that_does_not_reason_has_ttfat_but_no_reasoning_rows() -> None:
     assert stats.reasoned == 0
 
 
-def _step(stats: WindowStats) -> StepSummary:
-    return StepSummary(
-        index=0, mode="closed", level=4, rate_rps=None, arrival="closed", warmup_s=1.0, window_s=10.0,
-        duration_s=11.0, stats=stats, verdict=SLOVerdict(met=None), client_bound=False,
-    )  # fmt: skip
-
-
 def test_text_report_shows_ttfat_only_for_reasoning_steps() -> None:
     reasoning, _ = stats_of([reasoned(i) for i in range(20)])
-    table = format_step_table([_step(reasoning)], None, width=200)
+    table = format_step_table([summary_of(reasoning)], None, width=200)
     header = table.splitlines()[0]
     assert "TTFAT p95" in header and "reason p50" in header
     assert fmt_num_wide(reasoning.pct("ttfat_ms").p95) in table.splitlines()[2]
     plain = reasoned(0, reasoning_chunks=0)
     stats, _ = stats_of([dataclasses.replace(plain, reasoning_tokens=0, reasoning_exact=False)])
-    assert "TTFAT" not in format_step_table([_step(stats)], None, width=200)
+    assert "TTFAT" not in format_step_table([summary_of(stats)], None, width=200)
