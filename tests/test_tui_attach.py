@@ -11,7 +11,6 @@ that answers again.
 
 from __future__ import annotations
 
-import io
 import socketserver
 import threading
 import time
@@ -21,11 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
-from rich.console import Console
-from rich.text import Text
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
-from tui_fakes import FakeEngine, make_snapshot
+from tui_fakes import FakeEngine, make_snapshot, text_of
 
 from loadgen.cli.main import main
 from loadgen.config import RunConfig
@@ -82,18 +79,6 @@ def share() -> Iterator[MetricsServer]:
     server = serve("127.0.0.1", 0)
     yield server
     server.close()
-
-
-def text_of(panel: SnapshotPanel) -> str:
-    """What the panel draws, as plain text, with its border titles."""
-    rendered = panel.render()
-    if isinstance(rendered, Text):
-        body = rendered.plain
-    else:
-        console = Console(width=max(20, panel.size.width), record=True, file=io.StringIO())
-        console.print(rendered)
-        body = console.export_text()
-    return f"{panel.border_title}\n{body}\n{panel.border_subtitle}"
 
 
 def screen_text(app: RampApp) -> dict[str, str]:

@@ -9,17 +9,15 @@ a screen snapshot at 120x36 on step 2."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
-from rich.text import Text
 from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
+from tui_fakes import text_of
 
 from loadgen.analysis.replay import load_replay
 from loadgen.analysis.runs import AnalysisError
@@ -32,7 +30,6 @@ from tui.console import ConsoleScreen
 from tui.curve import CurvePanel
 from tui.detail import StepDetail
 from tui.histogram_panel import HistogramPanel
-from tui.panel import SnapshotPanel
 from tui.replay import READ_ONLY, ReplayApp, action_name
 from tui.server import ServerPanel
 from tui.status import StatusBar
@@ -45,18 +42,6 @@ FIXTURE = Path(__file__).parent / "fixtures" / "replay" / "run.jsonl"
 def step_lines(path: Path = FIXTURE) -> list[dict[str, Any]]:
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     return [line for line in lines if line["type"] == "step"]
-
-
-def text_of(panel: SnapshotPanel) -> str:
-    """What the panel draws, as plain text (its border titles too)."""
-    rendered = panel.render()
-    if isinstance(rendered, Text):
-        body = rendered.plain
-    else:
-        console = Console(width=max(20, panel.size.width), record=True, file=io.StringIO())
-        console.print(rendered)
-        body = console.export_text()
-    return f"{panel.border_title}\n{body}\n{panel.border_subtitle}"
 
 
 class Watched(ReplayApp):

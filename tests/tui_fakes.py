@@ -3,11 +3,15 @@ deterministic Snapshot factory (fixed numbers, no clocks) used by behaviour and 
 
 from __future__ import annotations
 
+import io
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import astuple, replace
 from typing import Any
+
+from rich.console import Console
+from rich.text import Text
 
 from loadgen.run.protocol import (
     ChangeLevel,
@@ -35,6 +39,19 @@ from loadgen.snapshot import (
     WindowStats,
 )
 from tui.app import RampApp
+from tui.panel import SnapshotPanel
+
+
+def text_of(panel: SnapshotPanel) -> str:
+    """What the panel draws, as plain text, with its border titles."""
+    rendered = panel.render()
+    if isinstance(rendered, Text):
+        body = rendered.plain
+    else:
+        console = Console(width=max(20, panel.size.width), record=True, file=io.StringIO())
+        console.print(rendered)
+        body = console.export_text()
+    return f"{panel.border_title}\n{body}\n{panel.border_subtitle}"
 
 
 def lognormal_bins(
