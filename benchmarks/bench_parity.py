@@ -105,6 +105,19 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def run_of(got: dict[str, Any], cpu: float, tokens: int, wall: float) -> Run:
+    """A run from its figures under the keys of the result JSON that ``vllm bench serve`` and SGLang's
+    ``bench_serving`` both write."""
+    return Run(
+        _num(got.get("output_throughput")),
+        (_num(got.get("median_ttft_ms")), _num(got.get("p99_ttft_ms"))),
+        (_num(got.get("median_itl_ms")), _num(got.get("p99_itl_ms"))),
+        cpu,
+        tokens,
+        wall,
+    )
+
+
 def run_ramp(url: str, args: argparse.Namespace, tmp: Path, seconds: float) -> Run:
     profile = tmp / "parity.toml"
     profile.write_text(
@@ -128,14 +141,14 @@ def run_ramp(url: str, args: argparse.Namespace, tmp: Path, seconds: float) -> R
     (step,) = read_record(out).steps
     pct = step.get("pct") or {}
     ttft, itl = pct.get("ttft_ms") or {}, pct.get("itl_ms") or {}
-    return Run(
-        _num(step.get("out_tok_s")),
-        (_num(ttft.get("p50")), _num(ttft.get("p99"))),
-        (_num(itl.get("p50")), _num(itl.get("p99"))),
-        cpu,
-        tokens,
-        wall,
-    )
+    got = {
+        "output_throughput": step.get("out_tok_s"),
+        "median_ttft_ms": ttft.get("p50"),
+        "p99_ttft_ms": ttft.get("p99"),
+        "median_itl_ms": itl.get("p50"),
+        "p99_itl_ms": itl.get("p99"),
+    }  # the step line's figures under the other two tools' keys
+    return run_of(got, cpu, tokens, wall)
 
 
 def run_vllm(url: str, args: argparse.Namespace, tmp: Path, prompts: int) -> Run:
@@ -149,14 +162,7 @@ def run_vllm(url: str, args: argparse.Namespace, tmp: Path, prompts: int) -> Run
     cmd += ["--save-result", "--result-dir", str(tmp), "--result-filename", f"vllm-{prompts}.json"]
     cpu, tokens, wall, _ = timed(cmd, url, dict(os.environ, **OFFLINE), 600)
     got = json.loads((tmp / f"vllm-{prompts}.json").read_text())
-    return Run(
-        _num(got.get("output_throughput")),
-        (_num(got.get("median_ttft_ms")), _num(got.get("p99_ttft_ms"))),
-        (_num(got.get("median_itl_ms")), _num(got.get("p99_itl_ms"))),
-        cpu,
-        tokens,
-        wall,
-    )
+    return run_of(got, cpu, tokens, wall)
 
 
 def run_sglang(url: str, args: argparse.Namespace, tmp: Path, prompts: int) -> Run:
@@ -169,14 +175,7 @@ def run_sglang(url: str, args: argparse.Namespace, tmp: Path, prompts: int) -> R
     cmd += ["--warmup-requests", "1"]
     cpu, tokens, wall, _ = timed(cmd, url, dict(os.environ, **OFFLINE), 600)
     got = json.loads(out.read_text().strip().splitlines()[-1])
-    return Run(
-        _num(got.get("output_throughput")),
-        (_num(got.get("median_ttft_ms")), _num(got.get("p99_ttft_ms"))),
-        (_num(got.get("median_itl_ms")), _num(got.get("p99_itl_ms"))),
-        cpu,
-        tokens,
-        wall,
-    )
+    return run_of(got, cpu, tokens, wall)
 
 
 def _f(value: float | None, spec: str = ".1f") -> str:
