@@ -1,14 +1,21 @@
 """A snapshot sink for engine tests: keeps the latest snapshot and waits for a condition on it, with a
-deadline (never a sleep as synchronisation)."""
+deadline (never a sleep as synchronisation); ``run_until_ok`` and ``simulated_step`` (one recorded step on a
+simulator process, with the simulator's truth of what it served) on it."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from loadgen.config import RunConfig, RunOutcome
+from loadgen.config import Api, RampPlan, RunConfig, RunOutcome
+from loadgen.profile import Profile
+from loadgen.record import JsonObject, read_record, step_from_line
 from loadgen.run.engine import Engine
-from loadgen.snapshot import Snapshot
+from loadgen.sim import SimConfig, spawn_sim_process
+from loadgen.snapshot import Snapshot, StepSummary
+from loadgen.types import Target
 
 SEEN_KEPT = 10_000  # snapshots kept for ``seen`` (40 minutes at 4 Hz)
 
@@ -82,3 +89,37 @@ def run_until_ok(config: RunConfig, ok: int, timeout_s: float = 90.0) -> RunOutc
         outcome = engine.wait(60)
     assert outcome is not None and outcome.state == "stopped", outcome
     return outcome
+
+
+def simulated_step(
+    sim_config: SimConfig,
+    profile: Profile,
+    out_dir: Path,
+    *,
+    level: int = 4,
+    ok: int = 12,
+    api: Api = "chat",
+    requests_detail: bool = True,
+) -> tuple[JsonObject, StepSummary, list[dict[str, Any]]]:
+    """One step at ``level`` on a simulator process of ``sim_config``, recorded to ``out_dir/run.jsonl``
+    (and its per-request export with ``requests_detail``) and stopped, not cancelled, at ``ok`` requests:
+    its step line, that line read back, and the simulator's truth of each request it served. The step
+    counts exactly those requests, all of them answered (checked here)."""
+    sim = spawn_sim_process(sim_config)
+    try:
+        config = RunConfig(
+            target=Target(url=sim.url, api=api),
+            profile=profile,
+            plan=RampPlan((level,), step_s=300.0, warmup_s=0.0),
+            out=str(out_dir / "run.jsonl"),
+            telemetry=False,
+            save_requests_detail=requests_detail,
+        )
+        run_until_ok(config, ok)
+        truth = [g for g in sim.ground_truth() if g.get("request_id")]
+    finally:
+        sim.stop()
+    line = read_record(out_dir / "run.jsonl").steps[0]
+    step = step_from_line(line)
+    assert step.stats.error_count == 0 and step.stats.ok == len(truth)
+    return line, step, truth

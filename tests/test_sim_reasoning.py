@@ -16,13 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from snapshot_watch import run_until_ok
+from snapshot_watch import simulated_step
 
 from loadgen.client import Client
-from loadgen.config import RampPlan, RunConfig
 from loadgen.profile import parse_profile
-from loadgen.record import read_record, step_from_line
-from loadgen.sim import build_config, spawn_sim_process
+from loadgen.sim import build_config
 from loadgen.sim.server import SimServer
 from loadgen.types import Outcome, RequestResult, RequestSpec, Target
 
@@ -76,26 +74,10 @@ def test_reasoning_phase_matches_the_simulator_request_by_request(field: str) ->
 def test_the_record_holds_the_simulators_reasoning(tmp_path: Path) -> None:
     """One step through the engine (worker process, deltas, the record), stopped without cancelling: the
     step counts exactly the requests the simulator served, so its reasoning tokens are the simulator's sum."""
-    sim = spawn_sim_process(build_config("tiny-reasoning", seed=3))
-    try:
-        profile = parse_profile(
-            'name = "think"\n[[bucket]]\ninput = 16\noutput = 160\n[sampling]\nignore_eos = true\n'
-        )
-        config = RunConfig(
-            target=Target(url=sim.url),
-            profile=profile,
-            plan=RampPlan((4,), step_s=300.0, warmup_s=0.0),
-            out=str(tmp_path / "run.jsonl"),
-            telemetry=False,
-            save_requests_detail=True,
-        )
-        run_until_ok(config, 12)
-        truth = [g for g in sim.ground_truth() if g.get("request_id")]
-    finally:
-        sim.stop()
-    line = read_record(tmp_path / "run.jsonl").steps[0]
-    step = step_from_line(line)
-    assert step.stats.error_count == 0 and step.stats.ok == len(truth)
+    profile = parse_profile(
+        'name = "think"\n[[bucket]]\ninput = 16\noutput = 160\n[sampling]\nignore_eos = true\n'
+    )
+    line, step, truth = simulated_step(build_config("tiny-reasoning", seed=3), profile, tmp_path)
     assert line["reasoned"] == len(truth)
     assert line["reasoning_tokens"] == sum(g["reasoning_tokens"] for g in truth)
     # the per-request export: each request's reasoning as the simulator did it, joined on its id

@@ -12,13 +12,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from snapshot_watch import run_until_ok
+from snapshot_watch import simulated_step
 
 from loadgen.client import Client
-from loadgen.config import RampPlan, RunConfig
 from loadgen.profile import parse_profile
-from loadgen.record import read_record, step_from_line
-from loadgen.sim import build_config, spawn_sim_process
+from loadgen.sim import build_config
 from loadgen.sim.server import SimServer
 from loadgen.types import Api, Outcome, RequestResult, RequestSpec, Target
 
@@ -78,23 +76,18 @@ def test_responses_and_chat_agree_on_tokens_and_latencies() -> None:
 
 
 def test_a_responses_run_records_its_step(tmp_path: Path) -> None:
-    sim = spawn_sim_process(build_config("tiny-reasoning", seed=5))
-    try:
-        text = 'name = "r"\n[target]\napi = "responses"\n[[bucket]]\ninput = 16\noutput = 120\n[sampling]\nignore_eos = true\n'
-        config = RunConfig(
-            target=Target(url=sim.url, api="responses"),  # what runargs makes of the profile's api
-            profile=parse_profile(text),
-            plan=RampPlan((2,), step_s=300.0, warmup_s=0.0),
-            out=str(tmp_path / "run.jsonl"),
-            telemetry=False,
-        )
-        run_until_ok(config, 4)
-        truth = [g for g in sim.ground_truth() if g.get("request_id")]
-    finally:
-        sim.stop()
-    step = step_from_line(read_record(tmp_path / "run.jsonl").steps[0])
+    text = 'name = "r"\n[target]\napi = "responses"\n[[bucket]]\ninput = 16\noutput = 120\n[sampling]\nignore_eos = true\n'
+    _, step, truth = simulated_step(
+        build_config("tiny-reasoning", seed=5),
+        parse_profile(text),
+        tmp_path,
+        level=2,
+        ok=4,
+        api="responses",  # what runargs makes of the profile's api
+        requests_detail=False,
+    )
     assert {g["api"] for g in truth} == {"responses"}
-    assert step.stats.error_count == 0 and step.stats.ok == len(truth) and step.stats.approx_tokens == 0
+    assert step.stats.approx_tokens == 0
     assert step.stats.output_tokens == sum(g["output_tokens"] for g in truth)
     assert step.stats.reasoning_tokens == sum(g["reasoning_tokens"] for g in truth)
 

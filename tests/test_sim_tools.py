@@ -18,13 +18,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from snapshot_watch import run_until_ok
+from snapshot_watch import simulated_step
 
 from loadgen.client import Client
-from loadgen.config import Api, RampPlan, RunConfig
+from loadgen.config import Api
 from loadgen.profile import parse_profile
-from loadgen.record import read_record, step_from_line
-from loadgen.sim import build_config, spawn_sim_process
+from loadgen.sim import build_config
 from loadgen.sim.server import SimServer
 from loadgen.types import Outcome, RequestResult, RequestSpec, Target
 from loadgen.workload import PromptSizer, Workload
@@ -201,25 +200,12 @@ def test_the_record_holds_the_simulators_tool_calls(tmp_path: Path) -> None:
     """One step through the engine (worker process, deltas, the record), stopped without cancelling: its
     tool calls and their tokens are the simulator's, and the per-request export's first tool-call delta is
     each request's first-call write a loopback leg later."""
-    sim = spawn_sim_process(build_config("tiny-cpu", seed=3, tool_call_rate=1.0))
-    try:
-        config = RunConfig(
-            target=Target(url=sim.url),
-            profile=parse_profile(
-                PROFILE.format(api="chat").replace("[session]\nturns = 2\n", "[slo]\nttftc_p95_ms = 60000\n")
-            ),
-            plan=RampPlan((4,), step_s=300.0, warmup_s=0.0),
-            out=str(tmp_path / "run.jsonl"),
-            telemetry=False,
-            save_requests_detail=True,
-        )
-        run_until_ok(config, 12)
-        truth = [g for g in sim.ground_truth() if g.get("request_id")]
-    finally:
-        sim.stop()
-    line = read_record(tmp_path / "run.jsonl").steps[0]
-    step = step_from_line(line)
-    assert step.stats.error_count == 0 and step.stats.ok == len(truth)
+    profile = parse_profile(
+        PROFILE.format(api="chat").replace("[session]\nturns = 2\n", "[slo]\nttftc_p95_ms = 60000\n")
+    )
+    line, step, truth = simulated_step(
+        build_config("tiny-cpu", seed=3, tool_call_rate=1.0), profile, tmp_path
+    )
     assert line["tool_calls"] == step.stats.tool_calls == len(truth)
     assert line["tool_tokens"] == sum(g["tool_tokens"] for g in truth) == line["output_tokens"]
     assert "ttftc_ms" in line["hists"] and "tool_decode_tok_s" in line["hists"]
