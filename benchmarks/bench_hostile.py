@@ -24,17 +24,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fault_servers import Handler, stream_ok  # noqa: E402
-from hostile_servers import endless_line, endless_metrics, huge_metrics, ramp_measured, serving  # noqa: E402
-
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet".split()
-
-
-def big_text(path: Path, megabytes: int) -> Path:
-    rng = random.Random(1)
-    with path.open("w") as f:
-        while f.tell() < megabytes * 1_000_000:
-            f.write("\n".join(" ".join(rng.choices(WORDS, k=16)) for _ in range(1000)) + "\n")
-    return path
+from hostile_servers import (  # noqa: E402
+    WORDS,
+    big_text,
+    endless_line,
+    endless_metrics,
+    huge_metrics,
+    ramp_measured,
+    serving,
+)
 
 
 def big_sharegpt(path: Path, megabytes: int) -> Path:

@@ -1,12 +1,13 @@
 """Fault servers that attack the client rather than fail it (issue 20): a server that echoes every request
 header back in its error body, a ``/metrics`` that never ends or is tens of megabytes, an SSE line that never
 ends. Built on ``fault_servers.FaultServer`` (an aiohttp app in a thread of its own, on 127.0.0.1, port 0);
-kept apart from that module's TLS helpers."""
+kept apart from that module's TLS helpers. And the big input files of the memory cases (``big_text``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -17,6 +18,16 @@ from aiohttp import web
 from fault_servers import MODELS, REPLY, FaultServer, Handler, models_ok, stream_ok
 
 CHUNK = b"x" * 65536
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet".split()
+
+
+def big_text(path: Path, megabytes: int) -> Path:
+    """A text dataset of about ``megabytes`` MB: lines of 16 words, the same file every time."""
+    rng = random.Random(1)
+    with path.open("w") as f:
+        while f.tell() < megabytes * 1_000_000:
+            f.write("\n".join(" ".join(rng.choices(WORDS, k=16)) for _ in range(1000)) + "\n")
+    return path
 
 
 async def echo_headers(req: web.Request) -> web.StreamResponse:

@@ -9,20 +9,11 @@ import pickle
 import random
 from pathlib import Path
 
-from hostile_servers import ramp_measured, serving
+from hostile_servers import WORDS, big_text, ramp_measured, serving
 
 from loadgen.sources import DatasetOptions, load_dataset
 
 RSS_BOUND_MB = 200  # measured ~80 MB (main process and workers alike), ~600 MB before
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet".split()
-
-
-def big_text(path: Path, megabytes: int) -> Path:
-    rng = random.Random(1)
-    with path.open("w") as f:
-        while f.tell() < megabytes * 1_000_000:
-            f.write("\n".join(" ".join(rng.choices(WORDS, k=16)) for _ in range(1000)) + "\n")
-    return path
 
 
 def test_a_50_mb_dataset_run_stays_small_with_two_workers(tmp_path: Path) -> None:
