@@ -7,6 +7,7 @@ one window's stats (``stats_of``), made a step (``summary_of``)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,9 +299,13 @@ def stats_of(items: list[RequestResult], slo: SLO | None = None) -> tuple[Window
     return acc.stats("step", 10.0), acc.encoded()
 
 
-def summary_of(stats: WindowStats, verdict: SLOVerdict | None = None, index: int = 0) -> StepSummary:
-    """``stats`` as a closed-loop step at level 4 (1 s warm-up, a 10 s window)."""
-    return StepSummary(
+def summary_of(
+    stats: WindowStats, verdict: SLOVerdict | None = None, index: int = 0, **changes: Any
+) -> StepSummary:
+    """``stats`` as a closed-loop step at level 4 (1 s warm-up, a 10 s window), any other field given in
+    ``changes``."""
+    step = StepSummary(
         index=index, mode="closed", level=4, rate_rps=None, arrival="closed", warmup_s=1.0, window_s=10.0,
         duration_s=11.0, stats=stats, verdict=verdict or SLOVerdict(met=None), client_bound=False,
     )  # fmt: skip
+    return dataclasses.replace(step, **changes)

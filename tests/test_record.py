@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from analysis_fakes import stats_of, summary_of
 
 from loadgen import record as record_mod
 from loadgen.metrics import Accumulator, Recorder, decode_histogram, layout_for, view_from_hdr
@@ -56,28 +57,20 @@ def results(n: int, ttft_ms: float, tokens: int) -> list[RequestResult]:
 
 
 def make_step(index: int, level: int, ttft_ms: float, slo: SLO) -> tuple[StepSummary, dict[str, str]]:
-    rec, acc = Recorder(), Accumulator()
-    for r in results(40, ttft_ms, 16):
-        rec.record(r)
-    acc.add(rec.take(0, 10 * S, live_tokens=40 * 16))
-    stats = acc.stats("step", 10.0)
-    summary = StepSummary(
-        index=index,
-        mode="closed",
+    stats, hists = stats_of(results(40, ttft_ms, 16))
+    summary = summary_of(
+        stats,
+        evaluate(slo, stats),
+        index,
         level=level,
-        rate_rps=None,
-        arrival="closed",
         warmup_s=2.0,
-        window_s=10.0,
         duration_s=12.0,
-        stats=stats,
-        verdict=evaluate(slo, stats),
         client_bound=index == 1,
         bound_reason="load worker at 97% CPU: add --workers" if index == 1 else "",
         server={"kv_cache_usage_max": 0.8, "waiting_max": None},
         marks=("swapped config",) if index == 0 else (),
     )
-    return summary, acc.encoded()
+    return summary, hists
 
 
 HEADER = {

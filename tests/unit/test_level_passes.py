@@ -3,27 +3,16 @@ ramp are two passes, never pooled — in ``levels_of`` (compare, report) and in 
 
 from __future__ import annotations
 
+from analysis_fakes import summary_of
+
 from loadgen.analysis.runs import LevelKey, levels_of, passes_of
 from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 from tui.steps import repeats_text
 
 
 def step(index: int, level: int, repeat: int, out_tok_s: float, carried: float = 0.0) -> StepSummary:
-    return StepSummary(
-        index=index,
-        mode="closed",
-        level=level,
-        rate_rps=None,
-        arrival="closed",
-        warmup_s=1.0,
-        window_s=10.0,
-        duration_s=11.0,
-        stats=WindowStats(window="step", out_tok_s=out_tok_s),
-        verdict=SLOVerdict(True),
-        client_bound=False,
-        repeat=repeat,
-        carried_share=carried,
-    )
+    stats = WindowStats(window="step", out_tok_s=out_tok_s)
+    return summary_of(stats, SLOVerdict(True), index, level=level, repeat=repeat, carried_share=carried)
 
 
 # --steps 4,8,4 --repeat 2: 4 (twice), 8 (twice), 4 again (twice)

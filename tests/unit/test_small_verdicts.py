@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from analysis_fakes import summary_of
 
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
@@ -17,7 +18,7 @@ from loadgen.record import step_from_line, step_line
 from loadgen.report import format_step_table
 from loadgen.run.setup import context_warning
 from loadgen.slo import evaluate
-from loadgen.snapshot import StepSummary, WindowStats
+from loadgen.snapshot import WindowStats
 
 URL = "http://127.0.0.1:8000"
 
@@ -44,19 +45,7 @@ def test_a_dataset_run_is_not_warned_of_the_buckets_context(tmp_path: Path) -> N
 
 def test_goodput_above_out_tok_s_is_explained() -> None:
     stats = WindowStats(window="step", duration_s=10.0, ok=40, out_tok_s=1000.0, goodput_tok_s=1180.0)
-    step = StepSummary(
-        index=2,
-        mode="closed",
-        level=8,
-        rate_rps=None,
-        arrival="closed",
-        warmup_s=1.0,
-        window_s=10.0,
-        duration_s=11.0,
-        stats=stats,
-        verdict=evaluate(SLO(), stats),
-        client_bound=False,
-    )
+    step = summary_of(stats, evaluate(SLO(), stats), 2, level=8)
     back = step_from_line(step_line(step, {}))  # the record's numbers, read back
     assert (back.stats.goodput_tok_s, back.stats.out_tok_s) == (1180.0, 1000.0)
     table = format_step_table([back], None)
