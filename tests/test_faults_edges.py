@@ -14,14 +14,13 @@ import pytest
 from aiohttp import web
 from fault_servers import FaultServer, answering, json_models
 from ramp_cli import ramp as run_ramp
-from tui_fakes import make_snapshot
+from tui_fakes import ScriptedEngine, make_snapshot
 
 from loadgen.cli.headless import progress_line, wait_with_progress
 from loadgen.config import RunOutcome
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.record import read_record, step_from_line
 from loadgen.report import format_step_table
-from loadgen.snapshot import Snapshot
 
 NO_USAGE = (
     b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
@@ -112,30 +111,10 @@ def test_a_closing_step_says_how_long_and_what_bounds_it() -> None:
     assert "42 s" not in progress_line(snap, closing_s=1.0, idle_timeout_s=120.0)
 
 
-class Scripted:
-    def __init__(self, snaps: list[Snapshot], outcome: RunOutcome) -> None:
-        self.snaps = iter(snaps)
-        self.current: Snapshot | None = None
-        self.outcome = outcome
-
-    def wait(self, timeout: float | None = None) -> RunOutcome | None:
-        self.current = next(self.snaps, None)
-        return self.outcome if self.current is None else None
-
-    def latest(self) -> Snapshot | None:
-        return self.current
-
-    def stop(self, cancel: bool = True) -> None:
-        pass
-
-    def interrupt(self, signum: int) -> None:
-        pass
-
-
 def test_entering_the_closing_phase_is_printed_at_once(capsys: pytest.CaptureFixture[str]) -> None:
     measuring = make_snapshot(step_index=0, phase="measure", warming_up=False)
     closing = replace(measuring, phase="closing", closing_left=1)
     outcome = RunOutcome(state="finished", steps=(), best_step=None, record_path=None)
-    wait_with_progress(Scripted([measuring, closing, closing], outcome), idle_timeout_s=120.0)
+    wait_with_progress(ScriptedEngine([measuring, closing, closing], outcome), idle_timeout_s=120.0)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
     assert len(lines) == 2 and "closing (1 left" in lines[1], lines

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from tui_fakes import STEPS, make_snapshot
+from tui_fakes import STEPS, ScriptedEngine, make_snapshot
 
 from loadgen.cli.headless import finish, progress_line, wait_with_progress
 from loadgen.config import RunOutcome
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
-from loadgen.snapshot import Snapshot
 
 
 def test_progress_line_closed_and_open() -> None:
@@ -20,26 +17,6 @@ def test_progress_line_closed_and_open() -> None:
     assert "CLIENT-BOUND" not in line
     line = progress_line(make_snapshot(mode="open", rate_rps=2.5, step_count=None, warming_up=True))
     assert line.startswith("step 5 · 2.5 req/s · warm-up")
-
-
-class ScriptedEngine:
-    """Hands out the given snapshots, one per wait, then the outcome."""
-
-    def __init__(self, snaps: list[Snapshot], outcome: RunOutcome) -> None:
-        self.snaps: Iterator[Snapshot] = iter(snaps)
-        self.current: Snapshot | None = None
-        self.outcome = outcome
-        self.stopped = False
-
-    def wait(self, timeout: float | None = None) -> RunOutcome | None:
-        self.current = next(self.snaps, None)
-        return self.outcome if self.current is None else None
-
-    def latest(self) -> Snapshot | None:
-        return self.current
-
-    def stop(self, cancel: bool = True) -> None:
-        self.stopped = True
 
 
 def test_wait_prints_warnings_once_and_a_line_per_step(capsys: pytest.CaptureFixture[str]) -> None:

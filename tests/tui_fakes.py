@@ -1,4 +1,5 @@
-"""Test doubles for the console: a FakeEngine that records every command and publishes Snapshots, and a
+"""Test doubles for the console: a FakeEngine that records every command and publishes Snapshots, a
+ScriptedEngine for the headless face (given snapshots, one per wait, then the outcome), and a
 deterministic Snapshot factory (fixed numbers, no clocks) used by behaviour and snapshot tests."""
 
 from __future__ import annotations
@@ -6,13 +7,14 @@ from __future__ import annotations
 import io
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import astuple, replace
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from loadgen.config import RunOutcome
 from loadgen.run.protocol import (
     ChangeLevel,
     ControlCommand,
@@ -234,6 +236,29 @@ def command_name(cmd: ControlCommand) -> str:
     """``SetLevel(8)`` → ``set_level``: the name a test looks for in ``FakeEngine.calls``."""
     name = type(cmd).__name__
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+class ScriptedEngine:
+    """Hands out the given snapshots, one per wait, then the outcome (``loadgen.cli.headless.WatchedRun``)."""
+
+    def __init__(self, snaps: list[Snapshot], outcome: RunOutcome) -> None:
+        self.snaps: Iterator[Snapshot] = iter(snaps)
+        self.current: Snapshot | None = None
+        self.outcome = outcome
+        self.stopped = False
+
+    def wait(self, timeout: float | None = None) -> RunOutcome | None:
+        self.current = next(self.snaps, None)
+        return self.outcome if self.current is None else None
+
+    def latest(self) -> Snapshot | None:
+        return self.current
+
+    def stop(self, cancel: bool = True) -> None:
+        self.stopped = True
+
+    def interrupt(self, signum: int) -> None:
+        pass
 
 
 class FakeEngine:
