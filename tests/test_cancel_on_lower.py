@@ -5,7 +5,6 @@ next step, which reads what the lower level reads alone. On the simulator's fixe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,6 @@ from loadgen.config import RunOutcome
 from loadgen.exits import UsageError
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
-from loadgen.sim import build_config as sim_config
-from loadgen.sim import spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 
 OUTPUT = 60  # the mean of 20..100: streams out of step, so the surplus has streamed when it is cancelled
@@ -33,11 +30,7 @@ ignore_eos = true
 TTFT_S, TPOT_S = 0.050, 0.010
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ProcessSimHandle]:
-    handle = spawn_sim_process(sim_config("fast", seed=2))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("fast", seed=2, process=True)  # the conftest's module-scoped simulator
 
 
 def run(sim: ProcessSimHandle, tmp_path: Path, steps: str, *extra: str) -> tuple[RunOutcome, list[Any]]:

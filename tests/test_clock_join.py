@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,6 @@ from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.detail import detail_path
 from loadgen.run.engine import Engine
-from loadgen.sim import build_config as sim_config
-from loadgen.sim import run_sim_in_thread
 from loadgen.types import Target
 
 PROFILE = """
@@ -33,11 +30,7 @@ ignore_eos = true
 """
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = run_sim_in_thread(sim_config("h200-llama8b", seed=11))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=11)  # the conftest's module-scoped simulator
 
 
 def test_header_steps_and_rows_carry_unix_time(sim: Any, tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ fixed-timing engine; the requests' own end times come from ``--save-requests-det
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.sim import build_config as sim_config
-from loadgen.sim import spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 
 PROFILE = """
@@ -31,11 +28,7 @@ ignore_eos = true
 SLACK_S = 0.15  # the worker's "done" reaching the controller (polled every 10 ms while a step closes)
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ProcessSimHandle]:
-    handle = spawn_sim_process(sim_config("fast", seed=7))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("fast", seed=7, process=True)  # the conftest's module-scoped simulator
 
 
 def test_closing_holds_exactly_as_long_as_needed_and_settling_is_recorded(

@@ -14,7 +14,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,6 @@ from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
 from loadgen.run.exporter import serve, with_exporter
-from loadgen.sim import build_config as sim_config
-from loadgen.sim import run_sim_in_thread
 from loadgen.types import Target
 
 PROFILE = """
@@ -43,11 +40,7 @@ ignore_eos = true
 """
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = run_sim_in_thread(sim_config("h200-llama8b", seed=3))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=3)  # the conftest's module-scoped simulator
 
 
 def get(url: str) -> tuple[int, str]:

@@ -4,7 +4,6 @@ the same level reads inside the plan, against the simulator in its own process."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,6 @@ from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine
-from loadgen.sim import build_config as sim_config
-from loadgen.sim import spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost
 from loadgen.snapshot import StepSummary
@@ -37,13 +34,9 @@ warmup_seconds = 1.5
 """
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ProcessSimHandle]:
-    handle = spawn_sim_process(
-        sim_config("tiny-cpu", seed=5, max_num_seqs=64, cost=STEEP, kv_capacity_tokens=1 << 20)
-    )
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim(
+    "tiny-cpu", seed=5, max_num_seqs=64, cost=STEEP, kv_capacity_tokens=1 << 20, process=True
+)  # the conftest's module-scoped simulator
 
 
 def test_a_key_driven_step_warms_up_and_reads_as_the_planned_step(
