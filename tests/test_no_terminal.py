@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import pytest
 
 from loadgen.cli.main import DEMO_LEVELS
 from loadgen.record import read_record
-from loadgen.sim import build_config, spawn_sim_process
 
 
 def quiet_env(tmp_path: Path) -> dict[str, str]:
@@ -58,11 +56,7 @@ def read_only_folder(tmp_path: Path) -> Path:
     pytest.skip("root, and no read-only folder on this machine to stand for a read-only root filesystem")
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = spawn_sim_process(build_config("fast"))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("fast", process=True)  # the conftest's module-scoped simulator
 
 
 def test_a_read_only_working_folder_puts_the_record_in_the_xdg_state_folder(sim: Any, tmp_path: Path) -> None:

@@ -9,14 +9,12 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loadgen.record import read_record
-from loadgen.sim import build_config, spawn_sim_process
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -44,11 +42,7 @@ def readme_command(marker: str) -> list[str]:
     raise AssertionError(f"no README command with {marker!r}")
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    handle = spawn_sim_process(build_config("h200-llama8b", seed=3))
-    yield handle
-    handle.stop()
+pytestmark = pytest.mark.sim("h200-llama8b", seed=3, process=True)  # the conftest's module-scoped simulator
 
 
 def test_the_open_loop_example_runs_one_step_and_exits(sim: Any, tmp_path: Path) -> None:

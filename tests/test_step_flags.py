@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,11 @@ from loadgen.exits import EXIT_WORKER_LOST
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.sim import build_config, spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost
 from loadgen.types import Target
 from tui.format import step_notes
 
-pytestmark = pytest.mark.timeout(180)
 PROFILE = """
 name = "long"
 [[bucket]]
@@ -44,13 +41,13 @@ ignore_eos = true
 STEEP = StepCost(2.0, 1.0, 0.0, ((0, 2.0), (128, 4.0)), spec_draft_ms=0.5)
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ProcessSimHandle]:
-    handle = spawn_sim_process(
-        build_config("tiny-cpu", seed=8, max_num_seqs=64, cost=STEEP, kv_capacity_tokens=1 << 20)
-    )
-    yield handle
-    handle.stop()
+# the conftest's module-scoped simulator
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.sim(
+        "tiny-cpu", seed=8, max_num_seqs=64, cost=STEEP, kv_capacity_tokens=1 << 20, process=True
+    ),
+]
 
 
 def start(sim: ProcessSimHandle, out: Path, plan: RampPlan, workers: int = 1) -> tuple[Engine, Watch]:
