@@ -188,12 +188,7 @@ class Stream:
         reason = seq.finish_reason or "length"
         called = self.answering and reason == "stop"
         if self.api == "responses":
-            usage = (
-                self.prompt_tokens,
-                self.sent,
-                seq.cached_tokens or 0,
-                self.reasoning_sent if self.reasoning_total else None,
-            )
+            usage = self._responses_usage(seq)
             output = call.item if self.answering else ""
             return responses.terminal(self.rid, self.created, self.model_json, reason, usage, output)
         out = call.finish if called else call.finish.replace(b'"tool_calls"', f'"{reason}"'.encode())
@@ -222,15 +217,20 @@ class Stream:
         self.answering = True
         return self.rprefix, text + self.switch + _text(tokens, (self.pos + r) % len(tokens), n - r)
 
+    def _responses_usage(self, seq: Seq) -> tuple[int, int, int, int | None]:
+        """The Responses terminal event's usage: prompt, output and cached tokens, and the reasoning tokens
+        of a reply that reasons."""
+        return (
+            self.prompt_tokens,
+            self.sent,
+            seq.cached_tokens or 0,
+            self.reasoning_sent if self.reasoning_total else None,
+        )
+
     def final_suffix(self, seq: Seq) -> bytes:
         reason = seq.finish_reason or "length"
         if self.api == "responses":
-            usage = (
-                self.prompt_tokens,
-                self.sent,
-                seq.cached_tokens or 0,
-                self.reasoning_sent if self.reasoning_total else None,
-            )
+            usage = self._responses_usage(seq)
             return self.suffix + responses.terminal(self.rid, self.created, self.model_json, reason, usage)
         if self.api == "chat":
             tail = (
