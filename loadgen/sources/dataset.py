@@ -102,23 +102,31 @@ def _line_record(path: str, number: int, text: str, fmt: DatasetFormat) -> Conve
     return read_record(path, number, parse_json(path, number, text), fmt)
 
 
+class _Tally:
+    """What a scan kept: the records skipped (no user turn) and the turns of those kept."""
+
+    def __init__(self) -> None:
+        self.skipped = 0
+        self.turns = 0
+
+    def kept(self, found: Conversation | None) -> bool:
+        """Whether ``found`` is kept (it is a record), counted either way."""
+        if found is None:
+            self.skipped += 1
+            return False
+        self.turns += len(found.turns)
+        return True
+
+
 def _scan(path: str, fmt: DatasetFormat) -> tuple[DatasetRecords, int, int]:
     """The file's records indexed, each validated once; how many were skipped (no user turn), and the
     turns of those kept."""
-    skipped = turns = 0
+    tally = _Tally()
 
     def keep(number: int, text: str) -> bool:
-        nonlocal skipped, turns
-        if not text.strip():
-            return False
-        found = _line_record(path, number, text, fmt)
-        if found is None:
-            skipped += 1
-            return False
-        turns += len(found.turns)
-        return True
+        return bool(text.strip()) and tally.kept(_line_record(path, number, text, fmt))
 
-    return DatasetRecords(scan_lines(path, keep), fmt), skipped, turns
+    return DatasetRecords(scan_lines(path, keep), fmt), tally.skipped, tally.turns
 
 
 def _first_line(path: str) -> str:
@@ -151,23 +159,18 @@ def _load_array(options: DatasetOptions) -> Source:
     none is given."""
     path = options.path
     fmt: DatasetFormat | None = options.format
-    skipped = turns = 0
+    tally = _Tally()
 
     def keep(number: int, value: object) -> bool:
-        nonlocal fmt, skipped, turns
+        nonlocal fmt
         where = f"record #{number}"
         if fmt is None:
             fmt = _record_format(path, where, value)
-        found = read_record(path, where, value, fmt)
-        if found is None:
-            skipped += 1
-            return False
-        turns += len(found.turns)
-        return True
+        return tally.kept(read_record(path, where, value, fmt))
 
     index = scan_array(path, keep)
     records = DatasetRecords(index, fmt or "openai")
-    return _source(options, records, records.fmt, (skipped, turns), index.sha256)
+    return _source(options, records, records.fmt, (tally.skipped, tally.turns), index.sha256)
 
 
 def _source(
