@@ -30,7 +30,7 @@ from loadgen.snapshot import Snapshot
 from tui.actions import STEERING_ACTIONS
 from tui.app import RampApp
 from tui.console import ConsoleScreen
-from tui.replay import NAMED_READ_ONLY, action_name, steering_keys
+from tui.replay import action_name, read_only_bindings
 from tui.status import LIVE_STATES
 
 ATTACHED, LOST, ENDED = "ATTACHED", "ATTACHED · LOST", "ATTACHED · ENDED"
@@ -53,16 +53,7 @@ def attach_bindings() -> list[BindingType]:
     return [
         Binding("q", "app.quit", "Detach", id="quit_console"),  # this console only: the run goes on
         *kept,
-        Binding(
-            ",".join(NAMED_READ_ONLY), "app.read_only", "Steering: read-only", show=False, id="attach_ro"
-        ),
-        Binding(
-            ",".join(key for key in steering_keys() if key not in NAMED_READ_ONLY),
-            "app.read_only",
-            "",
-            show=False,
-            id="attach_ro_more",
-        ),
+        *read_only_bindings("attach_ro"),
     ]
 
 

@@ -46,6 +46,22 @@ def steering_keys() -> list[str]:
     return keys
 
 
+def read_only_bindings(id: str) -> list[Binding]:
+    """The console's steering keys bound to "read-only" (``app.read_only``): those the help names, under
+    "Steering: read-only" (binding ``id``), and the others with no description (``id_more``), so the help
+    lists them once."""
+    return [
+        Binding(",".join(NAMED_READ_ONLY), "app.read_only", "Steering: read-only", show=False, id=id),
+        Binding(
+            ",".join(key for key in steering_keys() if key not in NAMED_READ_ONLY),
+            "app.read_only",
+            "",
+            show=False,
+            id=f"{id}_more",
+        ),
+    ]
+
+
 def action_name(action: str) -> str:
     """``app.level('up')`` → ``level``."""
     return action.removeprefix("app.").split("(", 1)[0]
@@ -127,21 +143,7 @@ class ReplayScreen(ConsoleScreen):
         Binding("d", "app.step_detail", "Step details", show=False, id="step_detail"),
         Binding("e", "app.error_detail", "Error details", show=False, id="error_detail"),
         Binding("s", "app.screenshot", "Screenshot", show=False, id="screenshot"),
-        Binding(
-            ",".join(NAMED_READ_ONLY),
-            "app.read_only",
-            "Steering: read-only",
-            show=False,
-            id="replay_read_only",
-        ),
-        # the console's other steering keys: no description, so the help lists them once, above
-        Binding(
-            ",".join(key for key in steering_keys() if key not in NAMED_READ_ONLY),
-            "app.read_only",
-            "",
-            show=False,
-            id="replay_read_only_more",
-        ),
+        *read_only_bindings("replay_read_only"),
         *(
             Binding(str(number), f"show_tab('{tab}')", f"{tab.title()} tab", show=False, id=f"tab_{tab}")
             for number, tab in enumerate(TABS, start=1)
