@@ -8,8 +8,8 @@ import base64
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -327,3 +327,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def hanging_connect() -> Iterator[str]:
+    """The URL of a listener whose accept queue is full: it drops further SYNs, so a connect to it hangs
+    (until the client's connect timeout, or its cancel)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        filler = socket.create_connection(("127.0.0.1", port))
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            filler.close()

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator
 
 import pytest
-from client_scenarios import Server, chat_spec, free_port, send_once, serve_scenarios
+from client_scenarios import Server, chat_spec, free_port, hanging_connect, send_once, serve_scenarios
 
 from loadgen.client import Client
 from loadgen.types import ErrorKind, Outcome, Target
@@ -37,18 +36,10 @@ async def test_connect_refused(transport: str) -> None:
 
 
 async def test_connect_timeout(transport: str) -> None:
-    # A listener with a full accept queue drops further SYNs: the connect hangs until the timeout.
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        filler = socket.create_connection(("127.0.0.1", port))
-        try:
-            start = time.monotonic()
-            result = await send_once(Target(url=f"http://127.0.0.1:{port}", connect_timeout_s=0.3), transport)
-            elapsed = time.monotonic() - start
-        finally:
-            filler.close()
+    with hanging_connect() as url:
+        start = time.monotonic()
+        result = await send_once(Target(url=url, connect_timeout_s=0.3), transport)
+        elapsed = time.monotonic() - start
     assert result.error_kind is ErrorKind.CONNECT, result.error_message
     assert "0.3 s" in result.error_message and elapsed >= 0.25
 
@@ -135,18 +126,11 @@ async def test_cancel_returns_cancelled(server: Server, transport: str) -> None:
 
 
 async def test_cancel_before_connect(transport: str) -> None:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        filler = socket.create_connection(("127.0.0.1", port))
-        try:
-            client = Client(Target(url=f"http://127.0.0.1:{port}"), 2, transport)
-            task = asyncio.create_task(client.send(chat_spec(), time.monotonic_ns()))
-            await asyncio.sleep(0)  # let it start; the connect can only hang here
-            task.cancel()
-            result = await asyncio.wait_for(task, 5)
-            await client.aclose()
-        finally:
-            filler.close()
+    with hanging_connect() as url:
+        client = Client(Target(url=url), 2, transport)
+        task = asyncio.create_task(client.send(chat_spec(), time.monotonic_ns()))
+        await asyncio.sleep(0)  # let it start; the connect can only hang here
+        task.cancel()
+        result = await asyncio.wait_for(task, 5)
+        await client.aclose()
     assert result.outcome is Outcome.CANCELLED
