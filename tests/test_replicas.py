@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from snapshot_watch import Watch
-from tui_fakes import FakeEngine, make_snapshot
+from tui_fakes import make_app, make_snapshot
 
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
@@ -28,7 +28,6 @@ from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.snapshot import ReplicaStats
 from loadgen.target.urls import check_urls
 from loadgen.types import REPLICA_POLICY, Target
-from tui.app import RampApp
 from tui.replicas import ReplicasPanel, render_replicas
 
 PROFILE = """
@@ -210,9 +209,7 @@ async def test_the_console_shows_the_replica_table_and_the_flag() -> None:
     *earlier, last = make_snapshot().steps
     last = replace(last, replicas=REPLICAS, idle_replicas=("replica B served 0 requests (9 errors)",))
     flagged = (*earlier, last)
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(replicas=REPLICAS, steps=flagged), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
+    app, _ = make_app(replicas=REPLICAS, steps=flagged)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         app.redraw()
@@ -227,9 +224,7 @@ async def test_the_console_shows_the_replica_table_and_the_flag() -> None:
 
 
 async def test_the_replica_panel_stays_hidden_with_one_server() -> None:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
+    app, _ = make_app()
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         app.redraw()

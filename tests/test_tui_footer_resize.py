@@ -4,14 +4,11 @@ is composed that small (issue 21 item 5: a stray "palettei" at 60x20 in the rege
 from __future__ import annotations
 
 from textual.widgets import Footer
-from tui_fakes import FakeEngine, make_snapshot
-
-from tui.app import RampApp
+from tui_fakes import make_app
 
 
 async def test_shrinking_to_60_columns_drops_the_palette_key_and_growing_brings_it_back() -> None:
-    app = RampApp(refresh_hz=4.0)
-    app.attach(FakeEngine(make_snapshot(), on_snapshot=app.snapshot_callback))
+    app, _ = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         footer = app.screen.query_one(Footer)

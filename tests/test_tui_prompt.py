@@ -6,7 +6,7 @@ and what is typed is data, never markup."""
 from __future__ import annotations
 
 from test_tui_typeahead import burst
-from tui_fakes import FakeEngine, make_snapshot
+from tui_fakes import FakeEngine, make_app
 
 from tui.app import RampApp
 from tui.console import ConsoleScreen
@@ -18,10 +18,7 @@ def typed(text: str) -> list[tuple[str, str | None]]:
 
 
 def console(level: int = 64) -> tuple[RampApp, FakeEngine]:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(level=level), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
-    return app, engine
+    return make_app(level=level)
 
 
 async def test_keys_typed_into_the_prompt_steer_nothing_and_reach_the_record_as_typed() -> None:

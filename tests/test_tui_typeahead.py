@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from textual import events
 from textual.pilot import Pilot
-from tui_fakes import FakeEngine, make_snapshot
+from tui_fakes import make_app
 
-from tui.app import RampApp
 from tui.dialogs import ValueInput
 
 
@@ -21,9 +20,7 @@ KEYS_L32_ENTER = [("l", "l"), ("3", "3"), ("2", "2"), ("enter", "\r")]
 
 
 async def test_a_burst_of_keys_reaches_the_level_dialog() -> None:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(level=17), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
+    app, engine = make_app(level=17)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         burst(pilot, KEYS_L32_ENTER)
@@ -35,9 +32,7 @@ async def test_a_burst_of_keys_reaches_the_level_dialog() -> None:
 
 
 async def test_a_burst_into_the_mark_dialog_keeps_every_character() -> None:
-    app = RampApp(refresh_hz=4.0)
-    engine = FakeEngine(make_snapshot(), on_snapshot=app.snapshot_callback)
-    app.attach(engine)
+    app, engine = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         burst(pilot, [("k", "k"), *((c, c) for c in "hi 2"), ("enter", "\r")])
