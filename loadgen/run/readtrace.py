@@ -13,7 +13,8 @@ What is kept (int64 nanoseconds, at most ``LIMIT`` values a series, then ``full`
   took (less than exit - entry when the OS ran something else meanwhile);
 * ``steps``: (start, end, CPU) of each task step (a coroutine's run between two awaits) of the tasks created
   after the start: requests finishing and new ones being sent, the tick;
-* ``ships``: (start, end) of each interval shipment (encoding the window's histograms);
+* ``ships``: (start, end) of each interval shipment (ending the windows' intervals, queueing their deltas);
+* ``encodes``: (start, end) of each piece of a queued delta's encoding (a histogram, ``Worker._encode``);
 * ``gcs``: (start, end, generation) of each garbage collection;
 * ``cpu``: (time, CPU used, time spent runnable but waiting for a core) of the loop's thread at each
   shipment: how much of the ``idle`` the OS took (Linux schedstat; -1 elsewhere).
@@ -94,6 +95,7 @@ class ReadTrace:
         self.path = path
         self.steps: array[int] = array("q")
         self.ships: array[int] = array("q")
+        self.encodes: array[int] = array("q")
         self.gcs: array[int] = array("q")
         self.cpu: array[int] = array("q")
         self.gc_start = 0
@@ -130,6 +132,10 @@ class ReadTrace:
             self.ships.extend((start_ns, now))
             self.cpu.extend((now, time.thread_time_ns(), -1 if wait is None else wait))
 
+    def encoded(self, start_ns: int) -> None:
+        if len(self.encodes) < LIMIT:
+            self.encodes.extend((start_ns, _monotonic_ns()))
+
     def close(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Write the timeline; stop timing (new connections, and ``loop``'s new tasks, are plain again)."""
         import numpy as np
@@ -140,7 +146,7 @@ class ReadTrace:
         if self.on_gc in gc.callbacks:
             gc.callbacks.remove(self.on_gc)
         reads, TimedConnection.reads = TimedConnection.reads, array("q")
-        series = (reads, self.steps, self.ships, self.gcs, self.cpu)
+        series = (reads, self.steps, self.ships, self.gcs, self.cpu, self.encodes)
 
         def values(s: array[int]) -> np.ndarray:
             return np.frombuffer(s, dtype=np.int64) if len(s) else np.zeros(0, np.int64)
@@ -153,4 +159,5 @@ class ReadTrace:
             ships=values(self.ships),
             gcs=values(self.gcs),
             cpu=values(self.cpu),
+            encodes=values(self.encodes),
         )
