@@ -16,7 +16,8 @@ client's stamp of it (``read delay``) is split along that timeline:
 * ``idle``: the loop ran none of the work below: the byte was not readable yet, or the loop was waking (the
   kernel's socket and scheduler path; with CPU 1 to itself, this is the socket wait), or Python outside
   any traced callback (timers, the command thread's handles, uvloop itself);
-* ``reads``: other connections' read callbacks (parse + SSE sink) served before this one: the order a burst
+* ``reads``: other connections' read callbacks (a ``recv`` and a stamp) and parses (``Pool.parse_reads``:
+  httptools + SSE sink, a loop turn's reads at once) served before this one: the order a burst
   of ready sockets is served in;
 * ``tasks``: task steps (a finished request's result and recording, the next request's send, the tick);
 * ``ship``: interval shipments (each window's interval ended, its delta queued) and the pieces of their
@@ -26,7 +27,9 @@ client's stamp of it (``read delay``) is split along that timeline:
   with ``thread_time_ns``, is what the four above count);
 * ``stamp``: the read callback's entry to the stamp it records (what runs before ``monotonic_ns``);
 
-and, beside them, ``parse``: this read's own callback after its stamp (does not delay this request; it is
+``own work`` is their sum without ``idle`` and ``preempted``: the client's own CPU between the write and
+the stamp, the read delay a machine whose worker core is not shared would show beyond the socket wait; and,
+beside them, ``parse``: this read's own callback after its stamp (does not delay this request; it is
 what a later socket of the same burst waits for). The rest of a client TTFT beyond the server's: ``send
 delay`` (intended -> sent) and ``request leg`` (sent -> the simulator's clock start, once aiohttp has read
 the request: loopback and its dispatch). ``TTFT p99 - truth`` is the client's TTFT p99 minus the
@@ -62,6 +65,7 @@ LABELS = ("idle", "tasks", "reads", "ship", "gc")  # indexed by the labels above
 LABEL_OF = {name: k for k, name in enumerate(LABELS)}
 STAGES = (
     "read delay",
+    "own work",
     "idle",
     "reads",
     "tasks",
@@ -112,7 +116,9 @@ def timeline(npz: Any) -> Timeline:
     reads, steps = npz["reads"].reshape(-1, 4), npz["steps"].reshape(-1, 3)
     ships, gcs = npz["ships"].reshape(-1, 2), npz["gcs"].reshape(-1, 3)
     encodes = _series(npz, "encodes").reshape(-1, 2)
-    spans = [(reads[:, 0], reads[:, 2], READ), (steps[:, 0], steps[:, 1], TASK)]
+    parses = _series(npz, "parses").reshape(-1, 3)
+    spans = [(reads[:, 0], reads[:, 2], READ), (parses[:, 0], parses[:, 1], READ)]
+    spans += [(steps[:, 0], steps[:, 1], TASK)]
     spans += [(ships[:, 0], ships[:, 1], SHIP), (encodes[:, 0], encodes[:, 1], SHIP)]
     spans += [(gcs[:, 0], gcs[:, 1], GC)]
     times = np.concatenate([np.concatenate([a, b]) for a, b, _ in spans])
@@ -124,9 +130,9 @@ def timeline(npz: Any) -> Timeline:
     for k in (TASK, READ, SHIP, GC):  # later kinds win: the priority order
         active = np.cumsum(np.where(kinds == k, deltas, 0)) > 0
         label[active] = k
-    # Reads and task steps never overlap (each is one loop callback): the one a segment lies in says how
+    # Reads, parses and task steps never overlap (each is one loop callback): the one a segment lies in says how
     # much of its wall time the thread was on CPU; the rest, the OS ran something else.
-    top = np.concatenate([reads[:, [0, 2, 3]], steps])
+    top = np.concatenate([reads[:, [0, 2, 3]], parses, steps])
     top = top[np.argsort(top[:, 0], kind="stable")]
     at = np.searchsorted(top[:, 0], times, side="right") - 1
     within = (at >= 0) & (times < top[np.maximum(at, 0), 1])
@@ -221,6 +227,7 @@ def _worker_stages(
     stages["preempted"] = (wall - cpu).sum(axis=0)
     stages["read delay"] = (stamp - write) / 1e6
     stages["stamp"] = (stamp - entry) / 1e6
+    stages["own work"] = sum(stages[name] for name in LABELS if name != "idle") + stages["stamp"]
     stages["parse"] = (done - stamp) / 1e6
     stages["send delay"] = np.asarray([(t["sent_ns"] - t["intended_ns"]) / 1e6 for t, _ in pairs])
     stages["request leg"] = np.asarray([(g["arrival_ns"] - t["sent_ns"]) / 1e6 for t, g in pairs])

@@ -9,8 +9,9 @@ it runs: no branch is added per read (the pool's connection class is swapped onl
 What is kept (int64 nanoseconds, at most ``LIMIT`` values a series, then ``full`` says so):
 
 * ``reads``: (entry, stamp, exit, CPU) of each ``buffer_updated``: the callback's start, the stamp the
-  client records (``Connection.t_ns``), the end of its parse and SSE sink, and the thread's CPU time it
+  client records for those bytes, its end (the bytes kept for ``parses``), and the thread's CPU time it
   took (less than exit - entry when the OS ran something else meanwhile);
+* ``parses``: (start, end, CPU) of each ``Pool.parse_reads``: the reads of a loop turn parsed and sunk;
 * ``steps``: (start, end, CPU) of each task step (a coroutine's run between two awaits) of the tasks created
   after the start: requests finishing and new ones being sent, the tick;
 * ``ships``: (start, end) of each interval shipment (ending the windows' intervals, queueing their deltas);
@@ -48,10 +49,10 @@ class TimedConnection(Connection):
     def buffer_updated(self, nbytes: int) -> None:
         cpu = _thread_ns()
         entry = _monotonic_ns()
-        self.data_received(self.pool.read_buffer[:nbytes])
+        super().buffer_updated(nbytes)
         reads = TimedConnection.reads
         if len(reads) < LIMIT:
-            reads.extend((entry, self.t_ns, _monotonic_ns(), _thread_ns() - cpu))
+            reads.extend((entry, self.pool.pending[-1][2], _monotonic_ns(), _thread_ns() - cpu))
 
 
 class TimedCoroutine(Coroutine[Any, Any, Any]):
@@ -96,6 +97,7 @@ class ReadTrace:
         self.steps: array[int] = array("q")
         self.ships: array[int] = array("q")
         self.encodes: array[int] = array("q")
+        self.parses: array[int] = array("q")
         self.gcs: array[int] = array("q")
         self.cpu: array[int] = array("q")
         self.gc_start = 0
@@ -110,6 +112,7 @@ class ReadTrace:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """From now on: new connections time their reads, new tasks their steps, the collector its passes."""
         Pool.connection_class = TimedConnection
+        Pool.parse_log = self.parses
         steps = self.steps
 
         def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
@@ -141,12 +144,13 @@ class ReadTrace:
         import numpy as np
 
         Pool.connection_class = Connection
+        Pool.parse_log = None
         if loop is not None:
             loop.set_task_factory(None)
         if self.on_gc in gc.callbacks:
             gc.callbacks.remove(self.on_gc)
         reads, TimedConnection.reads = TimedConnection.reads, array("q")
-        series = (reads, self.steps, self.ships, self.gcs, self.cpu, self.encodes)
+        series = (reads, self.steps, self.ships, self.gcs, self.cpu, self.encodes, self.parses)
 
         def values(s: array[int]) -> np.ndarray:
             return np.frombuffer(s, dtype=np.int64) if len(s) else np.zeros(0, np.int64)
@@ -160,4 +164,5 @@ class ReadTrace:
             gcs=values(self.gcs),
             cpu=values(self.cpu),
             encodes=values(self.encodes),
+            parses=values(self.parses),
         )
