@@ -16,16 +16,20 @@ client's stamp of it (``read delay``) is split along that timeline:
 * ``idle``: the loop ran none of the work below: the byte was not readable yet, or the loop was waking (the
   kernel's socket and scheduler path; with CPU 1 to itself, this is the socket wait), or Python outside
   any traced callback (timers, the command thread's handles, uvloop itself);
-* ``reads``: other connections' read callbacks (parse + SSE sink) served before this one: the order a burst
+* ``reads``: other connections' read callbacks (a ``recv`` and a stamp) and parses (``Pool.parse_reads``:
+  httptools + SSE sink, a loop turn's reads at once) served before this one: the order a burst
   of ready sockets is served in;
 * ``tasks``: task steps (a finished request's result and recording, the next request's send, the tick);
-* ``ship``: interval shipments (window histograms encoded and sent to the controller);
+* ``ship``: interval shipments (each window's interval ended, its delta queued) and the pieces of their
+  encoding (a histogram each, run between reads: ``Worker._encode``), until sent to the controller;
 * ``gc``: garbage collections (under whichever of the above they interrupted);
 * ``preempted``: wall time inside those callbacks while the OS ran something else (their CPU time, taken
   with ``thread_time_ns``, is what the four above count);
 * ``stamp``: the read callback's entry to the stamp it records (what runs before ``monotonic_ns``);
 
-and, beside them, ``parse``: this read's own callback after its stamp (does not delay this request; it is
+``own work`` is their sum without ``idle`` and ``preempted``: the client's own CPU between the write and
+the stamp, the read delay a machine whose worker core is not shared would show beyond the socket wait; and,
+beside them, ``parse``: this read's own callback after its stamp (does not delay this request; it is
 what a later socket of the same burst waits for). The rest of a client TTFT beyond the server's: ``send
 delay`` (intended -> sent) and ``request leg`` (sent -> the simulator's clock start, once aiohttp has read
 the request: loopback and its dispatch). ``TTFT p99 - truth`` is the client's TTFT p99 minus the
@@ -61,6 +65,7 @@ LABELS = ("idle", "tasks", "reads", "ship", "gc")  # indexed by the labels above
 LABEL_OF = {name: k for k, name in enumerate(LABELS)}
 STAGES = (
     "read delay",
+    "own work",
     "idle",
     "reads",
     "tasks",
@@ -101,12 +106,21 @@ class Timeline:
         return out
 
 
+def _series(npz: Any, name: str) -> np.ndarray:
+    """A series of the worker's timeline; empty when its checkout did not keep it (an older commit)."""
+    return npz[name] if name in npz else np.zeros(0, np.int64)
+
+
 def timeline(npz: Any) -> Timeline:
     """The worker's segments: at every instant the highest-priority kind of work active then."""
     reads, steps = npz["reads"].reshape(-1, 4), npz["steps"].reshape(-1, 3)
     ships, gcs = npz["ships"].reshape(-1, 2), npz["gcs"].reshape(-1, 3)
-    spans = [(reads[:, 0], reads[:, 2], READ), (steps[:, 0], steps[:, 1], TASK)]
-    spans += [(ships[:, 0], ships[:, 1], SHIP), (gcs[:, 0], gcs[:, 1], GC)]
+    encodes = _series(npz, "encodes").reshape(-1, 2)
+    parses = _series(npz, "parses").reshape(-1, 3)
+    spans = [(reads[:, 0], reads[:, 2], READ), (parses[:, 0], parses[:, 1], READ)]
+    spans += [(steps[:, 0], steps[:, 1], TASK)]
+    spans += [(ships[:, 0], ships[:, 1], SHIP), (encodes[:, 0], encodes[:, 1], SHIP)]
+    spans += [(gcs[:, 0], gcs[:, 1], GC)]
     times = np.concatenate([np.concatenate([a, b]) for a, b, _ in spans])
     kinds = np.concatenate([np.full(2 * len(a), k) for a, _, k in spans])
     deltas = np.concatenate([np.concatenate([np.ones(len(a)), -np.ones(len(a))]) for a, _, _ in spans])
@@ -116,9 +130,9 @@ def timeline(npz: Any) -> Timeline:
     for k in (TASK, READ, SHIP, GC):  # later kinds win: the priority order
         active = np.cumsum(np.where(kinds == k, deltas, 0)) > 0
         label[active] = k
-    # Reads and task steps never overlap (each is one loop callback): the one a segment lies in says how
+    # Reads, parses and task steps never overlap (each is one loop callback): the one a segment lies in says how
     # much of its wall time the thread was on CPU; the rest, the OS ran something else.
-    top = np.concatenate([reads[:, [0, 2, 3]], steps])
+    top = np.concatenate([reads[:, [0, 2, 3]], parses, steps])
     top = top[np.argsort(top[:, 0], kind="stable")]
     at = np.searchsorted(top[:, 0], times, side="right") - 1
     within = (at >= 0) & (times < top[np.maximum(at, 0), 1])
@@ -213,6 +227,7 @@ def _worker_stages(
     stages["preempted"] = (wall - cpu).sum(axis=0)
     stages["read delay"] = (stamp - write) / 1e6
     stages["stamp"] = (stamp - entry) / 1e6
+    stages["own work"] = sum(stages[name] for name in LABELS if name != "idle") + stages["stamp"]
     stages["parse"] = (done - stamp) / 1e6
     stages["send delay"] = np.asarray([(t["sent_ns"] - t["intended_ns"]) / 1e6 for t, _ in pairs])
     stages["request leg"] = np.asarray([(g["arrival_ns"] - t["sent_ns"]) / 1e6 for t, g in pairs])
@@ -220,7 +235,7 @@ def _worker_stages(
 
 
 def _spans(npz: Any, name: str, width: int, since: int, until: int) -> np.ndarray:
-    spans = npz[name].reshape(-1, width)
+    spans = _series(npz, name).reshape(-1, width)
     return spans[(spans[:, 0] >= since) & (spans[:, 0] < until)]
 
 
@@ -230,12 +245,14 @@ def analyse(trace_dir: Path, truth: dict[str, Any], since: int, until: int) -> d
     cpu: list[np.ndarray] = [np.zeros((0, 3), np.int64)]
     gcs: list[np.ndarray] = [np.zeros((0, 3), np.int64)]
     ships: list[np.ndarray] = [np.zeros((0, 2), np.int64)]
+    encodes: list[np.ndarray] = [np.zeros((0, 2), np.int64)]
     for trace_path in sorted(trace_dir.glob("trace-*.jsonl")):
         worker, pairs, npz = _worker_stages(trace_path, truth, since, until)
         for name, values in worker.items():
             stages[name].append(values)
         gcs.append(_spans(npz, "gcs", 3, since, until))
         ships.append(_spans(npz, "ships", 2, since, until))
+        encodes.append(_spans(npz, "encodes", 2, since, until))
         cpu.append(np.diff(_spans(npz, "cpu", 3, since, until), axis=0).sum(axis=0, keepdims=True))
         for t, g in pairs:
             ttft.append((t["first_token_ns"] - t["intended_ns"]) / 1e6)
@@ -251,6 +268,7 @@ def analyse(trace_dir: Path, truth: dict[str, Any], since: int, until: int) -> d
         "late": np.asarray(late),
         "gcs": np.concatenate(gcs),
         "ships": np.concatenate(ships),
+        "encodes": np.concatenate(encodes),
         "cpu": np.concatenate(cpu).sum(axis=0),  # wall, CPU, run-queue wait of the loops' threads (ns)
         "span_s": (until - since) / 1e9,
     }
@@ -286,6 +304,12 @@ def report(r: dict[str, Any]) -> None:
         f"p50 {_pct((ships[:, 1] - ships[:, 0]) / 1e6, 50):.2f} max "
         f"{np.max((ships[:, 1] - ships[:, 0]) / 1e6) if len(ships) else 0:.2f} ms"
     )
+    pieces = (r["encodes"][:, 1] - r["encodes"][:, 0]) / 1e6
+    if len(pieces):
+        print(
+            f"  encoding: {len(pieces)} pieces between reads, p50 {_pct(pieces, 50):.3f} p99 "
+            f"{_pct(pieces, 99):.3f} max {np.max(pieces):.3f} ms"
+        )
     wall, used, waited = r["cpu"]
     print(
         f"  the worker loop's thread: CPU {100 * used / max(wall, 1):.0f} % of the measured wall time, "

@@ -5,16 +5,22 @@ protocol → stream reader → future → task step), 30–120 µs of Python per
 taken once that task runs. When a serving engine finishes a step it writes one chunk to every stream at
 once; a client that spends 30 µs per chunk stamps the 256th stream of that burst ~8 ms late, which is how
 peers read TTFT p99 hundreds of milliseconds too high under load. Here the arrival time is taken in
-``data_received`` (the moment the loop hands over the bytes), the body is de-chunked by httptools (llhttp,
+``buffer_updated`` (the moment the loop hands over the bytes), the body is de-chunked by httptools (llhttp,
 the parser uvicorn uses) and handed straight to a sink that classifies SSE events inline, and no task wakes
 until the response is complete. A chunk costs a few microseconds.
+
+A burst is stamped before it is parsed: each read is stamped and its bytes kept (``Pool.pending``), and
+they are parsed in one callback once the loop has read every socket that was ready (``Pool.parse_reads``,
+the next loop turn). In a burst of 1,024 ready sockets the last one's stamp then waits for the reads
+before it (a ``recv`` and a stamp each), not for their parsing as well: 3 – 12 µs a read before, when
+every read was parsed as it came (``benchmarks/bench_tail.py``: the ``reads`` stage).
 
 Reads land in one preallocated buffer per pool (``asyncio.BufferedProtocol``), not in a fresh bytes object
 per read: asyncio's plain protocols ``recv`` into a new 256 KiB buffer each time, which glibc serves with
 ``mmap``/``munmap`` unless its dynamic mmap threshold happens to have been raised earlier in the process.
 Measured here (``benchmarks/bench_client.py``, paced streams): 17 µs per chunk or 28 µs, depending only on
 that allocation history. The buffer is shared safely: the loop fills it and calls ``buffer_updated``
-back to back, and httptools copies the body out before the next read.
+back to back, and each read's bytes are copied out of it before the next one.
 
 Only what a load generator needs: POST with a JSON body, keep-alive pooling, HTTP and HTTPS, status and body.
 """
@@ -26,9 +32,10 @@ import base64
 import socket
 import ssl
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 from urllib.parse import unquote, urlsplit
 
 import httptools
@@ -109,11 +116,22 @@ class Connection(asyncio.BufferedProtocol):
         return self.pool.read_buffer
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(self.pool.read_buffer[:nbytes])
+        """``nbytes`` new bytes of the response: stamped now, parsed once the loop has read every socket
+        that was ready (``Pool.parse_reads``)."""
+        t_ns = _monotonic_ns()
+        pool = self.pool
+        pending = pool.pending
+        if not pending:
+            asyncio.get_running_loop().call_soon(pool.parse_reads)
+        pending.append((self, pool.read_buffer[:nbytes].tobytes(), t_ns))
 
     def data_received(self, data: bytes | memoryview) -> None:
-        """``nbytes`` new bytes of the response (``buffer_updated``): stamp their arrival, parse them."""
-        self.t_ns = _monotonic_ns()
+        """Bytes handed over outside the pool's reads: stamped and parsed at once."""
+        self.parse(data, _monotonic_ns())
+
+    def parse(self, data: bytes | memoryview, t_ns: int) -> None:
+        """Bytes of the response that arrived at ``t_ns``: parsed, their body pieces sunk with that stamp."""
+        self.t_ns = t_ns
         self.got_bytes = True
         if self.parser is None:  # bytes outside a request: the connection is unusable
             self._fail(HTTPParseError("unexpected data on an idle connection"))
@@ -130,6 +148,8 @@ class Connection(asyncio.BufferedProtocol):
             self._fail(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.pool.pending:  # what this connection read before it closed comes first
+            self.pool.parse_reads()
         self.closed = True
         self.pool._forget(self)
         waiter = self.waiter
@@ -281,6 +301,8 @@ class Pool:
     # What a new connection is made of: a subclass times every read when a benchmark asks for it
     # (``loadgen.run.readtrace``, set once at a worker's start), at no cost per read when it does not.
     connection_class: type[Connection] = Connection
+    # (start, end, CPU) of each parse_reads, when a benchmark asks for them (loadgen.run.readtrace)
+    parse_log: ClassVar[array[int] | None] = None
 
     def __init__(
         self,
@@ -315,6 +337,20 @@ class Pool:
         self.open: set[Connection] = set()
         self.slots = asyncio.Semaphore(limit)
         self.read_buffer = memoryview(bytearray(READ_BUFFER_BYTES))  # every connection's reads, one at a time
+        self.pending: list[tuple[Connection, bytes, int]] = []  # reads stamped, not parsed yet
+
+    def parse_reads(self) -> None:
+        """Parse the reads stamped since the last call, in the order they were read."""
+        pending, self.pending = self.pending, []
+        log = Pool.parse_log
+        if log is None:
+            for conn, data, t_ns in pending:
+                conn.parse(data, t_ns)
+            return
+        cpu, start = time.thread_time_ns(), _monotonic_ns()
+        for conn, data, t_ns in pending:
+            conn.parse(data, t_ns)
+        log.extend((start, _monotonic_ns(), time.thread_time_ns() - cpu))
 
     def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
         head = [f"POST {self.prefix}{path}{self.query} HTTP/1.1", f"Host: {self.host_header}"]

@@ -13,7 +13,7 @@ Latency histograms hold successful requests only; the schedule lag holds every r
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -186,6 +186,19 @@ def _itl_samples(
     return values, k
 
 
+def _integer_units(key: str, values: list[float]) -> IntArray:
+    """One key's buffered source values in its histogram's integer units: ns -> µs (rounded), tok/s ->
+    hundredths, counts as they are."""
+    metric = key.split("|", 1)[0]
+    speed = metric.endswith("decode_tok_s")
+    if speed:
+        return np.rint(np.asarray(values, dtype=np.float64) * 100.0).astype(np.int64)
+    ints: IntArray = np.asarray(values, dtype=np.int64)
+    if metric.endswith("_ms"):
+        return np.floor_divide(ints + 500, 1000)
+    return ints
+
+
 class Recorder:
     """Folds RequestResults inside a worker; ``take()`` ships and resets the interval's figures."""
 
@@ -343,21 +356,19 @@ class Recorder:
 
     def _raw_parts(self) -> RawParts:
         """Turn buffered source values (ns, tok/s, tokens) into integer histogram units."""
-        parts = self._spilled
-        self._spilled = {}
-        for key, values in self._values.items():
-            metric = key.split("|", 1)[0]
-            speed = metric.endswith("decode_tok_s")
-            arr = np.asarray(values, dtype=np.float64 if speed else np.int64)
-            if speed:
-                ints = np.rint(arr * 100.0).astype(np.int64)
-            elif metric.endswith("_ms"):
-                ints = np.floor_divide(arr + 500, 1000)  # ns -> µs, rounded
-            else:
-                ints = arr
-            parts.setdefault(key, []).append((ints, None))
-        self._values = {}
-        return parts
+        return dict(self._raw_parts_by_key())
+
+    def _raw_parts_by_key(self) -> Iterator[tuple[str, list[tuple[IntArray, IntArray | None]]]]:
+        """``_raw_parts`` a key at a time (each key's conversion done as it is reached); the buffers are
+        handed over at once, so values pushed meanwhile start new ones."""
+        spilled, values = self._spilled, self._values
+        self._spilled, self._values = {}, {}
+        for key in dict.fromkeys([*spilled, *values]):
+            parts = spilled.get(key, [])
+            raw = values.get(key)
+            if raw is not None:
+                parts.append((_integer_units(key, raw), None))
+            yield key, parts
 
     def fold_itl(self) -> None:
         """The waiting requests' per-token ITL into the interval's dense counts (values outside the layout
@@ -410,17 +421,65 @@ class Recorder:
         backing_off: int = 0,
     ) -> IntervalDelta:
         """The interval's delta; the recorder starts the next interval empty."""
+        steps = self.take_steps(t0_ns, t1_ns, live_tokens, in_flight, queued, sent, health, backing_off)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def take_steps(
+        self,
+        t0_ns: int,
+        t1_ns: int,
+        live_tokens: int = 0,
+        in_flight: int = 0,
+        queued: int = 0,
+        sent: int = 0,
+        health: Mapping[str, float] | None = None,
+        backing_off: int = 0,
+    ) -> Generator[None, None, IntervalDelta]:
+        """``take`` in pieces: the interval ends now (this recorder starts the next one empty, at once), and
+        the returned generator encodes what it held one histogram per ``next``, returning the delta.
+
+        A worker runs the pieces on its loop between socket reads, so that no read waits for a whole
+        shipment (``loadgen.run.shipping.WindowBook``); results recorded meanwhile belong to the next
+        interval. The delta is the one ``take`` would have made now, bit for bit."""
+        part = self._detach()
+        gauges = (live_tokens, in_flight, queued, sent, dict(health) if health else {}, backing_off)
+        return part._encode(t0_ns, t1_ns, *gauges)
+
+    def _detach(self) -> Recorder:
+        """The interval so far, moved into a recorder of its own; this one starts the next interval empty."""
+        part = Recorder.__new__(Recorder)
+        part.__dict__.update(self.__dict__)
+        self._reset()
+        return part
+
+    def _encode(
+        self,
+        t0_ns: int,
+        t1_ns: int,
+        live_tokens: int,
+        in_flight: int,
+        queued: int,
+        sent: int,
+        health: dict[str, float],
+        backing_off: int,
+    ) -> Generator[None, None, IntervalDelta]:
         hists: dict[str, SparseCounts] = {}
-        for key, parts in self._raw_parts().items():
+        for key, parts in self._raw_parts_by_key():
             sparse = self._fold(key, parts)
             if sparse is not None:
                 hists[key] = sparse
+            yield
         self.fold_itl()
         if self._itl_dense is not None:
+            yield
             itl = _compact(self._itl_dense, spec_for("itl_ms").layout)
             if itl is not None:
                 hists["itl_ms"] = itl
-        delta = IntervalDelta(
+        return IntervalDelta(
             t0_ns=t0_ns,
             t1_ns=t1_ns,
             worker_id=self.worker_id,
@@ -430,10 +489,8 @@ class Recorder:
             in_flight=in_flight,
             queued=queued,
             sent=sent,
-            health=dict(health) if health else {},
+            health=health,
             backing_off=backing_off,
             recent_errors=tuple(self._errors),
             ratelimit=self._ratelimit,
         )
-        self._reset()
-        return delta

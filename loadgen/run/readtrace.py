@@ -9,11 +9,13 @@ it runs: no branch is added per read (the pool's connection class is swapped onl
 What is kept (int64 nanoseconds, at most ``LIMIT`` values a series, then ``full`` says so):
 
 * ``reads``: (entry, stamp, exit, CPU) of each ``buffer_updated``: the callback's start, the stamp the
-  client records (``Connection.t_ns``), the end of its parse and SSE sink, and the thread's CPU time it
+  client records for those bytes, its end (the bytes kept for ``parses``), and the thread's CPU time it
   took (less than exit - entry when the OS ran something else meanwhile);
+* ``parses``: (start, end, CPU) of each ``Pool.parse_reads``: the reads of a loop turn parsed and sunk;
 * ``steps``: (start, end, CPU) of each task step (a coroutine's run between two awaits) of the tasks created
   after the start: requests finishing and new ones being sent, the tick;
-* ``ships``: (start, end) of each interval shipment (encoding the window's histograms);
+* ``ships``: (start, end) of each interval shipment (ending the windows' intervals, queueing their deltas);
+* ``encodes``: (start, end) of each piece of a queued delta's encoding (a histogram, ``Worker._encode``);
 * ``gcs``: (start, end, generation) of each garbage collection;
 * ``cpu``: (time, CPU used, time spent runnable but waiting for a core) of the loop's thread at each
   shipment: how much of the ``idle`` the OS took (Linux schedstat; -1 elsewhere).
@@ -47,10 +49,10 @@ class TimedConnection(Connection):
     def buffer_updated(self, nbytes: int) -> None:
         cpu = _thread_ns()
         entry = _monotonic_ns()
-        self.data_received(self.pool.read_buffer[:nbytes])
+        super().buffer_updated(nbytes)
         reads = TimedConnection.reads
         if len(reads) < LIMIT:
-            reads.extend((entry, self.t_ns, _monotonic_ns(), _thread_ns() - cpu))
+            reads.extend((entry, self.pool.pending[-1][2], _monotonic_ns(), _thread_ns() - cpu))
 
 
 class TimedCoroutine(Coroutine[Any, Any, Any]):
@@ -94,6 +96,8 @@ class ReadTrace:
         self.path = path
         self.steps: array[int] = array("q")
         self.ships: array[int] = array("q")
+        self.encodes: array[int] = array("q")
+        self.parses: array[int] = array("q")
         self.gcs: array[int] = array("q")
         self.cpu: array[int] = array("q")
         self.gc_start = 0
@@ -108,6 +112,7 @@ class ReadTrace:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """From now on: new connections time their reads, new tasks their steps, the collector its passes."""
         Pool.connection_class = TimedConnection
+        Pool.parse_log = self.parses
         steps = self.steps
 
         def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
@@ -130,17 +135,22 @@ class ReadTrace:
             self.ships.extend((start_ns, now))
             self.cpu.extend((now, time.thread_time_ns(), -1 if wait is None else wait))
 
+    def encoded(self, start_ns: int) -> None:
+        if len(self.encodes) < LIMIT:
+            self.encodes.extend((start_ns, _monotonic_ns()))
+
     def close(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Write the timeline; stop timing (new connections, and ``loop``'s new tasks, are plain again)."""
         import numpy as np
 
         Pool.connection_class = Connection
+        Pool.parse_log = None
         if loop is not None:
             loop.set_task_factory(None)
         if self.on_gc in gc.callbacks:
             gc.callbacks.remove(self.on_gc)
         reads, TimedConnection.reads = TimedConnection.reads, array("q")
-        series = (reads, self.steps, self.ships, self.gcs, self.cpu)
+        series = (reads, self.steps, self.ships, self.gcs, self.cpu, self.encodes, self.parses)
 
         def values(s: array[int]) -> np.ndarray:
             return np.frombuffer(s, dtype=np.int64) if len(s) else np.zeros(0, np.int64)
@@ -153,4 +163,6 @@ class ReadTrace:
             ships=values(self.ships),
             gcs=values(self.gcs),
             cpu=values(self.cpu),
+            encodes=values(self.encodes),
+            parses=values(self.parses),
         )

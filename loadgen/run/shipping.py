@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
 from typing import IO
 
 from loadgen.client import LiveCounter
 from loadgen.config import SLO
-from loadgen.metrics import Recorder
+from loadgen.metrics import IntervalDelta, Recorder
 from loadgen.metrics.replicas import ReplicaKeys
 from loadgen.run.protocol import RequestRow, WorkerDelta, WorkerMessage
 from loadgen.types import Outcome, RequestResult
@@ -24,8 +26,25 @@ from loadgen.types import Outcome, RequestResult
 NO_WINDOW = -2  # after a stop: no current window, so every earlier one closes
 
 
+@dataclass(slots=True)
+class Outgoing:
+    """A delta on its way out: its window's interval already ended, its histograms still being encoded."""
+
+    steps: Generator[None, None, IntervalDelta]  # Recorder.take_steps
+    window: int
+    closed: bool
+    current: bool
+    in_flight: int
+    rows: tuple[RequestRow, ...]
+
+
 class WindowBook:
-    """The worker's open windows and its live counters; ``put`` sends a message to the controller."""
+    """The worker's open windows and its live counters; ``put`` sends a message to the controller.
+
+    A shipment ends each window's interval at once and queues its delta in ``outbox``; with ``wake`` (a
+    worker's loop) the deltas are encoded a histogram at a time by ``encode_step`` between socket reads, in
+    the order they were queued, and ``wake`` is called when the outbox has work. Without it every delta is
+    encoded and sent at once."""
 
     def __init__(
         self,
@@ -33,8 +52,11 @@ class WindowBook:
         put: Callable[[WorkerMessage], None],
         slo: SLO | None = None,
         detail: bool = False,
+        wake: Callable[[], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
+        self.outbox: deque[Outgoing] = deque()
+        self.wake = wake
         # --save-requests-detail: each window's finished requests as rows; None (off) builds none at all
         self.rows: dict[int, list[RequestRow]] | None = {} if detail else None
         self.slo = slo  # the run's SLO: each request is judged against its per-request limits (goodput)
@@ -144,11 +166,10 @@ class WindowBook:
         self.live.tokens = 0
         live_tokens = max(0, int(self.live_carry))
         self.live_carry -= live_tokens
-        wid = self.worker_id
         for window in list(self.recorders):
             recorder = self.recorders[window]
             if window == self.window:
-                delta = recorder.take(
+                steps = recorder.take_steps(
                     self.t_last_ns,
                     now,
                     live_tokens=live_tokens,
@@ -159,12 +180,12 @@ class WindowBook:
                     backing_off=backing_off,
                 )
                 inflight = self.window_inflight.get(window, 0)
-                self.put(WorkerDelta(wid, window, False, True, delta, inflight, self.take_rows(window)))
+                self._send(Outgoing(steps, window, False, True, inflight, self.take_rows(window)))
             else:
                 left = self.window_inflight.get(window, 0)
                 closed = left == 0
-                delta = recorder.take(self.t_last_ns, now)
-                self.put(WorkerDelta(wid, window, closed, False, delta, left, self.take_rows(window)))
+                steps = recorder.take_steps(self.t_last_ns, now)
+                self._send(Outgoing(steps, window, closed, False, left, self.take_rows(window)))
                 if closed:
                     del self.recorders[window]
                     self.window_inflight.pop(window, None)
@@ -174,11 +195,42 @@ class WindowBook:
     def ship_closed(self) -> None:
         """Close at once the earlier windows with nothing in flight (the controller can report them)."""
         now = time.monotonic_ns()
-        wid = self.worker_id
         for window in [w for w in self.recorders if w != self.window and not self.window_inflight.get(w)]:
-            delta = self.recorders.pop(window).take(now, now)
-            self.put(WorkerDelta(wid, window, True, False, delta, 0, self.take_rows(window)))
+            steps = self.recorders.pop(window).take_steps(now, now)
+            self._send(Outgoing(steps, window, True, False, 0, self.take_rows(window)))
             self.window_inflight.pop(window, None)
+
+    # ---- the outbox -------------------------------------------------------------------------------------
+    def _send(self, out: Outgoing) -> None:
+        self.outbox.append(out)
+        if self.wake is None:
+            self.drain()
+        else:
+            self.wake()
+
+    def encode_step(self) -> bool:
+        """Encode one histogram of the oldest delta waiting, and send that delta once it is whole; whether
+        any work is left."""
+        outbox = self.outbox
+        if not outbox:
+            return False
+        out = outbox[0]
+        try:
+            next(out.steps)
+        except StopIteration as done:
+            outbox.popleft()
+            delta = done.value
+            self.put(
+                WorkerDelta(
+                    self.worker_id, out.window, out.closed, out.current, delta, out.in_flight, out.rows
+                )
+            )
+        return bool(outbox)
+
+    def drain(self) -> None:
+        """Encode and send every delta waiting, now (a stop: nothing may be left behind)."""
+        while self.encode_step():
+            pass
 
     def take_rows(self, window: int) -> tuple[RequestRow, ...]:
         """The window's rows gathered since its last delta (none unless --save-requests-detail)."""

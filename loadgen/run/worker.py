@@ -214,7 +214,11 @@ class Worker:
             spec.profile, spec.sizer, spec.model, spec.seed, api=spec.target.api, worker=spec.worker_id
         )
         self.requests_log = RequestLog(spec.save_requests, spec.worker_id)
-        self.book = WindowBook(spec.worker_id, deltas.put, spec.slo, detail=spec.detail)
+        # Shipments are encoded a histogram per loop turn (``_encode``), between socket reads.
+        self.book = WindowBook(
+            spec.worker_id, deltas.put, spec.slo, detail=spec.detail, wake=self._encode_soon
+        )
+        self.encoder: asyncio.Task[None] | None = None
         self.health = HealthSampler()
         self.trace = RequestTrace(spec.worker_id)
         self.reads = ReadTrace.from_env(spec.worker_id)  # benchmarks/bench_tail.py: None unless asked for
@@ -255,6 +259,8 @@ class Worker:
         await self.done.wait()
         ticker.cancel()
         watch.cancel()
+        if self.encoder is not None:
+            self.encoder.cancel()  # its outbox is empty: the stop drained it
         for client in self.clients:
             await client.aclose()
         self.trace.close()
@@ -330,6 +336,26 @@ class Worker:
         if self.reads is not None:
             self.reads.shipped(start_ns)
 
+    def _encode_soon(self) -> None:
+        if self.encoder is None:
+            self.encoder = asyncio.get_running_loop().create_task(self._encode())
+
+    async def _encode(self) -> None:
+        """The outbox's deltas, one histogram per loop turn: a read that becomes ready meanwhile waits for
+        one histogram's encoding (tens of µs), not a whole shipment's (about a millisecond)."""
+        book, reads = self.book, self.reads
+        try:
+            while True:
+                start_ns = time.monotonic_ns()
+                more = book.encode_step()
+                if reads is not None:
+                    reads.encoded(start_ns)
+                if not more:
+                    return
+                await asyncio.sleep(0)
+        finally:
+            self.encoder = None
+
     async def _stop(self, cancel: bool) -> None:
         self.gate.stopping = True
         self.open.halt(cancel)
@@ -342,6 +368,7 @@ class Worker:
             await asyncio.wait(tasks, timeout=None if not cancel else 5.0)
         self._ship()
         self.book.close_all()  # nothing is in flight: every window closes now
+        self.book.drain()
         self.done.set()
 
     # ---- one request ------------------------------------------------------------------------------------
