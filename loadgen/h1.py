@@ -13,7 +13,8 @@ A burst is stamped before it is parsed: each read is stamped and its bytes kept 
 they are parsed in one callback once the loop has read every socket that was ready (``Pool.parse_reads``,
 the next loop turn). In a burst of 1,024 ready sockets the last one's stamp then waits for the reads
 before it (a ``recv`` and a stamp each), not for their parsing as well: 3 – 12 µs a read before, when
-every read was parsed as it came (``benchmarks/bench_tail.py``: the ``reads`` stage).
+every read was parsed as it came (``benchmarks/bench_tail.py``: the ``reads`` stage). What is kept is
+bounded (``PENDING_BYTES``): past it, a flood is parsed at once.
 
 Reads land in one preallocated buffer per pool (``asyncio.BufferedProtocol``), not in a fresh bytes object
 per read: asyncio's plain protocols ``recv`` into a new 256 KiB buffer each time, which glibc serves with
@@ -43,6 +44,9 @@ import httptools
 _monotonic_ns = time.monotonic_ns
 
 READ_BUFFER_BYTES = 256 * 1024  # what asyncio reads at most at once from a socket
+# Reads kept for one loop turn's parse at most (a burst of 1,024 streams' SSE chunks is well under 1 MiB);
+# past it they are parsed at once: the loop may read a socket 32 times a turn, 256 KiB each.
+PENDING_BYTES = 4 * 1024 * 1024
 
 
 class ConnectionClosed(Exception):
@@ -124,6 +128,9 @@ class Connection(asyncio.BufferedProtocol):
         if not pending:
             asyncio.get_running_loop().call_soon(pool.parse_reads)
         pending.append((self, pool.read_buffer[:nbytes].tobytes(), t_ns))
+        pool.pending_bytes += nbytes
+        if pool.pending_bytes > PENDING_BYTES:  # a flood, not a burst: what is kept stays bounded
+            pool.parse_reads()
 
     def data_received(self, data: bytes | memoryview) -> None:
         """Bytes handed over outside the pool's reads: stamped and parsed at once."""
@@ -338,10 +345,12 @@ class Pool:
         self.slots = asyncio.Semaphore(limit)
         self.read_buffer = memoryview(bytearray(READ_BUFFER_BYTES))  # every connection's reads, one at a time
         self.pending: list[tuple[Connection, bytes, int]] = []  # reads stamped, not parsed yet
+        self.pending_bytes = 0
 
     def parse_reads(self) -> None:
         """Parse the reads stamped since the last call, in the order they were read."""
         pending, self.pending = self.pending, []
+        self.pending_bytes = 0
         log = Pool.parse_log
         if log is None:
             for conn, data, t_ns in pending:

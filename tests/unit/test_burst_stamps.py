@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from loadgen.h1 import Connection, Pool
+from loadgen.h1 import PENDING_BYTES, READ_BUFFER_BYTES, Connection, Pool
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -95,3 +95,22 @@ def test_a_connection_closed_after_its_last_read_sees_those_bytes_first() -> Non
     asyncio.run(main())
     assert [data for _, data, *_ in log] == [b"data: [DONE]\n\n"]
     assert ended == [None]  # complete, not a connection closed mid-response
+
+
+def test_a_flood_is_parsed_before_what_is_kept_passes_its_bound() -> None:
+    log: list[tuple[int, bytes, int, int]] = []
+    kept: list[int] = []
+
+    async def main() -> None:
+        pool = Pool("http://127.0.0.1:9", 4, 1.0)
+        (conn,) = opened(pool, 1, log)
+        read(pool, conn, HEAD)
+        piece = chunk(b"x" * (READ_BUFFER_BYTES - 16))
+        for _ in range(64):  # 16 MiB in one loop turn, as a server that floods one socket could send
+            read(pool, conn, piece)
+            kept.append(pool.pending_bytes)
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert max(kept) <= PENDING_BYTES + READ_BUFFER_BYTES
+    assert len(log) == 64 and all(len(data) == READ_BUFFER_BYTES - 16 for _, data, *_ in log)
