@@ -61,7 +61,9 @@ pytestmark = pytest.mark.sim("fast", process=True)  # the conftest's module-scop
 
 def test_a_read_only_working_folder_puts_the_record_in_the_xdg_state_folder(sim: Any, tmp_path: Path) -> None:
     cwd = read_only_folder(tmp_path)
-    plan = ["--steps", "2", "--step-seconds", "3", "--warmup", "0.5", "--no-metrics"]
+    # A seed: a fresh one could draw two warm-up replies longer than the step, which then sends nothing
+    # of its own (ok 0, the SLO unjudged: exit 1). Seed 1's step holds three of its own requests.
+    plan = ["--steps", "2", "--step-seconds", "3", "--warmup", "0.5", "--no-metrics", "--seed", "1"]
     args = ["run", sim.url, "--headless", *plan]
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen.cli", *args],

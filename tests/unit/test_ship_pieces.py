@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import time
 from typing import Any
 
 import numpy as np
 
 from loadgen.metrics import IntervalDelta, Recorder
 from loadgen.profile import parse_profile
-from loadgen.run.protocol import WorkerDelta
+from loadgen.run.protocol import Flush, StopLoad, WorkerDelta
 from loadgen.run.shipping import WindowBook
 from loadgen.run.worker import Worker, WorkerSpec
 from loadgen.types import Outcome, RequestResult, Target
@@ -115,7 +116,7 @@ def test_a_read_ready_as_the_tick_ships_runs_before_the_delta_is_encoded() -> No
         w.book.open(0)
         land(w.book, range(300))
         asyncio.get_running_loop().call_soon(out.seen.append, "read")  # a socket that became readable
-        w._ship()
+        w.handle(Flush(window=1, t0_ns=time.monotonic_ns()))  # a shipment: every open window, now
         assert out.seen == []  # the shipment itself sent nothing: its histograms are encoded later
         while w.encoder is not None:
             await asyncio.sleep(0)
@@ -123,7 +124,8 @@ def test_a_read_ready_as_the_tick_ships_runs_before_the_delta_is_encoded() -> No
     asyncio.run(main())
     assert out.seen[0] == "read", out.seen[:3]
     deltas = [m for m in out.seen if isinstance(m, WorkerDelta) and m.window == 0]
-    assert [d.current for d in deltas] == [True] and deltas[0].delta.counters["ok"] == 300
+    assert [(d.current, d.closed) for d in deltas] == [(True, False), (False, True)]
+    assert deltas[0].delta.counters["ok"] == 300 and not deltas[1].delta.counters
 
 
 def test_deltas_leave_in_the_order_queued_and_a_stop_sends_them_all() -> None:
@@ -134,13 +136,13 @@ def test_deltas_leave_in_the_order_queued_and_a_stop_sends_them_all() -> None:
         w.book.open(0)
         window = w.book.sending()  # one request of window 0 still in flight across the flush
         land(w.book, range(50))
-        w._ship()
-        w.book.open(1)
+        w.handle(Flush(window=1, t0_ns=time.monotonic_ns()))
         land(w.book, range(50, 80))
         w.book.landed(window)
         w.book.record(window, finished(99))  # the last of window 0: it closes, queued behind the first
-        await w._stop(cancel=False)  # no load is running: the stop ships, closes every window, drains
-        assert w.done.is_set() and not w.book.outbox
+        w.handle(StopLoad(cancel=False))  # no load is running: the stop ships, closes every window, drains
+        await asyncio.wait_for(w.done.wait(), 10)
+        assert not w.book.outbox
 
     asyncio.run(main())
     got = [
