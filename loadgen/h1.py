@@ -372,6 +372,8 @@ class Pool:
     async def acquire(self) -> Connection:
         await self.slots.acquire()
         try:
+            if self.pending:  # bytes an idle connection read after its last response: parsed as its own
+                self.parse_reads()  # (unexpected data: the connection is closed), never as the next's
             now = time.monotonic()
             while self.idle:
                 conn = self.idle.pop()  # the most recently used: the least likely to be timed out

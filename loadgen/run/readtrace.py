@@ -52,7 +52,9 @@ class TimedConnection(Connection):
         super().buffer_updated(nbytes)
         reads = TimedConnection.reads
         if len(reads) < LIMIT:
-            reads.extend((entry, self.pool.pending[-1][2], _monotonic_ns(), _thread_ns() - cpu))
+            pending = self.pool.pending  # empty when this read made a flood be parsed at once
+            stamp = pending[-1][2] if pending else self.t_ns
+            reads.extend((entry, stamp, _monotonic_ns(), _thread_ns() - cpu))
 
 
 class TimedCoroutine(Coroutine[Any, Any, Any]):

@@ -114,3 +114,27 @@ def test_a_flood_is_parsed_before_what_is_kept_passes_its_bound() -> None:
     asyncio.run(main())
     assert max(kept) <= PENDING_BYTES + READ_BUFFER_BYTES
     assert len(log) == 64 and all(len(data) == READ_BUFFER_BYTES - 16 for _, data, *_ in log)
+
+
+def test_bytes_an_idle_connection_read_are_never_the_next_requests() -> None:
+    log: list[tuple[int, bytes, int, int]] = []
+
+    async def main() -> Connection | None:
+        pool = Pool("http://127.0.0.1:9", 4, 1.0)
+        (conn,) = opened(pool, 1, log)
+        read(pool, conn, HEAD + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await asyncio.sleep(0)  # parsed: the response is complete
+        read(
+            pool, conn, HEAD + chunk(b"data: stale\n\n")
+        )  # a misbehaving server's extra answer, not parsed yet
+        conn.finish(reusable=True)  # back to the pool, idle
+        pool.open.add(conn)
+        try:
+            return await pool.acquire()  # the next request: not on the connection that read the stale answer
+        except OSError:
+            return None  # it tried a new connection (nothing listens on port 9)
+        finally:
+            assert conn.closed and conn not in pool.idle
+
+    assert asyncio.run(main()) is None
+    assert [data for _, data, *_ in log] == [b"data: [DONE]\n\n"]  # the stale answer reached no sink
