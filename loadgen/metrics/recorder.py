@@ -409,19 +409,9 @@ class Recorder:
         self._spilled = spilled
         self._buffered = 0
 
-    def take(
-        self,
-        t0_ns: int,
-        t1_ns: int,
-        live_tokens: int = 0,
-        in_flight: int = 0,
-        queued: int = 0,
-        sent: int = 0,
-        health: Mapping[str, float] | None = None,
-        backing_off: int = 0,
-    ) -> IntervalDelta:
-        """The interval's delta; the recorder starts the next interval empty."""
-        steps = self.take_steps(t0_ns, t1_ns, live_tokens, in_flight, queued, sent, health, backing_off)
+    def take(self, t0_ns: int, t1_ns: int, **gauges: Any) -> IntervalDelta:
+        """The interval's delta; the recorder starts the next interval empty. ``gauges``: as ``take_steps``."""
+        steps = self.take_steps(t0_ns, t1_ns, **gauges)
         while True:
             try:
                 next(steps)

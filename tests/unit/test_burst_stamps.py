@@ -58,6 +58,13 @@ def opened(pool: Pool, n: int, log: list[tuple[int, bytes, int, int]]) -> list[C
     return conns
 
 
+def single(log: list[tuple[int, bytes, int, int]]) -> tuple[Pool, Connection]:
+    """A pool with one connection, its request started (made inside the test's loop)."""
+    pool = Pool("http://127.0.0.1:9", 4, 1.0)
+    (conn,) = opened(pool, 1, log)
+    return pool, conn
+
+
 def test_every_read_of_a_burst_is_stamped_before_any_is_parsed() -> None:
     log: list[tuple[int, bytes, int, int]] = []
     stamps_done: list[int] = []
@@ -84,8 +91,7 @@ def test_a_connection_closed_after_its_last_read_sees_those_bytes_first() -> Non
     ended: list[Any] = []
 
     async def main() -> None:
-        pool = Pool("http://127.0.0.1:9", 4, 1.0)
-        (conn,) = opened(pool, 1, log)
+        pool, conn = single(log)
         assert conn.waiter is not None
         conn.waiter.add_done_callback(lambda f: ended.append(f.exception()))
         read(pool, conn, HEAD + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
@@ -102,8 +108,7 @@ def test_a_flood_is_parsed_before_what_is_kept_passes_its_bound() -> None:
     kept: list[int] = []
 
     async def main() -> None:
-        pool = Pool("http://127.0.0.1:9", 4, 1.0)
-        (conn,) = opened(pool, 1, log)
+        pool, conn = single(log)
         read(pool, conn, HEAD)
         piece = chunk(b"x" * (READ_BUFFER_BYTES - 16))
         for _ in range(64):  # 16 MiB in one loop turn, as a server that floods one socket could send
@@ -120,8 +125,7 @@ def test_bytes_an_idle_connection_read_are_never_the_next_requests() -> None:
     log: list[tuple[int, bytes, int, int]] = []
 
     async def main() -> Connection | None:
-        pool = Pool("http://127.0.0.1:9", 4, 1.0)
-        (conn,) = opened(pool, 1, log)
+        pool, conn = single(log)
         read(pool, conn, HEAD + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await asyncio.sleep(0)  # parsed: the response is complete
         read(
