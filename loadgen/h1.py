@@ -91,6 +91,7 @@ class Connection(asyncio.BufferedProtocol):
         "keep_alive",
         "retry_after",
         "ratelimit",
+        "unparsed",
     )
 
     def __init__(self, pool: Pool) -> None:
@@ -110,6 +111,7 @@ class Connection(asyncio.BufferedProtocol):
         self.keep_alive = False
         self.retry_after: str | None = None
         self.ratelimit: list[tuple[str, str]] | None = None  # x-ratelimit-* headers (managed endpoints)
+        self.unparsed = 0  # its reads waiting in the pool's pending ones
 
     # asyncio.BufferedProtocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -128,6 +130,7 @@ class Connection(asyncio.BufferedProtocol):
         if not pending:
             asyncio.get_running_loop().call_soon(pool.parse_reads)
         pending.append((self, pool.read_buffer[:nbytes].tobytes(), t_ns))
+        self.unparsed += 1
         pool.pending_bytes += nbytes
         if pool.pending_bytes > PENDING_BYTES:  # a flood, not a burst: what is kept stays bounded
             pool.parse_reads()
@@ -354,10 +357,12 @@ class Pool:
         log = Pool.parse_log
         if log is None:
             for conn, data, t_ns in pending:
+                conn.unparsed -= 1
                 conn.parse(data, t_ns)
             return
         cpu, start = time.thread_time_ns(), _monotonic_ns()
         for conn, data, t_ns in pending:
+            conn.unparsed -= 1
             conn.parse(data, t_ns)
         log.extend((start, _monotonic_ns(), time.thread_time_ns() - cpu))
 
@@ -372,11 +377,11 @@ class Pool:
     async def acquire(self) -> Connection:
         await self.slots.acquire()
         try:
-            if self.pending:  # bytes an idle connection read after its last response: parsed as its own
-                self.parse_reads()  # (unexpected data: the connection is closed), never as the next's
             now = time.monotonic()
             while self.idle:
                 conn = self.idle.pop()  # the most recently used: the least likely to be timed out
+                if conn.unparsed:  # bytes it read after its last response: parsed as its own (unexpected
+                    self.parse_reads()  # data: the connection closes), never as the next request's
                 if not conn.closed and now - conn.idle_since < self.keepalive_s:
                     conn.reused = True
                     return conn
