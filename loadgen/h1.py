@@ -158,7 +158,7 @@ class Connection(asyncio.BufferedProtocol):
             self._fail(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.pool.pending:  # what this connection read before it closed comes first
+        if self.unparsed:  # what this connection read before it closed comes first
             self.pool.parse_reads()
         self.closed = True
         self.pool._forget(self)
@@ -354,17 +354,14 @@ class Pool:
         """Parse the reads stamped since the last call, in the order they were read."""
         pending, self.pending = self.pending, []
         self.pending_bytes = 0
-        log = Pool.parse_log
-        if log is None:
-            for conn, data, t_ns in pending:
-                conn.unparsed -= 1
-                conn.parse(data, t_ns)
-            return
-        cpu, start = time.thread_time_ns(), _monotonic_ns()
+        log = Pool.parse_log  # one branch a loop turn, none a read
+        if log is not None:
+            cpu, start = time.thread_time_ns(), _monotonic_ns()
         for conn, data, t_ns in pending:
             conn.unparsed -= 1
             conn.parse(data, t_ns)
-        log.extend((start, _monotonic_ns(), time.thread_time_ns() - cpu))
+        if log is not None:
+            log.extend((start, _monotonic_ns(), time.thread_time_ns() - cpu))
 
     def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
         head = [f"POST {self.prefix}{path}{self.query} HTTP/1.1", f"Host: {self.host_header}"]
