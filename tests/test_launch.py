@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -278,6 +279,48 @@ def test_interrupting_ramp_while_the_server_starts_stops_it(tmp_path: Path, sig:
     assert proc.returncode == 128 + sig, err[-3000:]  # 130 for Ctrl-C, 143 for SIGTERM
     assert "interrupted while the server was starting" in err
     wait_for(lambda: not alive(server_pid), 10, "the server to be gone")
+
+
+def test_a_stop_signal_whose_raise_python_swallowed_still_stops_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signal that lands while a ``__del__`` runs raises there, and Python prints that and drops it (CI
+    saw it once: the SIGINT above left ramp polling /health). The wait must end all the same, promptly,
+    with the server stopped and 130."""
+    from loadgen.cli.main import main
+    from loadgen.serverproc import Launched
+
+    pid_file = tmp_path / "server.pid"
+    for key, value in fake_env(FAKE_DELAY_S=3600, FAKE_PID_FILE=pid_file).items():
+        monkeypatch.setenv(key, value)
+
+    class SignalsInDel:
+        def __del__(self) -> None:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # this thread's
+            for _ in range(100_000):  # the handler runs in here, so its raise goes nowhere
+                pass
+
+    sent: list[int] = []
+    last_line = Launched.last_line
+
+    def signal_once(self: Launched) -> str:
+        if not sent and pid_file.exists():
+            sent.append(int(pid_file.read_text()))
+            SignalsInDel()  # made and dropped at once
+        return last_line(self)
+
+    monkeypatch.setattr(Launched, "last_line", signal_once)
+    swallowed: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: swallowed.append(u.exc_value))
+    started = time.monotonic()
+    code = main(launch_args(tmp_path, "--health-timeout", "30"))
+    err = capsys.readouterr().err
+    assert sent, err
+    assert [type(e).__name__ for e in swallowed] == ["Interrupted"]  # the raise was swallowed, as in CI
+    assert code == 130, err[-3000:]
+    assert time.monotonic() - started < 25  # not the health timeout
+    assert "interrupted while the server was starting" in err
+    wait_for(lambda: not alive(sent[0]), 10, "the server to be gone")
 
 
 def test_ramp_launch_attach_skips_the_launch(tmp_path: Path) -> None:

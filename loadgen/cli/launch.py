@@ -15,7 +15,7 @@ import dataclasses
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -111,14 +111,16 @@ class _Progress:
 
     FRAMES = "|/-\\"
 
-    def __init__(self, kind: str, stream: IO[str]) -> None:
+    def __init__(self, kind: str, stream: IO[str], check: Callable[[], None]) -> None:
         self.kind = kind
         self.stream = stream
+        self.check = check  # raises when a stop signal came in (its own raise may have been swallowed)
         self.tty = stream.isatty()
         self.n = 0
         self.last_print = -1e9
 
     def __call__(self, elapsed: float, line: str) -> None:
+        self.check()
         self.n += 1
         if self.tty:
             frame = self.FRAMES[self.n % len(self.FRAMES)]
@@ -161,17 +163,19 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     # A stop signal (Ctrl-C, SIGTERM, SIGHUP) must still stop the server: while it starts (or between the
     # phases) it is raised like Ctrl-C and the server is stopped on the way out; during the run the run's
     # own handlers stop the run first (its record finished). Either way ramp exits with 128 + the signal.
-    with StopSignals(raising=True):
+    with StopSignals(raising=True) as stops:
         try:
-            return _start_and_run(launch, flags, config, log_path)
+            return _start_and_run(launch, flags, config, log_path, stops.check)
         except KeyboardInterrupt as exc:
             signum = interrupted_by(exc)
             say(f"ramp: interrupted ({signal_label(signum)}); the server has been stopped\n")
             return exit_code(signum)
 
 
-def _start_and_run(launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_path: str | None) -> int:
-    progress = _Progress(launch.kind, sys.stderr)
+def _start_and_run(
+    launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_path: str | None, check: Callable[[], None]
+) -> int:
+    progress = _Progress(launch.kind, sys.stderr, check)
     srv: Launched | None = None
     try:
         try:
@@ -196,6 +200,7 @@ def _start_and_run(launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_
             return exit_code(interrupted_by(exc))
         progress.done()
         srv.measure_first_token(flags.model or None)
+        check()  # a stop signal during that request (its raise swallowed) stops here, before the run
         first = srv.first_token_after_s
         print(
             f"ramp: {launch.kind} healthy after {srv.healthy_after_s or 0.0:.1f} s, first token after "

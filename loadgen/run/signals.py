@@ -5,7 +5,8 @@ the record gets its end event — and ramp exits with 128 + the signal (130, 143
 ``StopSignals`` is a context manager that catches them while inside (in the main thread only: Python runs
 signal handlers there). On the first one it calls ``on_signal(signum)`` (``Engine.interrupt`` is safe to
 call from a handler) and, with ``raising``, raises ``Interrupted`` there, the way Ctrl-C raises
-``KeyboardInterrupt`` (for a face blocked in a call that only an exception ends, such as a server start).
+``KeyboardInterrupt`` (for a face blocked in a call that only an exception ends, such as a server start);
+such a face also calls ``check()`` between its tries, since a raise from a handler can be swallowed.
 Later signals are noted and ignored, so that the stop itself (finishing the record, stopping a server)
 is never cut short. Nested, the inner one handles them and tells the outer ones.
 
@@ -112,3 +113,10 @@ class StopSignals:
             self.on_signal(signum)
         if self.raising:
             raise Interrupted(signum)
+
+    def check(self) -> None:
+        """Raise ``Interrupted`` if a stop signal has come in: for a wait loop to call between its tries.
+        The handler's own raise can be lost: when the signal lands while a ``__del__`` or a GC callback
+        runs, Python prints the exception ("Exception ignored in ...") and the wait goes on."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
