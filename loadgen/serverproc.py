@@ -346,18 +346,23 @@ class Launched:
             os.killpg(self.proc.pid, sig)
 
     def stop(self, grace: float = 15.0) -> int | None:
-        """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds; the exit code."""
-        if self.proc.poll() is None:
-            self._stopped_by_us = True
-            self._signal_group(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=10.0)
-        # Children that outlived the main process (it exited on its own, or ignored TERM) go too.
-        self._signal_group(signal.SIGKILL)
+        """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds; the exit code.
+
+        Cut short (a second Ctrl-C while it waits out the grace), the group is killed before the
+        interrupt goes on: no server outlives ramp."""
+        try:
+            if self.proc.poll() is None:
+                self._stopped_by_us = True
+                self._signal_group(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    self._signal_group(signal.SIGKILL)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=10.0)
+        finally:
+            # Children that outlived the main process (it exited on its own, or ignored TERM) go too.
+            self._signal_group(signal.SIGKILL)
         self._join_reader()
         return self.proc.poll()
 

@@ -148,6 +148,33 @@ def test_health_timeout_stops_the_server() -> None:
     assert srv.poll() is not None and not alive(srv.pid)
 
 
+def test_a_stop_cut_short_by_a_second_signal_still_kills_the_server() -> None:
+    """Ctrl-C while ``stop`` waits out the grace of a server that ignores SIGTERM: the wait ends at once, and
+    the server's process group is killed on the way out instead of being left running."""
+    srv = launch_and_wait("vllm", "m", [], env=fake_env(FAKE_IGNORE_TERM=1), timeout=60)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)  # well inside the grace
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            srv.stop(grace=60)
+        assert time.monotonic() - started < 30
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        try:
+            srv.proc.wait(timeout=10)  # SIGKILL is not ignored: it is gone within moments, if it was sent
+        except subprocess.TimeoutExpired:
+            os.killpg(srv.pid, signal.SIGKILL)
+            srv.proc.wait(10)
+            pytest.fail("the interrupted stop left the server running")
+    assert srv.poll() == -signal.SIGKILL
+
+
 def test_a_taken_port_is_retried_on_another(tmp_path: Path) -> None:
     marker = tmp_path / "taken-once"
     srv = launch_and_wait("vllm", "m", [], env=fake_env(FAKE_PORT_TAKEN_ONCE=marker), timeout=60)

@@ -12,12 +12,14 @@ behaves as the environment says:
     FAKE_PORT_TAKEN_ONCE=F    if file F does not exist: create it, print vLLM's "address already in use"
                               error and exit 1 (the next start goes through)
     FAKE_PID_FILE=F           write this process's pid to F once started
+    FAKE_IGNORE_TERM=1        ignore SIGTERM (a server that only SIGKILL stops)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -98,6 +100,8 @@ def main(kind: str) -> None:
     model = _arg(argv, "--model-path" if kind == "sglang" else "--model", "fake-model")
     host, port = _arg(argv, "--host", "127.0.0.1"), int(_arg(argv, "--port", "0"))
     print("FAKE-ARGV " + json.dumps(argv), flush=True)
+    if os.environ.get("FAKE_IGNORE_TERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if os.environ.get("FAKE_PID_FILE"):
         with open(os.environ["FAKE_PID_FILE"], "w") as f:
             f.write(str(os.getpid()))
