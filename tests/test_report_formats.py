@@ -154,26 +154,6 @@ def test_markdown_escapes_a_pipe_in_a_record(tmp_path: Path, capsys: pytest.Capt
     assert code == 0 and "note=a\\|b" in out
 
 
-# ---- the curve alone: PNG and SVG ------------------------------------------------------------------------
-
-
-def test_png_and_svg_are_the_curve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("matplotlib")
-    from matplotlib.image import imread
-
-    png, svg = tmp_path / "curve.png", tmp_path / "curve.svg"
-    assert run_report(capsys, str(DEMO), "-o", str(png))[0] == 0  # the format from the extension
-    pixels = imread(str(png))
-    assert pixels.shape[1] > 1500 and (pixels[..., :3] < 0.9).any(axis=-1).mean() > 0.02  # not blank
-    other = write_record(tmp_path / "other.jsonl", [Fig(level=1, out_tok_s=100), Fig(level=8, out_tok_s=600)])
-    assert run_report(capsys, str(DEMO), str(other), "--format", "svg", "-o", str(svg))[0] == 0
-    text = svg.read_text(encoding="utf-8")
-    assert text.startswith("<svg") and "knee: 128 streams" in text and "SLO 1s" in text
-    assert (
-        "A: demo-h200-10-steps.jsonl" in text and "B: other.jsonl" in text
-    )  # overlaid, one legend entry each
-
-
 def test_plotted_formats_without_matplotlib_say_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
