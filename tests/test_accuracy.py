@@ -201,6 +201,7 @@ class Latencies:
     ttft_truth: float
     decode_truth: float
     client_ttft: list[float]
+    truth_ttft: np.ndarray  # each request's, ms (``ttft_truth`` is their p50)
     send_delay: np.ndarray
     request_leg: np.ndarray
     read_delay: np.ndarray
@@ -213,6 +214,7 @@ def _latencies(pairs: list[tuple[Trace, Truth]]) -> Latencies:
             [(g["output_tokens"] - 1) * 1e9 / (g["last_token_ns"] - g["first_token_ns"]) for _, g in pairs]
         ),
         client_ttft=[(t["first_token_ns"] - t["intended_ns"]) / 1e6 for t, _ in pairs],
+        truth_ttft=np.asarray([(g["first_token_ns"] - g["arrival_ns"]) / 1e6 for _, g in pairs]),
         send_delay=np.asarray([(t["sent_ns"] - t["intended_ns"]) / 1e6 for t, _ in pairs]),
         request_leg=np.asarray([(g["arrival_ns"] - t["sent_ns"]) / 1e6 for t, g in pairs]),
         read_delay=np.asarray([(t["first_token_ns"] - g["first_token_ns"]) / 1e6 for t, g in pairs]),
@@ -278,7 +280,9 @@ def _numbers(
         f"level {level}: {len(pairs)} requests; TTFT p50 client {ttft:.3f} ms, truth {lat.ttft_truth:.3f} ms; "
         f"send delay p50 {np.percentile(send_delay, 50):.3f} ms, request leg p50 {np.percentile(request_leg, 50):.3f} "
         f"ms (bare, idle: {m.legs_ms:.3f}), read delay p50 {np.percentile(read_delay, 50):.3f} p99 "
-        f"{np.percentile(read_delay, 99):.3f} ms; decode p50 client {decode:.2f}, truth {lat.decode_truth:.2f} tok/s; "
+        f"{np.percentile(read_delay, 99):.3f} ms; truth + leg p50 "
+        f"{np.percentile(lat.truth_ttft + request_leg, 50):.3f}, + read delay "
+        f"{np.percentile(lat.truth_ttft + request_leg + read_delay, 50):.3f} ms; decode p50 client {decode:.2f}, truth {lat.decode_truth:.2f} tok/s; "
         f"aggregate client {agg:.1f} (stamped arrivals {aggs.arrived:.1f}), spread over first..last token: "
         f"client {aggs.client_spread:.1f}, truth {aggs.truth:.1f} tok/s over {step['window_s']} s; "
         f"client_bound={step['client_bound']}; sim steps_late={info['steps_late']} max_late_ms={info['max_late_ms']:.2f}"
@@ -316,11 +320,11 @@ def test_measured_agrees_with_ground_truth(
     # It sends when it means to.
     assert np.percentile(lat.send_delay, 50) <= 1.0, numbers
     # So TTFT agrees with the truth within 1 ms or 1 %, beyond the request leg no client can remove (and, at
-    # 256 streams, the burst's read delay).
-    legs = float(np.percentile(lat.request_leg, 50))
-    if level >= 256:
-        legs += float(np.percentile(read_delay, 50))
+    # 256 streams, the burst's read delay): each request's truth plus its own leg is what a perfect client
+    # would read, and the p50 is taken of those sums. (The p50 of the truths plus the p50s of the legs is the
+    # p50 of nothing: at 256 streams beside two busy processes it failed 5 runs in 12; this passed 12 in 12.)
+    unavoidable = lat.truth_ttft + lat.request_leg + (read_delay if level >= 256 else 0.0)
     assert ttft >= lat.ttft_truth - 0.05, numbers
-    assert ttft - lat.ttft_truth <= max(1.0, 0.01 * lat.ttft_truth) + max(0.0, legs), numbers
+    assert ttft - float(np.percentile(unavoidable, 50)) <= max(1.0, 0.01 * lat.ttft_truth), numbers
     assert agg == pytest.approx(aggs.arrived, rel=0.01), numbers
     assert aggs.client_spread == pytest.approx(aggs.truth, rel=0.01), numbers
