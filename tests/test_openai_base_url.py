@@ -14,7 +14,9 @@ from loadgen.sim import build_config, spawn_sim_process
 
 def test_a_run_without_a_url_ramps_openai_base_url(tmp_path: Path) -> None:
     out = tmp_path / "env.jsonl"
-    args = ["run", "--headless", "--steps", "2", "--step-seconds", "3", "--warmup", "0.5", "--no-metrics"]
+    # --seed 1: a fresh seed drew, 1 run in 12, two replies longer than the step, which then had no request of
+    # its own (as test_no_terminal once did); seed 1 draws 3 requests inside the step.
+    args = ["run", "--headless", "--steps", "2", "--step-seconds", "3", "--warmup", "0.5", "--no-metrics", "--seed", "1"]  # fmt: skip
     with spawn_sim_process(build_config("fast")) as sim:
         env = dict(os.environ, OPENAI_BASE_URL=sim.url + "/v1")
         proc = subprocess.run(
