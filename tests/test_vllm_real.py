@@ -267,7 +267,13 @@ def test_prefix_cache_hits_show_on_the_server_and_in_ttft(server: str, tmp_path:
     # well over 5 of each.
     rec = ramp_run(server, tmp_path, profile, "--steps", "1", "--step-seconds", "20", "--warmup", "2")
     (step,) = rec.steps
-    assert step["errors"] == {}
+    # Two greedy tokens of the tiny random model can both be ones that detokenize to no text (its vocabulary
+    # has six: <unk>, <s>, </s>, <|im_start|>, <|im_end|>, and a leading "▁"): that stream has no first
+    # token, and ramp counts it as empty_output, as it should (a clean-clone CI run met 1 in 409). Nothing else may fail.
+    errors = dict(step["errors"])
+    assert set(errors) <= {"empty_output"} and errors.get("empty_output", 0) <= max(2, step["ok"] // 100), (
+        step.get("latest_errors")
+    )
     hit, miss = step["by_class"]["cache:hit"]["ttft_ms"], step["by_class"]["cache:miss"]["ttft_ms"]
     assert hit["count"] >= 5 and miss["count"] >= 5
     rate = step["server"]["prefix_cache_hit_rate"]
