@@ -94,6 +94,9 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
             LONGER_THAN_A_STEP_S,
             "level 5 with auto off",
         )
+        # The cut step's line is written once its counted requests are done: a demo reply can be 2,048 tokens
+        # (a clean-clone CI run found none yet 18 s after the key), so wait for it, then only it has ended.
+        wait_record(record, lambda r: bool(step_lines(r)), 60, "the cut level-4 step's line")
         assert [line[2] for line in steps_summary(record)] == [4]  # only the cut level-4 step has ended
 
         pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "level 5 measuring requests")
