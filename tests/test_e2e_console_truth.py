@@ -14,6 +14,7 @@ from pathlib import Path
 from tmux_harness import (
     header_line,
     level_of,
+    measured_a_while,
     needs_tmux,
     ok_count,
     quit_run,
@@ -25,13 +26,19 @@ from tmux_harness import (
 
 pytestmark = needs_tmux
 
-# A planned step is its warm-up, 10 s of window, then its closing (its requests finishing). A key cuts a
-# step only once it has counted a request (one with nothing sent, or cut within a second, is no step): the
-# tests wait for the step's "ok" count on screen. A chat request of the demo takes about 1.5 s, some much
-# longer. The key must reach the step before the plan ends it: the test presses it only while the step's
-# clock shows at least KEY_MARGIN_S left (a loaded machine delays a key by up to a second or two), which
-# 14 s windows leave room for (a loaded machine may take 5 s for the first request of 4 streams).
-PLAN = ["--step-seconds", "14", "--warmup", "1"]
+# A planned step is its warm-up, then its window, then its closing (its requests finishing). A key cuts a
+# step only once it has counted a request and measured for a second (one with nothing sent, or cut within
+# MIN_STEP_S of its start, is no step: Steps.end forgets it, and the record never gets it): the tests wait
+# for the step's "ok" count on screen *and* for more than that second of window (the step's clock, or for
+# a step without one a hold on the test's own clock: measured_a_while). Pressing at the first "ok" raced
+# that second: a short reply done 0.3 s into the window and a key read at 0.9 s leave the record without
+# the cut step (a clean-clone CI run's record held no step line 78 s after the key). A chat request of the
+# demo takes about 1.5 s, some much longer. The key must reach the step before the plan ends it: the test
+# presses it only while the step's clock shows at least KEY_MARGIN_S left (a loaded machine delays a key by
+# up to a second or two), which 14 s windows leave room for (a loaded machine may take 5 s for the first
+# request of 4 streams).
+STEP_S, WARMUP_S = 14, 1
+PLAN = ["--step-seconds", str(STEP_S), "--warmup", str(WARMUP_S)]
 KEY_MARGIN_S = 4
 # Longer than what is left of a planned step with its closing: a level still in the plan's hands would
 # have moved. (The auto-ramp without a plan doubles every 30 s: that the header says "auto off" stands
@@ -57,14 +64,19 @@ def found(pattern: str, screen: str) -> str:
 
 
 def plan_step_with_time_left(screen: str) -> bool:
-    """The plan's first step, measuring at level 4 with a request done, auto on, and time for a key."""
+    """The plan's first step, measuring at level 4 with a request done, auto on, and time for a key: its
+    clock (whole seconds, rounded down) shows at most STEP_S - WARMUP_S - 3 s left, so its window has
+    measured for more than 2 s (the screen shows an older moment than now, never a later one), more than
+    MIN_STEP_S."""
     header = header_line(screen)
+    left = seconds_left(screen)
     return (
         measuring(screen)
         and "auto on" in header
         and level_of(screen) == 4
         and bool(ok_count(screen))
-        and (seconds_left(screen) or 0) >= KEY_MARGIN_S
+        and left is not None
+        and KEY_MARGIN_S <= left <= STEP_S - WARMUP_S - 3
     )
 
 
@@ -94,12 +106,12 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
             LONGER_THAN_A_STEP_S,
             "level 5 with auto off",
         )
-        # The cut step's line is written once its counted requests are done: a demo reply can be 2,048 tokens
-        # (a clean-clone CI run found none yet 18 s after the key), so wait for it, then only it has ended.
+        # The cut step's line is written once its counted requests are done (a demo reply of 2,048 tokens
+        # takes about 12 s, longer on a loaded machine): wait for it, then only it has ended.
         wait_record(record, lambda r: bool(step_lines(r)), 60, "the cut level-4 step's line")
         assert [line[2] for line in steps_summary(record)] == [4]  # only the cut level-4 step has ended
 
-        pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "level 5 measuring requests")
+        measured_a_while(pane, "level 5 measuring requests")
         pane.keys("o")
         # The header and the control line say what was chosen (the toast says it too, but it may wrap on
         # screen and it fades: the Pilot tests read it).
@@ -110,7 +122,7 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
         )
         rate = float(found(r"open loop λ ([\d.]+) req/s", header_line(opened)))
         assert 0.5 <= rate <= 30.0, f"5 streams of the demo's chat requests send about 3 req/s, not {rate}"
-        pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the open step measuring")
+        measured_a_while(pane, "the open step measuring")
 
         pane.keys("o")
         closed = pane.wait_for(
@@ -122,7 +134,7 @@ def test_up_takes_the_wheel_and_o_twice_keeps_each_step(tmp_path: Path) -> None:
         assert streams >= 1
         assert level_of(closed) == streams and f"closed loop {streams}" in header_line(closed)
         assert "auto off" in header_line(closed)
-        pane.wait_for(lambda s: measuring(s) and (ok_count(s) or 0) >= 1, 30, "the closed step measuring")
+        measured_a_while(pane, "the closed step measuring")
         quit_run(pane, record)
 
     check_each_step_kept(steps_summary(record), rate, streams)

@@ -9,7 +9,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tmux_harness import header_line, level_of, needs_tmux, ok_count, quit_run, ramp_session
+from tmux_harness import (
+    header_line,
+    level_of,
+    measured_a_while,
+    needs_tmux,
+    ok_count,
+    quit_run,
+    ramp_session,
+)
 
 pytestmark = needs_tmux
 
@@ -23,10 +31,10 @@ def test_ramp_demo_in_tmux(tmp_path: Path) -> None:
         assert "sim-llama-8b" in first  # the model discovered from the embedded simulator
         # Numbers arrive: requests complete at level 2 (the step's own count), once its warm-up (the demo's
         # 3 s: every step warms up, a key-driven or --level one too) is over and the step measures.
-        pane.wait_for(
-            lambda s: "MEASURING" in header_line(s) and (ok_count(s) or 0) >= 2,
-            60,
+        measured_a_while(
+            pane,
             "level 2 measuring requests",
+            lambda s: "MEASURING" in header_line(s) and (ok_count(s) or 0) >= 2,
         )
         pane.keys("Up")
         # A new step begins at level 3: its count starts from zero, then grows.

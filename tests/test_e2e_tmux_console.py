@@ -13,6 +13,7 @@ from aiohttp import web
 from fault_servers import FaultServer, models_ok, stream_ok
 from tmux_harness import (
     level_of,
+    measured_a_while,
     needs_tmux,
     ok_count,
     quit_run,
@@ -74,10 +75,8 @@ def test_type_ahead_reaches_the_level_dialog(tmp_path: Path) -> None:
     record = tmp_path / "typeahead.jsonl"
     args = ["demo", "--level", "3", "--warmup", "1", "--out", str(record)]
     with ramp_session(args, width=120, height=36) as pane:
-        pane.wait_for(
-            lambda s: level_of(s) == 3 and measured_ok(s) >= 1,
-            60,
-            "a step measuring at level 3",
+        measured_a_while(
+            pane, "a step measuring at level 3", lambda s: level_of(s) == 3 and measured_ok(s) >= 1
         )
         pane.keys("l32", "Enter")  # one send-keys call: the burst arrives before the dialog is drawn
         pane.wait_for(
