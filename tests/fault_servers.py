@@ -192,7 +192,17 @@ class CountingProxy:
         self.port = self.server.sockets[0].getsockname()[1]
         self.ready.set()
         self.loop.run_forever()
+        # The tunnels still open when the proxy stops end here, on their loop: left pending, they would be
+        # collected after the loop closed, and their writers' close() would call into a closed loop.
+        self.loop.run_until_complete(self._end_tunnels())
         self.loop.close()
+
+    @staticmethod
+    async def _end_tunnels() -> None:
+        pending = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
