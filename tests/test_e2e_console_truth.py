@@ -15,6 +15,7 @@ from tmux_harness import (
     header_line,
     level_of,
     measured_a_while,
+    measuring,
     needs_tmux,
     ok_count,
     quit_run,
@@ -44,10 +45,6 @@ KEY_MARGIN_S = 4
 # have moved. (The auto-ramp without a plan doubles every 30 s: that the header says "auto off" stands
 # for it.)
 LONGER_THAN_A_STEP_S = 18.0
-
-
-def measuring(screen: str) -> bool:
-    return "MEASURING" in header_line(screen)
 
 
 def seconds_left(screen: str) -> int | None:

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 from tmux_harness import (
-    header_line,
     level_of,
     measured_a_while,
+    measuring,
     needs_tmux,
     ok_count,
     quit_run,
@@ -34,13 +34,13 @@ def test_ramp_demo_in_tmux(tmp_path: Path) -> None:
         measured_a_while(
             pane,
             "level 2 measuring requests",
-            lambda s: "MEASURING" in header_line(s) and (ok_count(s) or 0) >= 2,
+            lambda s: measuring(s) and (ok_count(s) or 0) >= 2,
         )
         pane.keys("Up")
         # A new step begins at level 3: its count starts from zero, then grows.
         pane.wait_for(lambda s: level_of(s) == 3 and ok_count(s) == 0, 20, "a new step at level 3")
         raised = pane.wait_for(
-            lambda s: level_of(s) == 3 and "MEASURING" in header_line(s) and (ok_count(s) or 0) >= 2,
+            lambda s: level_of(s) == 3 and measuring(s) and (ok_count(s) or 0) >= 2,
             60,
             "numbers to move at 3, measuring",
         )

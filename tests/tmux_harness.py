@@ -164,13 +164,17 @@ def wait_record(record: Path, predicate: Callable[[Path], bool], timeout: float,
     raise AssertionError(f"timed out waiting for {what}; the record holds {record_lines(record)}")
 
 
-def measured_a_while(pane: Pane, what: str, ready: Callable[[str], bool] | None = None) -> str:
+def measuring(screen: str) -> bool:
+    """The header says the step measures (its window is open: no warm-up, closing or settling)."""
+    return "MEASURING" in header_line(screen)
+
+
+def measured_a_while(pane: Pane, what: str, ready: Callable[[str], bool] | None = None) -> None:
     """A step measuring with a request done (or ``ready``), then still measuring for longer than MIN_STEP_S on
-    the test's own clock; the last screen read. A key cuts a step only once it has measured that long (one
-    cut sooner is no step: the record never gets it), and a count on screen says nothing of how long: a
-    short reply is done a fraction of a second into the window. The screen shows an earlier moment than the
-    one it is read at, so the window opened before the first read: a key pressed after the hold cuts a step
-    the record keeps. (The run's clock in the header is the first thing a long header drops: not read.)"""
-    pane.wait_for(ready or (lambda s: "MEASURING" in header_line(s) and (ok_count(s) or 0) >= 1), 60, what)
-    pane.hold(lambda s: "MEASURING" in header_line(s), MIN_STEP_S + 0.5, f"{what}, for over a second")
-    return pane.capture()
+    the test's own clock. A key cuts a step only once it has measured that long (one cut sooner is no step:
+    the record never gets it), and a count on screen says nothing of how long: a short reply is done a
+    fraction of a second into the window. The screen shows an earlier moment than the one it is read at, so
+    the window opened before the first read: a key pressed after the hold cuts a step the record keeps.
+    (The run's clock in the header is the first thing a long header drops: not read.)"""
+    pane.wait_for(ready or (lambda s: measuring(s) and (ok_count(s) or 0) >= 1), 60, what)
+    pane.hold(measuring, MIN_STEP_S + 0.5, f"{what}, for over a second")
