@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from loadgen.metrics.hdr import DenseHistogram  # noqa: E402
 from loadgen.metrics.recorder import IntervalDelta  # noqa: E402
 from loadgen.metrics.windows import Accumulator  # noqa: E402
-from loadgen.run.exporter import SnapshotCollector  # noqa: E402
+from loadgen.observe.exporter import SnapshotCollector  # noqa: E402
 from loadgen.snapshot import ClientHealth, ReplicaStats, Snapshot  # noqa: E402
 
 

@@ -1,5 +1,5 @@
-"""What ``ramp attach`` costs: the run's side (``/snapshot``'s encoding, ``loadgen.run.share``) and the attach
-console's (its decoding, ``loadgen.run.remote``), per snapshot, as a run grows steps.
+"""What ``ramp attach`` costs: the run's side (``/snapshot``'s encoding, ``loadgen.observe.share``) and the attach
+console's (its decoding, ``loadgen.observe.remote``), per snapshot, as a run grows steps.
 
 Run: ``python benchmarks/bench_share.py [--requests 20000] [--steps 1,30,120] [--hz 4]``
 
@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_exporter import accumulator, cpu_per_call, snapshot  # noqa: E402
 
-from loadgen.run.remote import decode  # noqa: E402
-from loadgen.run.share import SnapshotShare, shared_snapshot  # noqa: E402
-from loadgen.run.snapshot_json import SnapshotReader  # noqa: E402
+from loadgen.observe.remote import decode  # noqa: E402
+from loadgen.observe.share import SnapshotShare, shared_snapshot  # noqa: E402
+from loadgen.observe.snapshot_json import SnapshotReader  # noqa: E402
 from loadgen.snapshot import SLOVerdict, Snapshot, StepSummary  # noqa: E402
 
 SECRETS = ("sk-a-key-to-scrub-0123456789",)

@@ -206,7 +206,7 @@ class RunConfig:
     # --save-requests FILE: every request as sent, one JSON line each (loadgen.sources.requests), for
     # --requests FILE to replay against another server; None: not saved
     save_requests: str | None = None
-    # --metrics-port: the exporter (loadgen.run.exporter) is handed every snapshot the engine publishes, and
+    # --metrics-port: the exporter (loadgen.observe.exporter) is handed every snapshot the engine publishes, and
     # its URL goes into the record header; None: no exporter
     snapshot_sink: Callable[[Snapshot], None] | None = None
     metrics_url: str | None = None

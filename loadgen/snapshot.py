@@ -60,7 +60,7 @@ METRICS: dict[str, str] = {
 }
 
 # Fixed bucket upper bounds (display units) for the cumulative counts a ``HistogramView`` carries in ``le``:
-# what ramp's Prometheus exporter (``loadgen.run.exporter``) publishes as histograms. Fine where LLM
+# what ramp's Prometheus exporter (``loadgen.observe.exporter``) publishes as histograms. Fine where LLM
 # latencies live: ITL in single milliseconds, TTFT from tens of ms to a minute, decode from 1 to 1000 tok/s.
 LATENCY_BUCKETS_MS: tuple[float, ...] = (
     1, 2, 5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750,

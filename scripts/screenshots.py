@@ -29,10 +29,10 @@ from textual.pilot import Pilot  # noqa: E402
 
 from loadgen.cli.main import build_parser  # noqa: E402
 from loadgen.cli.resolve import build_config  # noqa: E402
+from loadgen.observe.exporter import with_exporter  # noqa: E402
+from loadgen.observe.remote import RemoteRun, snapshot_url  # noqa: E402
 from loadgen.run.engine import Engine  # noqa: E402
-from loadgen.run.exporter import with_exporter  # noqa: E402
 from loadgen.run.protocol import SetAuto  # noqa: E402
-from loadgen.run.remote import RemoteRun, snapshot_url  # noqa: E402
 from loadgen.sim import build_config as sim_config  # noqa: E402
 from loadgen.sim import spawn_sim_process  # noqa: E402
 from loadgen.snapshot import Snapshot  # noqa: E402

@@ -23,10 +23,10 @@ from snapshot_watch import Watch
 
 from loadgen.cli import main as cli_main
 from loadgen.config import RampPlan, RunConfig
+from loadgen.observe.exporter import serve, with_exporter
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
 from loadgen.run.engine import Engine
-from loadgen.run.exporter import serve, with_exporter
 from loadgen.types import Target
 
 PROFILE = """

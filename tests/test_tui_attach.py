@@ -1,5 +1,5 @@
 """``ramp attach``: a read-only console fed by a running ramp's shared snapshots (``/snapshot`` on the
-``--metrics-port`` server, ``loadgen.run.share``), driven with Textual's Pilot.
+``--metrics-port`` server, ``loadgen.observe.share``), driven with Textual's Pilot.
 
 Two faces on one engine: the operator's console and an attach console, side by side in one event loop, the
 attach one reading the engine's snapshots over HTTP from the real exporter server (on a free port of
@@ -28,11 +28,11 @@ from loadgen.cli.main import main
 from loadgen.config import RunConfig
 from loadgen.exits import EXIT_UNREACHABLE
 from loadgen.format import fmt_si
+from loadgen.observe.exporter import MetricsServer, serve, with_exporter
+from loadgen.observe.remote import RemoteRun, snapshot_url
+from loadgen.observe.share import encode
 from loadgen.profile import load_profile
-from loadgen.run.exporter import MetricsServer, serve, with_exporter
 from loadgen.run.protocol import ControlCommand
-from loadgen.run.remote import RemoteRun, snapshot_url
-from loadgen.run.share import encode
 from loadgen.snapshot import Snapshot
 from loadgen.types import Target
 from tui.app import RampApp

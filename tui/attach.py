@@ -1,7 +1,7 @@
 """``ramp attach TARGET``: a read-only console on a running ramp, fed by its shared snapshots.
 
 The same app, screen layout and panels as the operator's (``RampApp``, ``ConsoleScreen``'s dashboard), fed
-by a ``RemoteRun`` (``loadgen.run.remote``: the run's ``/snapshot`` on its ``--metrics-port``, polled)
+by a ``RemoteRun`` (``loadgen.observe.remote``: the run's ``/snapshot`` on its ``--metrics-port``, polled)
 instead of an engine, so it draws the same numbers from the same snapshots. Any number of them at once:
 each is a reader of the share, which has no command to receive. The steering keys (the live console's own,
 ``tui.replay.steering_keys``) and the palette's steering entries only say "read-only: attached to …" (one
@@ -24,8 +24,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
 from loadgen.exits import EXIT_OK, EXIT_UNREACHABLE, UsageError
+from loadgen.observe.remote import AttachError, RemoteRun, first_contact, snapshot_url
 from loadgen.run.engine import EngineControl
-from loadgen.run.remote import AttachError, RemoteRun, first_contact, snapshot_url
 from loadgen.snapshot import Snapshot
 from tui.actions import STEERING_ACTIONS
 from tui.app import RampApp

@@ -77,7 +77,7 @@ class RunFlags:
     time_scale: float | None = None
     requests: str | None = None
     save_requests: str | None = None
-    metrics_port: int | None = None  # --metrics-port: ramp's own Prometheus metrics (loadgen.run.exporter)
+    metrics_port: int | None = None  # --metrics-port: ramp's own Prometheus metrics (loadgen.observe.exporter)
     metrics_host: str = "127.0.0.1"
     otel: bool = False  # --otel: a traceparent and an OpenTelemetry span per request (loadgen.run.otel)
 

@@ -108,7 +108,7 @@ def run_face(config: RunConfig, host: str, port: int | None, headless: bool) -> 
     """The run on its face, headless or the console, with ``--metrics-port``'s exporter (``host``, ``port``)
     beside it for as long as it lasts: ``ramp run``'s and ``ramp launch``'s one way to run a config."""
     from loadgen.exits import UsageError
-    from loadgen.run.exporter import with_exporter
+    from loadgen.observe.exporter import with_exporter
 
     try:
         config, metrics = with_exporter(config, host, port, say)

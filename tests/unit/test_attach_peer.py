@@ -1,4 +1,4 @@
-"""``ramp attach`` against peers that are not a well-behaved ramp (``loadgen.run.remote``), faked with httpx's
+"""``ramp attach`` against peers that are not a well-behaved ramp (``loadgen.observe.remote``), faked with httpx's
 MockTransport (no socket): garbage, a body too big (said or not said in advance, gzip-inflated), a reply
 that trickles, another status, a refused connection. Each is told apart (the ramp cannot be reached now,
 or what answers is no ramp) and said in one line naming the URL. Plus the ETag exchange (a poll between
@@ -19,8 +19,8 @@ from tui_fakes import make_snapshot
 from loadgen.cli.main import main
 from loadgen.config import RunConfig
 from loadgen.exits import EXIT_UNREACHABLE, EXIT_USAGE
-from loadgen.run.remote import MAX_READ_BYTES, AttachError, Fetched, LinkDown, fetch, first_contact
-from loadgen.run.share import SnapshotShare, encode
+from loadgen.observe.remote import MAX_READ_BYTES, AttachError, Fetched, LinkDown, fetch, first_contact
+from loadgen.observe.share import SnapshotShare, encode
 
 URL = "http://peer:9464/snapshot"
 WEB = "textual.drivers.web_driver:WebDriver"  # what textual-serve sets for each tab's process
@@ -102,7 +102,7 @@ def test_a_poll_between_two_snapshots_carries_no_body() -> None:
     snap = make_snapshot()
     seen: list[str] = []
 
-    def ramp(request: httpx.Request) -> httpx.Response:  # the exporter's rule (loadgen.run.exporter)
+    def ramp(request: httpx.Request) -> httpx.Response:  # the exporter's rule (loadgen.observe.exporter)
         body, etag = share.reply(snap)
         seen.append(request.headers.get("If-None-Match", ""))
         if request.headers.get("If-None-Match") == etag:

@@ -1,4 +1,4 @@
-"""ramp's Prometheus exposition (``loadgen.run.exporter``) from a scripted snapshot: every family parsed
+"""ramp's Prometheus exposition (``loadgen.observe.exporter``) from a scripted snapshot: every family parsed
 back with prometheus_client's own parser, the histogram buckets read from real HDR counts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadgen.metrics.hdr import DenseHistogram, cumulative_at
 from loadgen.metrics.recorder import IntervalDelta
 from loadgen.metrics.windows import Accumulator
-from loadgen.run.exporter import SnapshotCollector
+from loadgen.observe.exporter import SnapshotCollector
 from loadgen.run.snapshots import worker_hosts
 from loadgen.snapshot import BUCKETS
 

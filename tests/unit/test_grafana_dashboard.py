@@ -15,7 +15,7 @@ from exporter_scripted import snapshot, ttft_view
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.run.exporter import HISTOGRAMS, SnapshotCollector
+from loadgen.observe.exporter import HISTOGRAMS, SnapshotCollector
 from loadgen.snapshot import WindowStats
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""What a running ramp shares with ``ramp attach`` (``loadgen.run.share``, ``loadgen.run.snapshot_json``):
+"""What a running ramp shares with ``ramp attach`` (``loadgen.observe.share``, ``loadgen.observe.snapshot_json``):
 the snapshot comes back equal, field for field, whatever its strings hold; no secret of the run is in
 what is shared; what is shared is bounded, and says what it left out; a snapshot of the wrong shape is
 refused with the field's path."""
@@ -15,9 +15,9 @@ import pytest
 from tui_fakes import judged_steps, make_snapshot
 
 from loadgen.exits import UsageError
-from loadgen.run.remote import AttachError, decode, snapshot_url
-from loadgen.run.share import SnapshotShare, encode, shared_snapshot, target_secrets
-from loadgen.run.snapshot_json import (
+from loadgen.observe.remote import AttachError, decode, snapshot_url
+from loadgen.observe.share import SnapshotShare, encode, shared_snapshot, target_secrets
+from loadgen.observe.snapshot_json import (
     MAX_TEXT,
     SnapshotFormatError,
     SnapshotReader,

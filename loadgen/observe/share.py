@@ -1,7 +1,7 @@
 """The live snapshot shared read-only with ``ramp attach``: ``GET /snapshot`` on the ``--metrics-port``
-server (``loadgen.run.exporter``), for the console and headless faces alike.
+server (``loadgen.observe.exporter``), for the console and headless faces alike.
 
-What is shared is the latest ``Snapshot`` the engine published, as JSON (``loadgen.run.snapshot_json``),
+What is shared is the latest ``Snapshot`` the engine published, as JSON (``loadgen.observe.snapshot_json``),
 with every string scrubbed of the run's secrets (the API key, a URL's password, an Authorization header's
 credentials, secret-looking headers and query parameters): the console's own numbers, never a key. It is
 encoded once per snapshot however many consoles are attached (``SnapshotShare.reply`` keeps the last one),
@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from loadgen.run.snapshot_json import FORMAT, plain
+from loadgen.observe.snapshot_json import FORMAT, plain
 from loadgen.snapshot import Snapshot, StepSummary
 from loadgen.target.http import api_key, header_secrets, scrub, target_headers, url_secrets
 from loadgen.types import Target

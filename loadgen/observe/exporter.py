@@ -35,7 +35,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from loadgen.config import WINDOWS, RunConfig, RunState, StepPhase
-from loadgen.run.share import SHARE_PATH, SnapshotShare, target_secrets
+from loadgen.observe.share import SHARE_PATH, SnapshotShare, target_secrets
 from loadgen.snapshot import HistogramView, Snapshot, WindowStats
 
 WSGIEnvironment = dict[str, Any]  # wsgiref.types has these from Python 3.11 only
@@ -290,7 +290,7 @@ class _ThreadingServer6(_ThreadingServer):
 @dataclass
 class MetricsServer:
     """The HTTP side: ``/metrics``, ``/healthz``, ``/readyz`` and ``/snapshot`` (``ramp attach``'s view,
-    ``loadgen.run.share``) on a thread of its own until ``close``."""
+    ``loadgen.observe.share``) on a thread of its own until ``close``."""
 
     collector: SnapshotCollector
     registry: CollectorRegistry

@@ -1,4 +1,4 @@
-"""A ``Snapshot`` as JSON and back, for ``ramp attach`` (``loadgen.run.share`` writes, ``loadgen.run.remote``
+"""A ``Snapshot`` as JSON and back, for ``ramp attach`` (``loadgen.observe.share`` writes, ``loadgen.observe.remote``
 reads): the one definition of the shared snapshot's wire form.
 
 ``plain`` turns a snapshot into JSON values field by field (dataclasses as objects, tuples as arrays,

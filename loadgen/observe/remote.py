@@ -1,10 +1,10 @@
-"""A running ramp seen from outside, read-only: ``RemoteRun`` polls its ``/snapshot`` (``loadgen.run.share``)
+"""A running ramp seen from outside, read-only: ``RemoteRun`` polls its ``/snapshot`` (``loadgen.observe.share``)
 and answers ``EngineControl`` with what it read, so the console (``tui.attach``) draws it like its own run.
 
 Nothing here can steer the run: the share has no command to receive, ``send`` drops every command, and
 ``stop`` ends only the polling. Everything read is bounded: the body to ``MAX_READ_BYTES`` (decoded, so a
 gzip bomb counts as what it inflates to), the exchange to ``POLL_TOTAL_S`` (a reply that trickles in is cut),
-and the JSON is checked field by field against the snapshot's own types (``loadgen.run.snapshot_json``).
+and the JSON is checked field by field against the snapshot's own types (``loadgen.observe.snapshot_json``).
 
 Two kinds of trouble, told apart: the ramp cannot be reached now (``LinkDown``: refused, reset, a timeout;
 the run ended and its ramp exited) — the poll goes on, slower, and says so in ``problem``; or what answers is
@@ -27,9 +27,9 @@ import httpx
 
 from loadgen.config import RunOutcome
 from loadgen.exits import UsageError
+from loadgen.observe.share import SHARE_PATH
+from loadgen.observe.snapshot_json import FORMAT, SnapshotFormatError, SnapshotReader
 from loadgen.run.protocol import ControlCommand
-from loadgen.run.share import SHARE_PATH
-from loadgen.run.snapshot_json import FORMAT, SnapshotFormatError, SnapshotReader
 from loadgen.snapshot import Snapshot
 from loadgen.target.bounded import ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.http import describe_error, scrub
