@@ -7,6 +7,11 @@ marks p50/p95/p99 and the SLO threshold. It never computes a percentile.
 Layout, top to bottom: percentile line, bars, axis with markers, marker labels, value ticks. Rows are
 dropped from the bottom of that list of extras when the panel is short.
 
+Under ``SPARSE_N`` samples the bars would be full-height blocks made of one or two requests: the samples are
+drawn instead as a dot strip (one dot per sample, stacked in its column). The value ticks fall back to
+evenly spaced ones where no 1-2-5 decade tick lies in a narrow span, so at least two numbers are on the
+axis; a crowded label row keeps the SLO's percentile (p95 by default) first.
+
 A baseline's percentiles at the same level (``ghosts``) are hollow △ on the axis in a dim style; the run's
 own ▲ wins a column they share, and the axis stretches to them when they lie within 10x of the data.
 """
@@ -22,7 +27,7 @@ from rich.text import Text
 
 from loadgen.format import fmt_si, fmt_value, fmt_value_short
 from loadgen.snapshot import HistogramView
-from tui.plot import LogScale, bar_rows, nice_log_ticks, place_labels
+from tui.plot import LogScale, bar_rows, nice_linear_ticks, nice_log_ticks, place_labels
 
 Bin = tuple[float, float, int]
 
@@ -51,6 +56,10 @@ GHOST_GLYPH = "△"
 GHOST_POINTS = ("p50", "p95", "p99")
 SLO_GLYPH = "┃"
 SLO_LINE = "┊"
+# Below this many samples a bar's height says nothing (one request is a full column): draw dots instead.
+SPARSE_N = 30
+DOT_GLYPH = "•"
+BASIC_DOT = "o"
 
 
 def data_range(bins: Sequence[Bin]) -> tuple[float, float] | None:
@@ -145,13 +154,22 @@ def bar_lines(
     return lines
 
 
+def slo_point(threshold: tuple[float, str] | None) -> str:
+    """The percentile the SLO holds ("95" in "SLO p95 ≤ 100 ms"); p95 where the label names none."""
+    if threshold is not None:
+        for name in ("50", "95", "99"):
+            if f"p{name}" in threshold[1]:
+                return name
+    return "95"
+
+
 def percentile_markers(
-    view: HistogramView, scale: LogScale, style: HistogramStyle
+    view: HistogramView, scale: LogScale, style: HistogramStyle, first: str = "95"
 ) -> list[tuple[int, str, Style]]:
     """(column, name, style) of each positive percentile, most important first: a crowded label row keeps
-    p99 and the SLO before p50 and p95."""
+    the SLO's percentile (``first``), then p99, then p50."""
     pct = view.pct
-    return [
+    markers = [
         (scale.column(value), name, marker_style)
         for name, value, marker_style in (
             ("99", pct.p99, style.p99),
@@ -160,6 +178,41 @@ def percentile_markers(
         )
         if value is not None and value > 0
     ]
+    return sorted(markers, key=lambda marker: marker[1] != first)
+
+
+def axis_ticks(lo: float, hi: float, width: int, unit: str, style: HistogramStyle) -> Text:
+    """The value ticks: 1-2-5 decade ticks, evenly spaced ones where fewer than two of those fit (a narrow
+    span), and the two ends where still fewer than two could be placed."""
+    scale = LogScale(lo, hi, width)
+    for ticks in (nice_log_ticks(lo, hi), nice_linear_ticks(lo, hi)):
+        labels = [(scale.column(t) - 1, fmt_value_short(t, unit), style.label) for t in ticks]
+        row = place_labels(width, labels, gap=2)
+        if len(row.plain.split()) >= 2:
+            return row
+    ends = [(0, fmt_value_short(lo, unit), style.label), (width, fmt_value_short(hi, unit), style.label)]
+    return place_labels(width, ends, gap=1)
+
+
+def dot_rows(bins: Sequence[Bin], scale: LogScale, rows: int, basic: bool) -> list[str]:
+    """One dot per sample, stacked from the bottom in the column of its bin's middle; a column with more
+    samples than rows shows its count on top."""
+    counts = [0] * scale.width
+    for lo, hi, count in bins:
+        if count > 0 and hi > 0:
+            counts[scale.column(math.sqrt(max(lo, hi / 2) * hi))] += count
+    dot = BASIC_DOT if basic else DOT_GLYPH
+    lines = []
+    for row in range(rows):
+        level = rows - row  # 1 at the bottom row
+        cells = []
+        for count in counts:
+            if count > rows and level == rows:
+                cells.append(str(count) if count < 10 else "+")
+            else:
+                cells.append(dot if count >= level else " ")
+        lines.append("".join(cells))
+    return lines
 
 
 def axis_line(
@@ -214,18 +267,22 @@ def render_histogram(
     assert span is not None
     scale = LogScale(span[0], span[1], width)
 
-    show_ticks = height >= 7
+    # Numbers on the axis come before naming its markers (the header already gives their values).
+    show_ticks = height >= 5
     show_header = height >= 6
-    show_marker_labels = height >= 5
+    show_marker_labels = height >= 7
     extras = 1 + show_ticks + show_header + show_marker_labels  # the axis row is always drawn
     rows = max(1, height - extras)
 
-    bars = bar_rows(rebin(view.bins, scale), rows, basic=basic)
+    if view.pct.count < SPARSE_N:
+        bars = dot_rows(view.bins, scale, rows, basic)
+    else:
+        bars = bar_rows(rebin(view.bins, scale), rows, basic=basic)
     slo_col = scale.column(slo_value) if slo_value is not None and span[0] <= slo_value <= span[1] else None
 
     lines: list[Text] = [percentile_line(view, width, style)] if show_header else []
     lines += bar_lines(bars, slo_col, higher_is_better, style)
-    markers = percentile_markers(view, scale, style)
+    markers = percentile_markers(view, scale, style, slo_point(threshold))
     ghost_cols = [scale.column(v) for v in ghost_values if span[0] <= v <= span[1]]  # off the axis: left out
     lines.append(axis_line(width, markers, slo_col, slo_value, span, style, ghost_cols))
 
@@ -238,9 +295,6 @@ def render_histogram(
         lines.append(place_labels(width, labels))
 
     if show_ticks:
-        ticks = [
-            (scale.column(t) - 1, fmt_value_short(t, view.unit), style.label) for t in nice_log_ticks(*span)
-        ]
-        lines.append(place_labels(width, ticks, gap=2))
+        lines.append(axis_ticks(span[0], span[1], width, view.unit, style))
 
     return Text("\n").join(lines[:height])

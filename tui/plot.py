@@ -151,6 +151,22 @@ def nice_log_ticks(lo: float, hi: float) -> list[float]:
     return decades + twos_fives
 
 
+def nice_linear_ticks(lo: float, hi: float) -> list[float]:
+    """Evenly spaced 1-2-5 ticks inside [lo, hi], the coarsest step that gives at least two: the ticks a
+    narrow span (52-62 ms, where no decade tick falls) still gets; the two ends where even that fails."""
+    if lo <= 0 or hi <= lo:
+        return []
+    exponent = math.floor(math.log10(hi - lo))
+    for _ in range(4):
+        for mantissa in (5, 2, 1):
+            step = mantissa * 10.0**exponent
+            first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+            if last - first >= 1:
+                return [round(k * step, 12) for k in range(first, last + 1)]
+        exponent -= 1
+    return [lo, hi]
+
+
 def place_labels(width: int, labels: Sequence[tuple[int, str, Style | str]], *, gap: int = 1) -> Text:
     """A row with each label starting at its column (clamped to fit); a label that would overlap one
     already placed is dropped, so pass the most important labels first."""

@@ -1,0 +1,67 @@
+"""The console in front of a room (issue 30): what an operator reads off the screen without help — axis
+numbers on a histogram of a handful of samples, dots instead of full-height blocks for them, p95 kept when
+labels collide, and the pure lines the header, steps table and footer draw."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from loadgen.snapshot import HistogramView, Percentiles
+from tui.histogram import render_histogram
+
+# Mocks of the first seconds of a step: 2, 6 and 12 samples in a narrow 52-72 ms span, where no 1-2-5
+# decade tick lies; p95 == p99 at a handful of samples (one column, one label).
+FEW = (
+    (((52.0, 54.0, 1), (58.0, 60.0, 1)), (53.0, 59.0, 59.0, 59.0)),
+    (((52.0, 54.0, 3), (56.0, 58.0, 2), (60.0, 62.0, 1)), (53.0, 61.0, 61.0, 61.0)),
+    (((52.0, 54.0, 5), (56.0, 58.0, 4), (60.0, 62.0, 2), (70.0, 72.0, 1)), (55.0, 61.0, 71.0, 71.0)),
+)
+
+
+def few_view(
+    bins: tuple[tuple[float, float, int], ...], pct: tuple[float, float, float, float]
+) -> HistogramView:
+    p50, p95, p99, top = pct
+    count = sum(b[2] for b in bins)
+    return HistogramView("ttft_ms", "ms", Percentiles(count=count, p50=p50, p95=p95, p99=p99, max=top), bins)
+
+
+@pytest.mark.parametrize(("bins", "pct"), FEW)
+@pytest.mark.parametrize(("width", "height"), [(40, 10), (30, 5), (24, 7)])
+def test_a_histogram_of_a_few_samples_has_two_axis_numbers(
+    bins: tuple[tuple[float, float, int], ...],
+    pct: tuple[float, float, float, float],
+    width: int,
+    height: int,
+) -> None:
+    lines = render_histogram(few_view(bins, pct), width, height).plain.split("\n")
+    numbers = re.findall(r"\d+(?:\.\d+)?m?s", lines[-1])
+    assert len(numbers) >= 2, lines
+
+
+@pytest.mark.parametrize(("bins", "pct"), FEW)
+def test_a_few_samples_are_dots_not_full_height_blocks(
+    bins: tuple[tuple[float, float, int], ...], pct: tuple[float, float, float, float]
+) -> None:
+    view = few_view(bins, pct)
+    text = render_histogram(view, 40, 10).plain
+    assert "█" not in text and "▇" not in text
+    assert text.count("•") == min(view.pct.count, sum(min(b[2], 5) for b in bins))
+    # a full step's samples are still bars
+    many = HistogramView(
+        "ttft_ms",
+        "ms",
+        Percentiles(count=60, p50=55, p95=61, p99=71, max=72),
+        tuple((lo, hi, n * 5) for lo, hi, n in bins),
+    )
+    assert "█" in render_histogram(many, 40, 10).plain
+
+
+def test_colliding_labels_keep_the_slos_percentile() -> None:
+    bins, pct = FEW[0]  # p95 == p99: one column, one label
+    labels = render_histogram(few_view(bins, pct), 40, 10).plain.split("\n")[-2]
+    assert "95" in labels and "99" not in labels
+    on_p99 = render_histogram(few_view(bins, pct), 40, 10, threshold=(80.0, "SLO p99 ≤ 80 ms"))
+    assert "99" in on_p99.plain.split("\n")[-2]
