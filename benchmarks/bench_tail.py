@@ -54,8 +54,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from loadgen.config import RampPlan, RunConfig  # noqa: E402 - after the path, for a checkout without install
+from loadgen.config import RampPlan  # noqa: E402 - after the path, for a checkout without install
 from loadgen.profile import parse_profile  # noqa: E402
+from loadgen.run.config import RunConfig  # noqa: E402 - after the path, for a checkout without install
 from loadgen.run.engine import Engine  # noqa: E402
 from loadgen.sim import build_config, spawn_sim_process  # noqa: E402
 from loadgen.types import Target  # noqa: E402

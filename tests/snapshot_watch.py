@@ -9,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadgen.config import Api, RampPlan, RunConfig, RunOutcome
+from loadgen.config import Api, RampPlan
 from loadgen.profile import Profile
 from loadgen.record import JsonObject, read_record, step_from_line
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.sim import SimConfig, spawn_sim_process
 from loadgen.snapshot import Snapshot, StepSummary

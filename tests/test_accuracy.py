@@ -35,9 +35,10 @@ import pytest
 from snapshot_watch import Watch
 
 from loadgen.client import Client
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.profile import Profile, parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.sim import SimHandle, build_config, spawn_sim_process
 from loadgen.snapshot import StepSummary

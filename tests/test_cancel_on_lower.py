@@ -12,9 +12,9 @@ import pytest
 
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
-from loadgen.config import RunOutcome
 from loadgen.exits import UsageError
 from loadgen.record import read_record, step_from_line
+from loadgen.run.config import RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.sim.handle import ProcessSimHandle
 

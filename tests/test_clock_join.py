@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from loadgen.config import RampPlan, RunConfig
+from loadgen.config import RampPlan
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.detail import detail_path
 from loadgen.run.engine import Engine
 from loadgen.types import Target

@@ -302,8 +302,9 @@ ttft_p95_ms = 5000
 
 def sim_record(tmp_path: Path, name: str, **sim_settings: object) -> str:
     """A two-level run against a simulator of its own (``sim_settings`` change its engine)."""
-    from loadgen.config import RampPlan, RunConfig
+    from loadgen.config import RampPlan
     from loadgen.profile import parse_profile
+    from loadgen.run.config import RunConfig
     from loadgen.run.engine import Engine
     from loadgen.sim import build_config as sim_config
     from loadgen.sim import run_sim_in_thread

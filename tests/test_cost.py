@@ -12,11 +12,12 @@ from analysis_fakes import SESSION_TOML, Fig, header_with, profile_content, step
 from loadgen.analysis.cost import describe_pricing, pricing_of, step_cost, task_turns
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
-from loadgen.config import SLO, RunConfig
+from loadgen.config import SLO
 from loadgen.exits import UsageError
 from loadgen.format import fmt_usd
 from loadgen.profile import Pricing
 from loadgen.report import report_main
+from loadgen.run.config import RunConfig
 from loadgen.run.recording import record_header
 from loadgen.run.state import Load, RunStatus
 

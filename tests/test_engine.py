@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import NextStep
 from loadgen.types import Target

@@ -22,10 +22,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from snapshot_watch import Watch
 
 from loadgen.cli import main as cli_main
-from loadgen.config import RampPlan, RunConfig
+from loadgen.config import RampPlan
 from loadgen.observe.exporter import serve, with_exporter
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.types import Target
 

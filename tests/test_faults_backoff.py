@@ -17,10 +17,10 @@ from snapshot_watch import Watch
 
 from loadgen.cli.headless import progress_line
 from loadgen.client import Client
-from loadgen.config import RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record, step_from_line
 from loadgen.report import format_step_table
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.run.loops import RETRY_AFTER_MAX_S, Backoff, ClosedLoop, Gate
 from loadgen.sim import build_config, run_sim_in_thread

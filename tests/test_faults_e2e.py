@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.config import RunConfig
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread, spawn_sim_process
 from loadgen.snapshot import Snapshot

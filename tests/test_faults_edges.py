@@ -17,10 +17,10 @@ from ramp_cli import ramp as run_ramp
 from tui_fakes import ScriptedEngine, make_snapshot
 
 from loadgen.cli.headless import progress_line, wait_with_progress
-from loadgen.config import RunOutcome
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.record import read_record, step_from_line
 from loadgen.report import format_step_table
+from loadgen.run.config import RunOutcome
 
 NO_USAGE = (
     b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'

@@ -14,8 +14,8 @@ import pytest
 from loadgen.cli.headless import finish
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
-from loadgen.config import RunConfig, RunOutcome
 from loadgen.exits import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.types import Target
 
 URL = "http://127.0.0.1:8000"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.config import RunConfig
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import WorkerDelta, WorkerMessage
 from loadgen.run.shipping import WindowBook

@@ -14,8 +14,8 @@ from ramp_cli import ramp as run_ramp
 from snapshot_watch import Watch
 
 from loadgen.cli.headless import finish
-from loadgen.config import RunConfig, RunOutcome
 from loadgen.profile import parse_profile
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.types import Target
 

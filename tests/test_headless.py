@@ -6,8 +6,8 @@ import pytest
 from tui_fakes import STEPS, ScriptedEngine, make_snapshot
 
 from loadgen.cli.headless import finish, progress_line, wait_with_progress
-from loadgen.config import RunOutcome
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE
+from loadgen.run.config import RunOutcome
 
 
 def test_progress_line_closed_and_open() -> None:

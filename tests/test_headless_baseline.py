@@ -10,8 +10,8 @@ from test_tui_baseline import IDENTITY, live_config, matched, write_baseline
 from tui_fakes import STEPS
 
 from loadgen.cli.headless import baseline_warning, finish
-from loadgen.config import RunOutcome
 from loadgen.record import RecordWriter
+from loadgen.run.config import RunOutcome
 from loadgen.run.recording import planned_header
 
 

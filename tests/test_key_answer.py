@@ -15,8 +15,8 @@ import pytest
 from snapshot_watch import Watch
 from tui_fakes import FakeEngine, make_snapshot
 
-from loadgen.config import RunConfig
 from loadgen.profile import parse_profile
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import Pause, SetLevel
 from loadgen.snapshot import Snapshot

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.config import RampPlan, RunConfig
+from loadgen.config import RampPlan
 from loadgen.profile import context_spread, parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
 from loadgen.telemetry import parse_exposition

@@ -11,9 +11,10 @@ import pytest
 from fault_servers import RATELIMIT, Flaws, openai_like
 
 from loadgen.client import Client
-from loadgen.config import RampPlan, RunConfig, Transport
+from loadgen.config import RampPlan, Transport
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.target.ratelimit import ratelimit_line, ratelimit_pairs, read_ratelimit
 from loadgen.types import RequestResult, RequestSpec, Target

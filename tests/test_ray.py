@@ -20,10 +20,11 @@ from snapshot_watch import Watch
 
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.types import Target
 

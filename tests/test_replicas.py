@@ -19,10 +19,11 @@ from tui_fakes import make_app, make_snapshot
 
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record, step_from_line
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.snapshot import ReplicaStats

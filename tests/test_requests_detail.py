@@ -18,10 +18,11 @@ from snapshot_watch import Watch
 from loadgen.cli.flags import RunFlags, add_run_flags
 from loadgen.cli.main import main as cli_main
 from loadgen.cli.resolve import resolve
-from loadgen.config import RampPlan, RunConfig
+from loadgen.config import RampPlan
 from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.detail import COLUMNS, detail_path
 from loadgen.run.engine import Engine
 from loadgen.run.shipping import WindowBook

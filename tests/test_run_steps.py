@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from loadgen.config import SLO, RunConfig
+from loadgen.config import SLO
 from loadgen.metrics import Accumulator, IntervalDelta, Recorder
 from loadgen.profile import parse_profile
+from loadgen.run.config import RunConfig
 from loadgen.run.fleet import ProcessFleet
 from loadgen.run.state import Load
 from loadgen.run.steps import Segment, Steps

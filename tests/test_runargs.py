@@ -10,8 +10,9 @@ import pytest
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config, load_shape, resolve
-from loadgen.config import RampPlan, RunConfig
+from loadgen.config import RampPlan
 from loadgen.exits import UsageError
+from loadgen.run.config import RunConfig
 
 URL = "http://127.0.0.1:8000"
 PROFILE = """

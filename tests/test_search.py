@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.profile import parse_profile
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.run.search import CONFIRM, Search
 from loadgen.sim.handle import ProcessSimHandle

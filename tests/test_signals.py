@@ -31,8 +31,8 @@ from proc_watch import (
 from tui_fakes import STEPS
 
 from loadgen.cli.headless import finish, wait_with_progress
-from loadgen.config import RunOutcome
 from loadgen.record import Record, read_record
+from loadgen.run.config import RunOutcome
 from loadgen.run.signals import Interrupted, StopSignals, exit_code, interrupted_by
 from loadgen.sim import SimHandle
 from loadgen.snapshot import Snapshot

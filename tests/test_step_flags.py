@@ -20,10 +20,11 @@ import pytest
 from snapshot_watch import Watch
 
 from loadgen.cli.headless import finish
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.exits import EXIT_WORKER_LOST
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.sim.handle import ProcessSimHandle
 from loadgen.sim.params import StepCost

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.profile import Profile, parse_profile
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import ChangeLevel, NextStep, SetMode
 from loadgen.sim import build_config, spawn_sim_process

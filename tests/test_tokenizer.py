@@ -15,10 +15,11 @@ from fault_servers import openai_like
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.main import main
 from loadgen.cli.resolve import resolve
-from loadgen.config import RampPlan, RunConfig
+from loadgen.config import RampPlan
 from loadgen.exits import UsageError
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.run.sizing import fit_sizer, local_sizer
 from loadgen.sim import build_config, run_sim_in_thread

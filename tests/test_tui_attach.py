@@ -25,13 +25,13 @@ from textual.screen import ModalScreen
 from tui_fakes import FakeEngine, make_snapshot, text_of
 
 from loadgen.cli.main import main
-from loadgen.config import RunConfig
 from loadgen.exits import EXIT_UNREACHABLE
 from loadgen.format import fmt_si
 from loadgen.observe.exporter import MetricsServer, serve, with_exporter
 from loadgen.observe.remote import RemoteRun, snapshot_url
 from loadgen.observe.share import encode
 from loadgen.profile import load_profile
+from loadgen.run.config import RunConfig
 from loadgen.run.protocol import ControlCommand
 from loadgen.snapshot import Snapshot
 from loadgen.types import Target

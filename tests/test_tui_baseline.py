@@ -36,9 +36,10 @@ from loadgen.analysis.baseline import (
 from loadgen.analysis.runs import LevelKey
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
-from loadgen.config import SLO, RunConfig
+from loadgen.config import SLO
 from loadgen.exits import UsageError
 from loadgen.record import RecordWriter
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.run.protocol import SetLevel
 from loadgen.sim import build_config, run_sim_in_thread

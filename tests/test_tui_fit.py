@@ -14,9 +14,9 @@ from tui_fakes import FakeEngine, make_snapshot
 
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
-from loadgen.config import RunConfig
 from loadgen.profile import load_profile
 from loadgen.record import read_record
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.run.protocol import SetLevel
 from loadgen.run.setup import context_warning

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from loadgen.config import RunOutcome
+from loadgen.run.config import RunOutcome
 from loadgen.run.protocol import (
     ChangeLevel,
     ControlCommand,

@@ -42,7 +42,7 @@ from textual.binding import Binding
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
-from loadgen.config import RunConfig, RunOutcome
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.run.signals import StopSignals
 from loadgen.snapshot import Snapshot

@@ -29,7 +29,8 @@ from loadgen.analysis.baseline import (
 )
 from loadgen.analysis.baseline_words import GLYPHS, WORDS, verdict_cell, verdict_lines
 from loadgen.analysis.runs import AnalysisError, LevelKey, Run
-from loadgen.config import SLO, RunConfig
+from loadgen.config import SLO
+from loadgen.run.config import RunConfig
 from loadgen.run.recording import planned_header
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.view import CurveX

@@ -13,7 +13,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from loadgen.config import RunConfig, fresh_seed
+from loadgen.config import fresh_seed
+from loadgen.run.config import RunConfig
 from loadgen.snapshot import Snapshot
 
 UNCLAMPED = "use --fit-context"  # only the warning of a run that sends what cannot fit says this

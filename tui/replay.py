@@ -20,8 +20,8 @@ from textual.binding import Binding
 
 from loadgen.analysis.replay import ReplayRun, load_replay, snapshot_at
 from loadgen.analysis.runs import AnalysisError
-from loadgen.config import RunOutcome
 from loadgen.exits import EXIT_OK, EXIT_USAGE
+from loadgen.run.config import RunOutcome
 from loadgen.run.engine import EngineControl
 from loadgen.run.protocol import ControlCommand
 from loadgen.snapshot import Snapshot

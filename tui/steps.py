@@ -30,9 +30,9 @@ from rich.text import Text
 from loadgen.analysis.baseline import StepVerdict, slo_figure
 from loadgen.analysis.cost import step_cost, task_turns
 from loadgen.analysis.runs import level_key, levels_of, spread
-from loadgen.config import RunConfig
 from loadgen.format import NA, fmt_count, fmt_ms, fmt_range, fmt_rate, fmt_si, fmt_usd
 from loadgen.profile import Pricing
+from loadgen.run.config import RunConfig
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.baseline import GLYPHS, WORDS, LiveBaseline
 from tui.baseline import verdict_cell as baseline_cell

@@ -13,9 +13,10 @@ from loadgen.check.api_checks import PROMPT, failure_text
 from loadgen.check.results import CheckResult
 from loadgen.check.session import SEED, Session
 from loadgen.client import Client
-from loadgen.config import RampPlan, RunConfig, RunOutcome
+from loadgen.config import RampPlan
 from loadgen.format import fmt_ms, fmt_num_wide
 from loadgen.profile import Profile, parse_profile
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.snapshot import StepSummary
 from loadgen.types import RequestResult, RequestSpec, Target
 

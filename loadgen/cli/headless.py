@@ -22,11 +22,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from loadgen.config import SLO, RunConfig, RunOutcome
+from loadgen.config import SLO
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE, EXIT_WORKER_LOST
 from loadgen.format import fmt_ms_wide, fmt_num_wide
 from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.target.http import scrub
 from loadgen.target.refusals import refusal_text

@@ -22,8 +22,8 @@ from typing import IO
 from loadgen.cli.flags import Flags, RunFlags, add_run_flags
 from loadgen.cli.headless import finish, reachable, run_face, say
 from loadgen.cli.resolve import resolve
-from loadgen.config import RunConfig
 from loadgen.exits import EXIT_UNREACHABLE, UsageError
+from loadgen.run.config import RunConfig
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv

@@ -27,9 +27,10 @@ from loadgen.analysis.baseline import baseline_problem
 from loadgen.cli.checks import flag_problem, folder_writable, out_problem, plan_problem
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.sources import replay_plan, replay_profile, save_requests_problem
-from loadgen.config import Mode, RampPlan, RunConfig, fresh_seed
+from loadgen.config import Mode, RampPlan, fresh_seed
 from loadgen.exits import UsageError
 from loadgen.profile import Pricing, Profile, ProfileError, load_profile
+from loadgen.run.config import RunConfig
 from loadgen.run.detail import detail_path
 from loadgen.target.tokenizer_file import tokenizer_problem
 from loadgen.target.urls import check_urls

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadgen.config import RampPlan, RunConfig, Transport
+from loadgen.config import RampPlan, Transport
 from loadgen.profile import parse_profile
+from loadgen.run.config import RunConfig
 from loadgen.run.ray_fleet import shown_address
 from loadgen.types import Target
 

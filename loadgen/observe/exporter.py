@@ -34,8 +34,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from loadgen.config import WINDOWS, RunConfig, RunState, StepPhase
+from loadgen.config import WINDOWS, RunState, StepPhase
 from loadgen.observe.share import SHARE_PATH, SnapshotShare, target_secrets
+from loadgen.run.config import RunConfig
 from loadgen.snapshot import HistogramView, Snapshot, WindowStats
 
 WSGIEnvironment = dict[str, Any]  # wsgiref.types has these from Python 3.11 only

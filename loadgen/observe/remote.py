@@ -25,10 +25,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from loadgen.config import RunOutcome
 from loadgen.exits import UsageError
 from loadgen.observe.share import SHARE_PATH
 from loadgen.observe.snapshot_json import FORMAT, SnapshotFormatError, SnapshotReader
+from loadgen.run.config import RunOutcome
 from loadgen.run.protocol import ControlCommand
 from loadgen.snapshot import Snapshot
 from loadgen.target.bounded import ReplyTooLarge, ReplyTooSlow, read_capped

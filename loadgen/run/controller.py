@@ -16,7 +16,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from loadgen.config import FINAL_STATES, RunConfig, RunOutcome, SetupError
+from loadgen.config import FINAL_STATES, SetupError
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.fleet import Fleet, ProcessFleet
 from loadgen.run.live import LiveFigures
 from loadgen.run.protocol import (

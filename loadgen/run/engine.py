@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from loadgen.config import RunConfig, RunOutcome
+from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.controller import Controller
 from loadgen.run.protocol import ControlCommand, Mark, Pause, Resume, SetLevel, Stop
 from loadgen.run.signals import signal_name

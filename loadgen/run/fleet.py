@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from loadgen.arrivals import ArrivalSpec, stream_seed
 from loadgen.childproc import main_left_alone
-from loadgen.config import RunConfig, SetupError
+from loadgen.config import SetupError
+from loadgen.run.config import RunConfig
 from loadgen.run.protocol import (
     ClosedLoad,
     OpenLoad,

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from loadgen.config import RunConfig, SetupError
+from loadgen.config import SetupError
+from loadgen.run.config import RunConfig
 from loadgen.run.fleet import READY_S, Fleet, host_table, worker_specs
 from loadgen.run.protocol import Flush, StopLoad, WorkerCommand, WorkerMessage
 from loadgen.run.worker import WorkerSpec, serve

@@ -11,9 +11,10 @@ import re
 from collections.abc import Mapping
 
 from loadgen.analysis.cost import Costs, step_cost, task_turns
-from loadgen.config import SLO, RunConfig
+from loadgen.config import SLO
 from loadgen.record import RecordWriter
 from loadgen.run.clock import ClockPair, read_clocks
+from loadgen.run.config import RunConfig
 from loadgen.run.detail import RequestDetail, detail_path
 from loadgen.run.replicas import replica_header
 from loadgen.run.revision import local_commit

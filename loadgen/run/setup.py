@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from loadgen.config import SLO, RunConfig, SetupError
+from loadgen.config import SLO, SetupError
 from loadgen.format import fmt_count, fmt_pct
 from loadgen.profile import Profile, context_overflow
+from loadgen.run.config import RunConfig
 from loadgen.run.recording import RunRecord, record_header
 from loadgen.run.sizing import fit_sizer
 from loadgen.run.state import Load, RunStatus

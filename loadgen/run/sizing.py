@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.config import Api, RunConfig, SetupError, chat_like
+from loadgen.config import Api, SetupError, chat_like
+from loadgen.run.config import RunConfig
 from loadgen.target.http import scrub
 from loadgen.target.tokenizer_file import LocalTokenizer, TokenizerFileError, load_tokenizer
 from loadgen.workload import (

@@ -7,7 +7,8 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping
 
-from loadgen.config import SLO, RunConfig
+from loadgen.config import SLO
+from loadgen.run.config import RunConfig
 from loadgen.run.live import LiveFigures
 from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load, RunStatus

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 
 from loadgen.arrivals import ArrivalSpec
-from loadgen.config import Mode, RampPlan, RunConfig, RunState
+from loadgen.config import Mode, RampPlan, RunState
+from loadgen.run.config import RunConfig
 from loadgen.runtimes import RuntimeName
 
 

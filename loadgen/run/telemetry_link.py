@@ -12,8 +12,8 @@ import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from loadgen.config import RunConfig
 from loadgen.profile import Profile, context_spread
+from loadgen.run.config import RunConfig
 from loadgen.snapshot import KVHeadroom, ServerTelemetry
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine
 
-from loadgen.config import EndedBy, Mode, RampPlan, RunConfig, StepPhase
+from loadgen.config import EndedBy, Mode, RampPlan, StepPhase
+from loadgen.run.config import RunConfig
 from loadgen.run.fleet import Fleet
 from loadgen.run.live import LiveFigures
 from loadgen.run.search import Search

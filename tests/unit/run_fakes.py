@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.config import RampPlan, RunConfig
+from loadgen.config import RampPlan
 from loadgen.metrics import Recorder
 from loadgen.profile import Profile, parse_profile
+from loadgen.run.config import RunConfig
 from loadgen.run.controller import Controller
 from loadgen.run.fleet import Fleet
 from loadgen.run.protocol import ClosedLoad, Flush, OpenLoad, WorkerCommand, WorkerDelta, WorkerMessage

@@ -17,10 +17,10 @@ import pytest
 from tui_fakes import make_snapshot
 
 from loadgen.cli.main import main
-from loadgen.config import RunConfig
 from loadgen.exits import EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.observe.remote import MAX_READ_BYTES, AttachError, Fetched, LinkDown, fetch, first_contact
 from loadgen.observe.share import SnapshotShare, encode
+from loadgen.run.config import RunConfig
 
 URL = "http://peer:9464/snapshot"
 WEB = "textual.drivers.web_driver:WebDriver"  # what textual-serve sets for each tab's process

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
-from loadgen.config import RunConfig
+from loadgen.run.config import RunConfig
 from loadgen.run.state import Load
 from loadgen.run.wheel import AUTO_CEILING, Wheel, next_load
 from loadgen.snapshot import SLOVerdict

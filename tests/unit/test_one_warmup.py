@@ -8,7 +8,7 @@ from pathlib import Path
 
 from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
-from loadgen.config import RunConfig
+from loadgen.run.config import RunConfig
 from loadgen.run.state import Load
 
 URL = "http://127.0.0.1:8000"

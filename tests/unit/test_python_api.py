@@ -9,8 +9,8 @@ import importlib
 import re
 from pathlib import Path
 
-from loadgen.config import RunConfig
 from loadgen.profile import load_profile
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine, EngineControl
 from loadgen.run.protocol import Mark, Pause, Resume, SetLevel
 from loadgen.types import Target
