@@ -240,6 +240,28 @@ async def test_a_run_that_ended_and_went_away_keeps_its_last_picture() -> None:
         assert "FINISHED" in status and ENDED in status and "press ↑" not in status
 
 
+async def test_a_lost_live_run_looks_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: 20 s after the run was killed the header still read green RUNNING · MEASURING · "0:01 left"
+    · client ok over undimmed panels. Lost, the panels grey, the line counts "LOST 0:0N" and names no live
+    state, and after a while it says where the run's record is (the wait shortened here)."""
+    monkeypatch.setattr("tui.status.MAY_HAVE_ENDED_S", 2.0)
+    peer = Peer(ok(make_snapshot()), httpx.ConnectError("[Errno 111] Connection refused"))
+    app = Watched(peer.source())
+    async with app.run_test(size=(120, 30)) as at:
+        await until(at, lambda: app.view.badge == LOST, "lost badge")
+        await at.pause(0.1)
+        status = text_of(app.query_one(StatusBar))
+        assert "LOST 0:0" in status and "last seen running, measuring" in status, status
+        for live in ("RUNNING", "MEASURING", " left", "client ok"):
+            assert live not in status, status
+        assert app.query_one(HistogramPanel).styles.opacity < 1.0
+        assert app.query_one(StatusBar).styles.opacity == 1.0
+        await until(at, lambda: "may have ended" in text_of(app.query_one(StatusBar)), "may have ended")
+        status = text_of(app.query_one(StatusBar))
+        assert "the run may have ended; its record is runs/ramp-demo.jsonl" in status, status
+        assert "LOST 0:02" in status or "LOST 0:03" in status or "LOST 0:04" in status, status
+
+
 class NotHTTP(socketserver.BaseRequestHandler):
     """Something else on the port: an SSH server's greeting, then the connection closed."""
 

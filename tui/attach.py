@@ -8,13 +8,16 @@ each is a reader of the share, which has no command to receive. The steering key
 override, ``AttachApp.steering_engine``); q quits this console, never the run.
 
 The link is watched twice a second: a ramp that cannot be reached (its run ended and it exited, or the
-network dropped) is said once, as a toast and in the status line's badge, and the poll goes on; a peer that
+network dropped) is said once, as a toast; while a live run stays unreachable its panels grey, the status
+line counts "LOST 0:20" (what was last seen, never RUNNING · MEASURING as if still so) and after
+``tui.status.MAY_HAVE_ENDED_S`` says where the run's record is; the poll goes on. A peer that
 is no ramp (garbage, too big, another format) ends the console, and ``ramp attach`` prints why.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,6 +81,7 @@ class AttachApp(RampApp):
         self.view = replace(self.view, badge=ATTACHED)
         self.failure = ""  # why attaching ended: what answered was not a ramp's snapshot
         self._link_said = ""
+        self.lost_since: float | None = None  # monotonic, when a live run's ramp stopped answering
 
     def get_default_screen(self) -> AttachScreen:
         return AttachScreen()
@@ -99,10 +103,13 @@ class AttachApp(RampApp):
             return
         problem = source.problem
         if problem == self._link_said:
+            self.count_lost()
             return
         self._link_said = problem
         if not problem:
-            self.set_view(replace(self.view, badge=ATTACHED))
+            self.lost_since = None
+            self.screen.set_class(False, "-lost")
+            self.set_view(replace(self.view, badge=ATTACHED, lost_s=None))
             self.notify(f"reconnected to {source.label}", markup=False)
             return
         last = self.latest_snapshot
@@ -114,10 +121,21 @@ class AttachApp(RampApp):
                 markup=False,
             )
             return
-        self.set_view(replace(self.view, badge=LOST))
+        if self.lost_since is None:  # another reason for the same loss keeps its count
+            self.lost_since = time.monotonic()
+        self.screen.set_class(True, "-lost")  # the panels grey: their numbers are no longer live
+        self.set_view(replace(self.view, badge=LOST, lost_s=time.monotonic() - self.lost_since))
         self.notify(
             f"connection lost: {problem} — retrying, q to quit", severity="error", timeout=30, markup=False
         )
+
+    def count_lost(self) -> None:
+        """While lost: the status line's "LOST 0:20" counts (a redraw once a second, not every check)."""
+        if self.lost_since is None:
+            return
+        lost_s = time.monotonic() - self.lost_since
+        if self.view.lost_s is None or int(lost_s) != int(self.view.lost_s):
+            self.set_view(replace(self.view, lost_s=lost_s))
 
     def announce_end(self, snapshot: Snapshot) -> None:
         """Once, when the run stops being live: what happened to it (its operator's keys decide what next)."""

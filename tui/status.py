@@ -32,6 +32,33 @@ PHASE_BADGES = {
     "idle": ("IDLE", "dim"),
 }
 IDLE_HINT = "idle: press ↑ or l to start a step"
+# An attached console that has not reached a live run's ramp for this long says the run may have ended.
+MAY_HAVE_ENDED_S = 15.0
+
+
+def lost_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style], lost_s: float) -> Text:
+    """An attached console's second line once the link to a live run is lost: how long, what was last
+    seen (never as if it were still so), and after ``MAY_HAVE_ENDED_S`` where the run's record is."""
+    dim = _s(styles, "dim")
+    last = snapshot_phase(snapshot.phase, snapshot.warming_up) if snapshot.state == "running" else ""
+    shown = PHASE_BADGES.get(last, (last.upper(), ""))[0].lower() if last and last != "idle" else ""
+    seen = f"last seen {snapshot.state}" + (f", {shown}" if shown else "")
+    pieces = [
+        piece((f" LOST {fmt_duration(lost_s)} ", _s(styles, "alarm"))),
+        piece((" ", ""), (seen, dim), keep=5),
+        piece(
+            (DOT, dim),
+            (mode_label(snapshot.mode, snapshot.level, snapshot.rate_rps, snapshot.arrival), dim),
+            keep=3,
+        ),
+        piece((f"{DOT}at ", dim), (fmt_duration(snapshot.elapsed_s), dim), keep=1),
+    ]
+    if lost_s >= MAY_HAVE_ENDED_S:
+        record = snapshot.record_path or "on the machine that ran it"
+        pieces.append(
+            piece((DOT, dim), (f"the run may have ended; its record is {record}", _s(styles, "warn")), keep=6)
+        )
+    return fit_line(pieces, width)
 
 
 def state_badge(snapshot: Snapshot) -> str:
@@ -119,8 +146,17 @@ def next_text(snapshot: Snapshot) -> str:
     return f"{value:g} req/s" if snapshot.mode == "open" else f"{value:g}"
 
 
-def progress_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style], source: str = "") -> Text:
-    """The run's second line; ``source``: the view's badge (``ViewState.badge``: ramp attach's)."""
+def progress_line(
+    snapshot: Snapshot,
+    width: int,
+    styles: Mapping[str, Style],
+    source: str = "",
+    lost_s: float | None = None,
+) -> Text:
+    """The run's second line; ``source``: the view's badge (``ViewState.badge``: ramp attach's); ``lost_s``:
+    how long an attached console has not reached the live run (``lost_line``)."""
+    if lost_s is not None:
+        return lost_line(snapshot, width, styles, lost_s)
     dim = _s(styles, "dim")
     badge = state_badge(snapshot)
     pieces = [piece((f" {badge} ", styles.get(badge.lower(), dim)))]
@@ -190,10 +226,13 @@ class StatusBar(SnapshotPanel):
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         # The clock ticks every snapshot, so the status line changes with each one; key on the seq.
-        return snapshot.seq, view.badge
+        return snapshot.seq, view.badge, None if view.lost_s is None else int(view.lost_s)
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("status--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
         return Text("\n").join(
-            [identity_line(snapshot, width, styles), progress_line(snapshot, width, styles, view.badge)]
+            [
+                identity_line(snapshot, width, styles),
+                progress_line(snapshot, width, styles, view.badge, view.lost_s),
+            ]
         )

@@ -34,6 +34,9 @@ class ViewState:
     # What the console looks at when it is not its own run's: "ATTACHED" (``ramp attach``, read-only),
     # "ATTACHED · LOST" while the ramp cannot be reached; "" for the operator's own console
     badge: str = ""
+    # Seconds since an attached console last reached a live run's ramp (None while it answers): the panels
+    # grey and the status line counts "LOST 0:20" instead of the last picture's RUNNING · MEASURING
+    lost_s: float | None = None
 
     def cycle_left(self) -> ViewState:
         return replace(self, left_metric=_cycle(LEFT_METRICS, self.left_metric))
