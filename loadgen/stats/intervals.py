@@ -1,0 +1,204 @@
+"""Intervals for a step's percentiles and rates that stay honest when its requests are correlated.
+
+A closed-loop step's requests share the server's state over time (a slow second slows every request in
+it) and a request's tokens share its fate, so no figure may be treated as if its samples were independent.
+The method here is batch means over time slices of the step's window:
+
+* the window is cut into slices (``loadgen.metrics.slices``: every value lands in the slice in which its
+  request finished, so all the ITL samples of one request lie in one slice: clustered by request, never per
+  token);
+* slices are grouped into ``batches`` consecutive batches (at most ``MAX_BATCHES``); while the batches'
+  residuals are still correlated from one batch to the next (lag-1 autocorrelation above its 5 % critical
+  value), neighbours are merged and the number of batches halves, down to ``MIN_BATCHES``;
+* a **rate** (out tok/s, req/s, goodput) is a ratio of sums, Σ amount / Σ seconds: its variance is the
+  ratio estimator's, from each batch's residual ``amount_b - R * seconds_b``;
+* a **percentile** ``q_p`` is read from the pooled histogram; its interval comes from the variance of the
+  pooled CDF at ``q_p`` (each batch's count at or below ``q_p`` against its size, the same ratio
+  estimator), mapped back through the pooled quantile function: ``[Q(p - t*se), Q(p + t*se)]``, the lower end
+  read at its bucket's lowest value and the upper at its highest (the histogram's resolution is part of the
+  interval). A batch's own percentile is never used, so a p99 needs no tail in every batch;
+* the multiplier is Student's t with ``batches - 1`` degrees of freedom.
+
+An interval is **not trusted** (``Interval.trusted`` false, ``why`` says why) with fewer than
+``MIN_BATCHES`` batches, too few values beyond the percentile (``MIN_TAIL``), or an upper end past the
+largest value seen. ``docs/measurement.md`` states the assumptions and where the method fails.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from loadgen.stats.tdist import two_sided
+
+__all__ = [
+    "LEVEL",
+    "MAX_BATCHES",
+    "MIN_BATCHES",
+    "MIN_TAIL",
+    "Interval",
+    "batch_sums",
+    "quantile_interval",
+    "ratio_interval",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+LEVEL = 0.95
+MAX_BATCHES = 32
+MIN_BATCHES = 8
+# values beyond a percentile (on its far side) that its interval needs to be trusted
+MIN_TAIL = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A figure with its two-sided ``level`` interval; ``lo``/``hi`` None when none could be formed."""
+
+    value: float
+    lo: float | None
+    hi: float | None
+    batches: int = 0
+    n: int = 0  # the values (or seconds' worth of slices) behind it
+    df: float = 0.0  # degrees of freedom of the multiplier
+    trusted: bool = False
+    why: str = ""  # why it is not trusted
+    level: float = LEVEL
+
+    @property
+    def half_width(self) -> float | None:
+        if self.lo is None or self.hi is None:
+            return None
+        return (self.hi - self.lo) / 2
+
+    @property
+    def rel_half_width(self) -> float | None:
+        """The half-width as a share of the value (0.05 = ±5 %); None without an interval or a value."""
+        half = self.half_width
+        if half is None or self.value == 0:
+            return None
+        return half / abs(self.value)
+
+    @property
+    def se(self) -> float | None:
+        """The standard error the interval implies (its half-width over its multiplier)."""
+        half = self.half_width
+        if half is None or self.df <= 0:
+            return None
+        return half / two_sided(self.level, self.df)
+
+    def contains(self, x: float) -> bool:
+        return self.lo is not None and self.hi is not None and self.lo <= x <= self.hi
+
+
+def batch_sums(rows: npt.NDArray[np.float64], batches: int) -> FloatArray:
+    """Consecutive slices summed into ``batches`` groups of (nearly) equal numbers of slices."""
+    n = rows.shape[0]
+    starts = (np.arange(batches) * n) // batches
+    return np.add.reduceat(rows, starts, axis=0).astype(np.float64)
+
+
+def _lag1(e: FloatArray) -> float:
+    denom = float(np.dot(e, e))
+    if denom <= 0 or e.size < 3:
+        return 0.0
+    return float(np.dot(e[:-1], e[1:])) / denom
+
+
+def _choose_batches(residuals: FloatArray, max_batches: int, min_batches: int) -> tuple[int, FloatArray]:
+    """The number of batches and their residual sums: merged while neighbours stay correlated."""
+    b = min(residuals.size, max_batches)
+    if b < 2:
+        return b, batch_sums(residuals, max(b, 1))
+    e = batch_sums(residuals, b)
+    while b >= 2 * min_batches and _lag1(e) > 1.645 / math.sqrt(b):
+        b //= 2
+        e = batch_sums(residuals, b)
+    return b, e
+
+
+def ratio_interval(
+    amounts: npt.ArrayLike,
+    seconds: npt.ArrayLike,
+    level: float = LEVEL,
+    *,
+    max_batches: int = MAX_BATCHES,
+    min_batches: int = MIN_BATCHES,
+) -> Interval:
+    """Σ amounts / Σ seconds over time slices (a rate), with its batch-means interval."""
+    num = np.asarray(amounts, dtype=np.float64)
+    den = np.asarray(seconds, dtype=np.float64)
+    total = float(den.sum())
+    if num.size == 0 or total <= 0:
+        return Interval(math.nan, None, None, why="no window")
+    rate = float(num.sum()) / total
+    b, e = _choose_batches(num - rate * den, max_batches, min_batches)
+    if b < 2:
+        return Interval(rate, None, None, batches=b, n=num.size, why="one batch")
+    se = math.sqrt(b / (b - 1) * float(np.dot(e, e))) / total
+    t = two_sided(level, b - 1)
+    why = "" if b >= min_batches else f"{b} batches"
+    return Interval(rate, rate - t * se, rate + t * se, b, num.size, b - 1, not why, why, level)
+
+
+def _read(cum: npt.NDArray[np.int64], total: int, prob: float) -> int:
+    """The bin holding the ``prob`` quantile: the target rule of ``HdrHistogram`` (and ``summarize``)."""
+    target = min(max(int(prob * total + 0.5), 1), total)
+    return int(np.searchsorted(cum, target, side="left"))
+
+
+def quantile_interval(
+    counts: npt.ArrayLike,
+    upper: npt.ArrayLike,
+    p: float,
+    level: float = LEVEL,
+    *,
+    lower: npt.ArrayLike | None = None,
+    max_batches: int = MAX_BATCHES,
+    min_batches: int = MIN_BATCHES,
+    min_tail: int = MIN_TAIL,
+) -> Interval:
+    """The ``p`` quantile (0 < p < 1) of histograms per time slice, with its batch-means interval.
+
+    ``counts``: one row per slice, one column per bin, bins in increasing order of value; ``upper``: each
+    bin's highest value (what the quantile reads, as ``loadgen.metrics.hdr.summarize`` does), ``lower``
+    its lowest (where the interval's lower end is read; ``upper`` when not given)."""
+    c = np.asarray(counts, dtype=np.int64)
+    if c.ndim != 2:
+        raise ValueError(f"counts must be slices x bins, got shape {c.shape}")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile must lie in (0, 1), got {p}")
+    hi_val = np.asarray(upper, dtype=np.float64)
+    lo_val = hi_val if lower is None else np.asarray(lower, dtype=np.float64)
+    per_slice = c.sum(axis=1)
+    total = int(per_slice.sum())
+    if total == 0:
+        return Interval(math.nan, None, None, why="no values")
+    cum = np.cumsum(c.sum(axis=0))
+    j = _read(cum, total, p)
+    value = float(hi_val[j])
+    below = c[:, : j + 1].sum(axis=1).astype(np.float64)
+    share = float(cum[j]) / total
+    b, e = _choose_batches(below - share * per_slice, max_batches, min_batches)
+    if b < 2:
+        return Interval(value, None, None, batches=b, n=total, why="one batch")
+    se = math.sqrt(b / (b - 1) * float(np.dot(e, e))) / total
+    t = two_sided(level, b - 1)
+    # a histogram's own resolution: the true quantile lies somewhere in the bucket it was read from
+    se = max(se, 0.5 / total)
+    p_lo, p_hi = p - t * se, p + t * se
+    lo = float(lo_val[_read(cum, total, p_lo)]) if p_lo > 0 else float(lo_val[int(np.flatnonzero(cum)[0])])
+    reasons = []
+    if p_hi * total > total - 0.5:
+        hi = float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))])
+        reasons.append("upper end past the largest value")
+    else:
+        hi = float(hi_val[_read(cum, total, p_hi)])
+    if b < min_batches:
+        reasons.append(f"{b} batches")
+    if total * min(p, 1 - p) < min_tail:
+        reasons.append(f"{total} values")
+    return Interval(value, lo, hi, b, total, b - 1, not reasons, ", ".join(reasons), level)
