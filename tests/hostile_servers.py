@@ -5,6 +5,7 @@ kept apart from that module's TLS helpers. And the big input files of the memory
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -215,3 +216,28 @@ def line_then_reply(line_bytes: int) -> Handler:
         return resp
 
     return reply
+
+
+def souring_metrics(good: str, answers: int, then: str) -> Handler:
+    """A ``/metrics`` that serves ``good`` for its first ``answers`` scrapes, then goes bad for good:
+    ``then`` is "junk" (a page that is not Prometheus text) or "trickle" (a valid line every 0.1 s, forever)."""
+    served = 0
+
+    async def metrics(req: web.Request) -> web.StreamResponse:
+        nonlocal served
+        served += 1
+        if served <= answers:
+            return web.Response(text=good, content_type="text/plain")
+        if then == "junk":
+            return web.Response(text="<html><body>502 Bad Gateway</body></html>\n", content_type="text/plain")
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await resp.prepare(req)
+        try:
+            while True:
+                await resp.write(b"vllm:num_requests_running 1\n")
+                await asyncio.sleep(0.1)  # the trickle itself, not a synchronisation
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
+
+    return metrics

@@ -201,6 +201,7 @@ class Controller:
             if now >= deadline:
                 deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
                 self._check_health(now)
+                self.say_telemetry()
                 self._publish_snapshot()
             elif self.answer_due:  # the operator sees a key's effect now, not up to a tick later
                 self._publish_snapshot()
@@ -249,14 +250,22 @@ class Controller:
         extra = timeline(summary, self.status.t0_ns, self.snapshots) | cost_keys(summary, self.config)
         extra |= self.fleet.step_keys(seg.judges)  # Ray: each host's health, the flushes' round trips
         self.record.step(summary, seg.acc.encoded(), extra, seg.seg_id)  # and the per-request rows, if asked
-        for text in self.link.new_drops():  # a telemetry page dropped during the step: a toast, an event
-            self.wheel.notify(text)
-            self.record.event("warning", {"note": text, "step": summary.index + 1})
+        self.say_telemetry(summary.index + 1)  # lost during the step and not said yet: said as its own
         self._early_stop(summary)
         self.wheel.reported(summary, seg.end is not None and seg.end.held)
         if self.wheel.finished_search is not None:
             self.record.event("find_max", self.wheel.finished_search.event())
             self.wheel.finished_search = None
+
+    def say_telemetry(self, step: int | None = None) -> None:
+        """Telemetry lost mid-run (a /metrics dropped, or gone slow, trickling or junk after good answers),
+        said once per source: a toast, a warning in the snapshot (headless prints it on stderr at once) and
+        an event of ``step`` (by default the step the header names) in the record."""
+        for text in self.link.new_drops():
+            self.wheel.notify(text)
+            self.status.warnings.append(text)
+            shown = step if step is not None else self.steps.shown_index() + 1
+            self.record.event("warning", {"note": text, "step": shown})
 
     def _early_stop(self, summary: StepSummary) -> None:
         plan, verdict = self.load.plan, summary.verdict

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 HUB_STOP_S = 10.0
 FIRST_SCRAPE_S = 3.0
+# Failed polls in a row, after a good one, that make a source lost (one slow scrape is not news).
+LOST_AFTER = 2
 
 
 class TelemetryLink:
@@ -31,7 +33,7 @@ class TelemetryLink:
         # Several replicas as one target: a hub per replica after the first (``hub`` polls the first, and
         # the GPU sources), each polling that replica's /metrics for the per-replica KV-cache usage.
         self.replica_hubs: list[TelemetryHub] = []
-        self.told: set[str] = set()  # the drop notices already said (``new_drops``)
+        self.told: set[tuple[int, str]] = set()  # the sources whose trouble was said (``new_drops``)
 
     @property
     def active(self) -> bool:
@@ -94,20 +96,30 @@ class TelemetryLink:
     def dropped(self) -> list[str]:
         """A notice for each source whose page was dropped for being too big or too slow (an endless or
         50 MB /metrics: ``loadgen.target.bounded``), so the run says why its server figures are n/a."""
+        return [text for _, text in self.troubles() if text.endswith("(telemetry dropped)")]
+
+    def troubles(self) -> list[tuple[tuple[int, str], str]]:
+        """(key, notice) for each source in trouble now: a page dropped for its size or time, or a source
+        that answered before and has failed ``LOST_AFTER`` polls in a row since (a server whose /metrics
+        went slow, trickling or junk mid-run). A source that never answered (a server without /metrics)
+        is not news: its panel says n/a from the start."""
         hubs = (self.hub, *self.replica_hubs) if self.hub is not None else ()
-        return [
-            f"telemetry source {name}: {text}"
-            for hub in hubs
-            for name, text in hub.statuses().items()
-            if text.endswith("(telemetry dropped)")
-        ]
+        out: list[tuple[tuple[int, str], str]] = []
+        for number, hub in enumerate(hubs):
+            for name, (text, failures, answered) in hub.failing().items():
+                if text.endswith("(telemetry dropped)"):
+                    out.append(((number, name), f"telemetry source {name}: {text}"))
+                elif answered and failures >= LOST_AFTER:
+                    lost = f"telemetry source {name} lost mid-run: {text}; server figures n/a while it fails"
+                    out.append(((number, name), lost))
+        return out
 
     def new_drops(self) -> list[str]:
-        """``dropped``'s notices not said before: the run says each once, when it is first seen (at the
-        start, or at the end of the step during which a page went too big or too slow)."""
-        fresh = [text for text in self.dropped() if text not in self.told]
-        self.told.update(fresh)
-        return fresh
+        """``troubles``' notices not said before: the run says each source's once, when it is first seen
+        (at the start, or at the controller's next tick after a page went too big, too slow or junk)."""
+        fresh = [(key, text) for key, text in self.troubles() if key not in self.told]
+        self.told.update(key for key, _ in fresh)
+        return [text for _, text in fresh]
 
     def replica_kv(self, t0_ns: int, t1_ns: int) -> list[float | None]:
         """Each replica's mean KV-cache usage over a window (None where n/a); [] with one server."""

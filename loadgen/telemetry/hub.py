@@ -45,6 +45,7 @@ class _State:
     status: str = "starting"
     failures: int = 0
     polls: int = 0
+    answered: bool = False  # a good reading came once: a failure now is telemetry lost mid-run
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     poked: asyncio.Event | None = field(default=None, repr=False)
 
@@ -215,6 +216,7 @@ class TelemetryHub:
                 log.debug("telemetry source %s ok", name)
             st.status = "ok"
             st.failures = 0
+            st.answered = True
             st.polls += 1
         self._refresh()
 
@@ -292,6 +294,15 @@ class TelemetryHub:
     def _statuses(self) -> Mapping[str, str]:
         # a fresh plain dict each time (never mutated afterwards): JSON-friendly for records and replays
         return {name: st.status for name, st in self._states.items()}
+
+    def failing(self) -> dict[str, tuple[str, int, bool]]:
+        """Each source failing now: (its reason, its failed polls in a row, whether it had answered before)."""
+        with self._lock:
+            return {
+                name: (st.status, st.failures, st.answered)
+                for name, st in self._states.items()
+                if st.failures
+            }
 
     def readings(self, name: str) -> list[Reading]:
         with self._lock:

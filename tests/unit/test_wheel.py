@@ -10,10 +10,12 @@ import json
 from pathlib import Path
 
 from run_fakes import FakeClock, FakeFleet, S, controller, tick
+from telemetry_fakes import FakeSource
 
 from loadgen.config import SLO, RampPlan
 from loadgen.run.controller import Controller
 from loadgen.run.protocol import ClosedLoad, Flush, NextStep, OpenLoad, Pause, Resume, SetLevel, SetMode
+from loadgen.telemetry import Reading, TelemetryHub
 
 
 def test_a_planned_step_excludes_its_warm_up_and_closes_under_its_own_load(tmp_path: Path) -> None:
@@ -266,11 +268,13 @@ def test_a_closing_step_keeps_its_own_figures_and_number_on_the_snapshot() -> No
 
 def test_a_telemetry_page_dropped_mid_run_is_a_record_event_of_its_step_said_once(tmp_path: Path) -> None:
     """Issue 20.2's remainder: a /metrics that goes endless after a good start was only in the source's
-    status; now the step it happened in records a warning (once) and the console gets a toast."""
+    status; now the step it happened in records a warning (once), the console gets a toast, and (issue 30)
+    the snapshot's warnings carry it, which headless prints on stderr at once."""
     record = tmp_path / "run.jsonl"
     ctl, fleet, clock, _ = controller(plan=RampPlan((4.0, 4.0, 4.0), step_s=2.0, warmup_s=0.0), record=record)
-    dropped: list[str] = []
-    ctl.link.dropped = lambda: list(dropped)  # type: ignore[method-assign]  # the hub's statuses, scripted
+    hub = TelemetryHub([FakeSource("metrics", "server")])  # fed by hand: its polls never run
+    ctl.link.hub = hub
+    hub.record("metrics", Reading(1, gauges={"running": 1.0}))
     ctl.start_load()
 
     def one_step() -> None:
@@ -281,12 +285,44 @@ def test_a_telemetry_page_dropped_mid_run_is_a_record_event_of_its_step_said_onc
         tick(ctl)
 
     one_step()
-    note = "telemetry source metrics: http://127.0.0.1:9/metrics sent more than 8 MiB (telemetry dropped)"
-    dropped.append(note)
+    page = "http://127.0.0.1:9/metrics sent more than 8 MiB (telemetry dropped)"
+    hub.fail("metrics", page)
+    note = f"telemetry source metrics: {page}"
     one_step()
+    hub.fail("metrics", page)
     one_step()  # still dropped: not said again
     events = [json.loads(t) for t in record.read_text().splitlines() if '"type":"event"' in t]
     warnings = [e for e in events if e.get("kind") == "warning"]
     assert [(w["note"], w["step"]) for w in warnings] == [(note, 2)], events
     assert [text for _, text in ctl.wheel.notices] == [note]
+    assert ctl.status.warnings == [note]
     assert [s.index for s in ctl.steps.summaries] == [0, 1, 2]
+
+
+def test_telemetry_gone_junk_mid_run_is_said_once_at_the_next_tick_not_a_single_slow_scrape() -> None:
+    """Issue 30: a /metrics that answered and then went slow, trickling or junk was said nowhere but its
+    panel. Two failed polls in a row after a good one are said once, at the next tick, without waiting for
+    the step's end; one failed poll is not news, nor is a source that never answered (no /metrics)."""
+    ctl, fleet, clock, _ = controller(plan=RampPlan((4.0,), step_s=60.0, warmup_s=0.0))
+    hub = TelemetryHub([FakeSource("metrics", "server"), FakeSource("dcgm", "server")])
+    ctl.link.hub = hub
+    hub.record("metrics", Reading(1, gauges={"running": 1.0}))
+    hub.fail("dcgm", "HTTP 404 from http://127.0.0.1:9/metrics")  # never answered: its panel says n/a
+    hub.fail("dcgm", "HTTP 404 from http://127.0.0.1:9/metrics")
+    ctl.start_load()
+    junk = "not Prometheus text from http://127.0.0.1:9/metrics: Invalid line"
+    hub.fail("metrics", junk)
+    ctl.say_telemetry()
+    assert ctl.status.warnings == []  # one bad scrape
+    hub.fail("metrics", junk)
+    _measure(ctl, fleet, clock, 1)
+    ctl.say_telemetry()
+    expected = f"telemetry source metrics lost mid-run: {junk}; server figures n/a while it fails"
+    assert ctl.status.warnings == [expected]
+    hub.record("metrics", Reading(2, gauges={"running": 1.0}))  # back, and lost again: said once a run
+    hub.fail("metrics", junk)
+    hub.fail("metrics", junk)
+    ctl.say_telemetry()
+    assert ctl.status.warnings == [expected]
+    assert [text for _, text in ctl.wheel.notices] == [expected]
+    assert ctl.steps.summaries == []  # said inside the 60 s step, not at its end
