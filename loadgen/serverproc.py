@@ -148,7 +148,6 @@ class Launched:
     _tail: collections.deque[str] = field(
         init=False, default_factory=lambda: collections.deque(maxlen=TAIL_LINES)
     )
-    _lines_seen: int = field(init=False, default=0)
     _log: IO[str] | None = field(init=False, default=None)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _stopped_by_us: bool = field(init=False, default=False)
@@ -198,7 +197,6 @@ class Launched:
             text = raw.decode("utf-8", "replace").rstrip("\r\n").rsplit("\r", 1)[-1]
             with self._lock:
                 self._tail.append(text)
-                self._lines_seen += 1
                 if self._log is not None:
                     with contextlib.suppress(OSError, ValueError):
                         self._log.write(text + "\n")
@@ -212,11 +210,6 @@ class Launched:
         """The last ``n`` lines the server printed (stdout and stderr together)."""
         with self._lock:
             return list(self._tail)[-n:] if n > 0 else []
-
-    @property
-    def lines_seen(self) -> int:
-        with self._lock:
-            return self._lines_seen
 
     def last_line(self) -> str:
         with self._lock:

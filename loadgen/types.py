@@ -175,14 +175,6 @@ class RequestResult:
         return (answer - 1) * 1e9 / span
 
     @property
-    def e2e_ns(self) -> int:
-        return self.end_ns - self.intended_ns
-
-    @property
-    def schedule_lag_ns(self) -> int:
-        return self.sent_ns - self.intended_ns
-
-    @property
     def decode_tok_s(self) -> float | None:
         """Per-request decode speed: (output_tokens - 1) / (last token time - first token time)."""
         if self.first_token_ns is None or self.last_token_ns is None or self.output_tokens < 2:

@@ -52,10 +52,6 @@ class ReplayRun:
     slo: SLO
     run: WindowStats  # every step's measurement window together
 
-    @property
-    def has_series(self) -> bool:
-        return bool(self.series)
-
 
 def _step_line_numbers(path: str) -> list[int]:
     """The file line number of each step line, in order (the writer puts ``"type":"step"`` first)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from loadgen.format import fmt_setting
@@ -184,10 +184,3 @@ def spread(values: Iterable[float | None]) -> Spread | None:
     if not known:
         return None
     return Spread(statistics.median(known), min(known), max(known), len(known))
-
-
-def spread_at(
-    run: Run, level: LevelSteps, value: Callable[[StepSummary, Mapping[str, object]], float | None]
-) -> Spread | None:
-    """``value`` of each clean step at ``level`` (from its typed step and its raw line), as a Spread."""
-    return spread(value(run.steps[at], run.lines[at]) for at in level.at)

@@ -147,22 +147,6 @@ class Load:
         if self.plan is not None and self.plan.levels:
             self.apply_plan_level(0)
 
-    def advance_plan(self) -> bool:
-        """The plan's next position; False (nothing changed) at its end."""
-        assert self.plan is not None
-        if self.plan_index + 1 >= self.plan.positions:
-            return False
-        self.plan_index += 1
-        self.apply_plan_level(self.plan_index)
-        return True
-
-    def double(self, min_rate: float) -> None:
-        """No plan: the next step doubles the level (at least 1) or the rate (at least ``min_rate``)."""
-        if self.mode == "closed":
-            self.level = max(1, self.level * 2)
-        else:
-            self.rate = max(min_rate, self.rate * 2)
-
     def by_hand(self, level: int | None = None, rate: float | None = None) -> None:
         """The operator set a level or a rate (never below 0)."""
         if level is not None:

@@ -159,7 +159,7 @@ def _cut_short(exc: json.JSONDecodeError, end: int) -> bool:
 def scan_array(path: str, keep: Keep) -> ArrayIndex:
     """Read the JSON array in ``path`` once, in pieces (never whole), indexing the elements ``keep``
     accepts (it is handed each element's record number and value, and may raise ``SourceError``). The
-    index's ``sha256`` is the file's, as ``file_hash`` gives it."""
+    index's ``sha256`` is the file's, as ``hash_file`` gives it."""
     digest = hashlib.sha256()
     offsets, lengths, numbers = array("q"), array("q"), array("q")
     with open_source(path) as f:

@@ -116,7 +116,7 @@ def _lines(f: BinaryIO, path: str, hashed: Callable[[bytes], object]) -> Iterato
 
 def scan_lines(path: str, keep: Keep) -> LineIndex:
     """Read ``path`` once, line by line (never whole), indexing the lines ``keep`` accepts; ``keep`` may
-    raise ``SourceError`` for a bad line. The index's ``sha256`` is the file's, as ``file_hash`` gives it."""
+    raise ``SourceError`` for a bad line. The index's ``sha256`` is the file's, as ``hash_file`` gives it."""
     digest = hashlib.sha256()
     offsets, numbers = array("q"), array("q")
     with open_source(path) as f:

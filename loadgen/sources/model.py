@@ -192,12 +192,8 @@ class Source:
         return out
 
 
-def file_hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def hash_file(path: str) -> str:
-    """``file_hash`` of the file at ``path``, read in 1 MiB pieces (never whole)."""
+    """The SHA-256 (hex) of the file at ``path``, read in 1 MiB pieces (never whole)."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
@@ -215,14 +211,6 @@ def read_bytes(path: str) -> bytes:
             return f.read()
     except OSError as exc:
         raise SourceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
-
-
-def decode_text(path: str, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise SourceError(path, line, None, f"not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
 
 
 def jsonl_lines(path: str, text: str) -> Iterator[tuple[int, object]]:
@@ -264,14 +252,6 @@ def check_span(path: str, where: int | str | None, field: str, span_s: float) ->
             f"{span_s:.3g} s after the first arrival: longer than a week; check the unit "
             "(--trace-time-unit) or keep a part (--trace-window START:END)",
         )
-
-
-def jsonl_objects(path: str, text: str) -> Iterator[tuple[int, dict[str, object]]]:
-    """``jsonl_lines``, each value a JSON object (else ``SourceError`` naming its line)."""
-    for number, value in jsonl_lines(path, text):
-        if not isinstance(value, dict):
-            raise SourceError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
-        yield number, value
 
 
 def first_overflow(source: Source, max_model_len: int) -> str | None:
