@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NoReturn
 
 from loadgen.config import SLO, WINDOWS, EndedBy, Mode, RunState, StepPhase, Window
+from loadgen.measures import derived
 
 
 class _EmptyMapping(Mapping[Any, Any]):
@@ -45,19 +46,28 @@ EMPTY: Mapping[Any, Any] = _EmptyMapping()
 StepFlag = Literal["worker_lost", "closing_cut"]
 STEP_FLAGS: tuple[StepFlag, ...] = ("worker_lost", "closing_cut")
 
-# Histogram metric names, with the unit their values are displayed in.
-METRICS: dict[str, str] = {
-    "ttft_ms": "ms",  # time to first token (reasoning or answer), from the intended start
-    "ttfat_ms": "ms",  # time to first answer token (reasoning excluded), from the intended start
-    "reasoning_ms": "ms",  # the reasoning phase: first token to first answer token (reasoning requests)
-    "ttftc_ms": "ms",  # time to the first tool-call delta, from the intended start (requests that called one)
-    "itl_ms": "ms",  # inter-token latency, per token
-    "decode_tok_s": "tok/s",  # per-request decode speed, the whole output
-    "answer_decode_tok_s": "tok/s",  # per-request decode speed of the answer (after the reasoning)
-    "tool_decode_tok_s": "tok/s",  # per-request token rate of the tool-call arguments
-    "e2e_ms": "ms",  # end-to-end latency, from the intended start
-    "lag_ms": "ms",  # schedule lag: actual send - intended send
-}
+class _Units(Mapping[str, str]):
+    """Histogram metric name -> the unit its values are displayed in, read from the catalogue
+    (``loadgen.measures``) at each use, in its order: every metric drawn as a distribution."""
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> str:
+        return _units()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_units())
+
+    def __len__(self) -> int:
+        return len(_units())
+
+    def __repr__(self) -> str:
+        return repr(_units())
+
+
+_units = derived(lambda metrics, _clauses: {m.name: m.unit for m in metrics if m.kind != "tokens"})
+# Histogram metric names, with the unit their values are displayed in (what each measures: ``loadgen.measures``).
+METRICS: Mapping[str, str] = _Units()
 
 # Fixed bucket upper bounds (display units) for the cumulative counts a ``HistogramView`` carries in ``le``:
 # what ramp's Prometheus exporter (``loadgen.observe.exporter``) publishes as histograms. Fine where LLM

@@ -1,7 +1,7 @@
 """The HDR histogram layout, read in bulk: the only module that touches ``hdrh``'s internals.
 
 Owns the bucket arithmetic of ``hdrh.histogram.HdrHistogram`` (3 significant digits) as numpy tables, the
-metric specs (integer unit, range, display unit of each histogram key), the dense histogram the
+metric specs (integer unit, range, display unit of each histogram key, from ``loadgen.measures``), the dense histogram the
 controller sums into, reading percentiles and drawing bins from counts in one pass, and the base64 codec
 of run records.
 
@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
 
+from loadgen.measures import US_PER_HOUR, derived
 from loadgen.snapshot import BUCKETS, HistogramView, Percentiles
 
 __all__ = [
@@ -48,7 +49,6 @@ CountArray = npt.NDArray[np.integer]
 Bins = tuple[tuple[float, float, int], ...]
 
 SIGNIFICANT_DIGITS = 3
-US_PER_HOUR = 3_600_000_000
 # Percentiles reported for every metric, in the order of the Percentiles fields.
 PCT_POINTS: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 N_BINS = 40
@@ -132,27 +132,15 @@ class MetricSpec:
         return hdr_layout(self.lowest, self.highest, SIGNIFICANT_DIGITS)
 
 
-_US = MetricSpec(1, US_PER_HOUR, 1000.0, "ms")
-_SPECS: dict[str, MetricSpec] = {
-    "ttft_ms": _US,
-    "ttfat_ms": _US,
-    "reasoning_ms": _US,
-    "ttftc_ms": _US,
-    "itl_ms": _US,
-    "e2e_ms": _US,
-    "lag_ms": _US,
-    "decode_tok_s": MetricSpec(1, 10**8, 100.0, "tok/s"),  # centi-tok/s
-    "answer_decode_tok_s": MetricSpec(1, 10**8, 100.0, "tok/s"),
-    "tool_decode_tok_s": MetricSpec(1, 10**8, 100.0, "tok/s"),
-    "input_tokens": MetricSpec(1, 10**8, 1.0, "tokens"),
-    "output_tokens": MetricSpec(1, 10**8, 1.0, "tokens"),
-    "reasoning_tokens": MetricSpec(1, 10**8, 1.0, "tokens"),
-}
+# Each metric's spec, from the catalogue (``loadgen.measures``).
+_specs = derived(
+    lambda metrics, _clauses: {m.name: MetricSpec(m.lowest, m.highest, m.display_div, m.unit) for m in metrics}
+)
 
 
 def spec_for(key: str) -> MetricSpec:
     """Histogram keys are a metric name, optionally ``|class`` (``ttft_ms|cache:hit``)."""
-    return _SPECS[key.split("|", 1)[0]]
+    return _specs()[key.split("|", 1)[0]]
 
 
 def layout_for(key: str) -> Layout:

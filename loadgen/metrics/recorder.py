@@ -13,7 +13,7 @@ Latency histograms hold successful requests only; the schedule lag holds every r
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loadgen import measures
 from loadgen.config import SLO
 from loadgen.metrics.hdr import IntArray, Layout, spec_for
 from loadgen.metrics.replicas import ReplicaKeys
@@ -188,15 +189,26 @@ def _itl_samples(
 
 def _integer_units(key: str, values: list[float]) -> IntArray:
     """One key's buffered source values in its histogram's integer units: ns -> µs (rounded), tok/s ->
-    hundredths, counts as they are."""
-    metric = key.split("|", 1)[0]
-    speed = metric.endswith("decode_tok_s")
-    if speed:
-        return np.rint(np.asarray(values, dtype=np.float64) * 100.0).astype(np.int64)
+    hundredths, counts as they are (by the metric's kind, ``loadgen.measures``)."""
+    metric = measures.metric(key)
+    if metric.kind == "rate":
+        return np.rint(np.asarray(values, dtype=np.float64) * metric.display_div).astype(np.int64)
     ints: IntArray = np.asarray(values, dtype=np.int64)
-    if metric.endswith("_ms"):
+    if metric.kind == "latency":
         return np.floor_divide(ints + 500, 1000)
     return ints
+
+
+Measure = tuple[str, Callable[[RequestResult], float | None], tuple[str, ...]]
+# What a worker measures of each request, from the catalogue: (name, value, class splits) of the metrics
+# measured on every request sent, and of those measured on successes; the one measured per token (ITL).
+_SENT = measures.derived(
+    lambda ms, _cs: tuple((m.name, m.value, m.splits) for m in ms if m.value is not None and m.every_sent)
+)
+_OK = measures.derived(
+    lambda ms, _cs: tuple((m.name, m.value, m.splits) for m in ms if m.value is not None and not m.every_sent)
+)
+_PER_TOKEN = measures.derived(lambda ms, _cs: next(m.name for m in ms if m.value is None))
 
 
 class Recorder:
@@ -224,70 +236,42 @@ class Recorder:
         else:
             bucket.append(value)
 
-    def _latencies(self, result: RequestResult) -> None:
+    def _measure(self, result: RequestResult, measured: tuple[Measure, ...]) -> None:
+        """Each metric's value of ``result`` (the ones it has), and its class splits."""
         push = self._push
-        e2e = result.end_ns - result.intended_ns
-        push("e2e_ms", e2e)
-        ttft = result.ttft_ns
-        if ttft is not None:
-            push("ttft_ms", ttft)
-        decode = result.decode_tok_s
-        if decode is not None:
-            push("decode_tok_s", decode)
-        self._answer(result)
+        for name, value_of, splits in measured:
+            value = value_of(result)
+            if value is None:
+                continue
+            push(name, value)
+            for split in splits:
+                if split == "cache":
+                    if result.cache_class is not None:
+                        push(f"{name}|cache:{result.cache_class}", value)
+                elif result.bucket != DEFAULT_BUCKET:
+                    push(f"{name}|bucket:{result.bucket}", value)
+
+    def _success(self, result: RequestResult) -> None:
+        """A success's metrics, its chunk times for ITL, and whether it called a tool or reasoned."""
+        self._measure(result, _OK())
         if len(result.chunk_times_ns) >= 2:
             itl = self._itl
             itl.append((result.chunk_times_ns, result.chunk_tokens, result.output_tokens))
             if len(itl) >= ITL_BATCH:
                 self.fold_itl()
-        if result.cache_class is not None:
-            cls = "|cache:" + result.cache_class
-            push("e2e_ms" + cls, e2e)
-            if ttft is not None:
-                push("ttft_ms" + cls, ttft)
-        if ttft is not None and result.bucket != DEFAULT_BUCKET:
-            push("ttft_ms|bucket:" + result.bucket, ttft)
-
-    def _answer(self, result: RequestResult) -> None:
-        """TTFAT and the answer's decode speed of every success; the reasoning phase of those that reasoned."""
-        push = self._push
-        ttfat = result.ttfat_ns
-        if ttfat is not None:
-            push("ttfat_ms", ttfat)
-        answer = result.answer_decode_tok_s
-        if answer is not None:
-            push("answer_decode_tok_s", answer)
+        counters = self._counters
         if result.first_tool_ns is not None:
-            self._tools(result)
+            counters["tool_calls"] = counters.get("tool_calls", 0) + 1
+            counters["tool_tokens"] = counters.get("tool_tokens", 0) + result.tool_tokens
         if result.reasoned:
-            counters = self._counters
             counters["reasoned"] = counters.get("reasoned", 0) + 1
             counters["reasoning_tokens"] = counters.get("reasoning_tokens", 0) + result.reasoning_tokens
-            push("reasoning_tokens", result.reasoning_tokens)
-            reasoning = result.reasoning_ns
-            if reasoning is not None:
-                push("reasoning_ms", reasoning)
-
-    def _tools(self, result: RequestResult) -> None:
-        """A success that called a tool: its time to the first tool-call delta, its arguments' tokens and
-        their token rate."""
-        counters = self._counters
-        counters["tool_calls"] = counters.get("tool_calls", 0) + 1
-        counters["tool_tokens"] = counters.get("tool_tokens", 0) + result.tool_tokens
-        ttftc = result.ttftc_ns
-        if ttftc is not None:
-            self._push("ttftc_ms", ttftc)
-        rate = result.tool_decode_tok_s
-        if rate is not None:
-            self._push("tool_decode_tok_s", rate)
 
     def record(self, result: RequestResult) -> None:
         counters = self._counters
-        push = self._push
         if result.ratelimit:
             self._ratelimit = result.ratelimit  # the latest answer's limits stand for the interval
-        if result.sent_ns > 0:
-            push("lag_ms", result.sent_ns - result.intended_ns)
+        self._measure(result, _SENT())
         if result.input_tokens is not None:
             counters["input_tokens"] = counters.get("input_tokens", 0) + result.input_tokens
             counters["input_reported"] = counters.get("input_reported", 0) + 1  # usage told its prompt size
@@ -310,10 +294,7 @@ class Recorder:
                 counters["good_tokens"] = counters.get("good_tokens", 0) + result.output_tokens
             if not result.tokens_exact:
                 counters["approx_tokens"] = counters.get("approx_tokens", 0) + 1
-            if result.input_tokens is not None:
-                push("input_tokens", result.input_tokens)
-            push("output_tokens", result.output_tokens)
-            self._latencies(result)
+            self._success(result)
         elif outcome is Outcome.ERROR:
             kind = result.error_kind.value if result.error_kind is not None else "other"
             key = "err:" + kind
@@ -377,10 +358,12 @@ class Recorder:
         if not items:
             return
         values, counts = _itl_samples(items)
-        layout = spec_for("itl_ms").layout
+        per_token = _PER_TOKEN()
+        layout = spec_for(per_token).layout
         index, bad = layout.index_of(values)
         if bad.any():
-            self._counters["oor:itl_ms"] = self._counters.get("oor:itl_ms", 0) + int(counts[bad].sum())
+            oor = "oor:" + per_token
+            self._counters[oor] = self._counters.get(oor, 0) + int(counts[bad].sum())
             index, counts = index[~bad], counts[~bad]
         add = np.bincount(index, weights=counts.astype(np.float64), minlength=layout.counts_len)
         if self._itl_dense is None:
@@ -466,9 +449,10 @@ class Recorder:
         self.fold_itl()
         if self._itl_dense is not None:
             yield
-            itl = _compact(self._itl_dense, spec_for("itl_ms").layout)
+            per_token = _PER_TOKEN()
+            itl = _compact(self._itl_dense, spec_for(per_token).layout)
             if itl is not None:
-                hists["itl_ms"] = itl
+                hists[per_token] = itl
         return IntervalDelta(
             t0_ns=t0_ns,
             t1_ns=t1_ns,
