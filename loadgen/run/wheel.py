@@ -9,12 +9,13 @@ and the settling in between — so that every step is measured under its own loa
   load, and auto-ramp is turned off (the operator took the wheel).
 - A mode switch keeps the ending step's own mode and level; the new mode starts from what the old one
   achieved, never at 0 unasked.
+
+It reads time only through the controller's clock (``Steps.clock``), the seam a unit test fakes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Coroutine
 
 from loadgen.config import EndedBy, Mode, RampPlan, StepPhase
@@ -82,7 +83,7 @@ class Wheel:
         held for exactly the time needed, not up to the next snapshot tick)."""
         due = self.steps.next_timer_ns()
         if self.phase() in ("closing", "settling"):
-            due = min(due, time.monotonic_ns() + WAITING_POLL_NS)
+            due = min(due, self.steps.clock() + WAITING_POLL_NS)
         return due
 
     def surplus(self) -> int:
@@ -110,7 +111,7 @@ class Wheel:
             return
         if load.mode == "closed" and self.live.in_flight > load.level:
             if not self.settling:
-                self.settling_since_ns = time.monotonic_ns()
+                self.settling_since_ns = self.steps.clock()
             self.settling = True
             self.fleet.apply_load(load)
             return
@@ -159,7 +160,7 @@ class Wheel:
     def check_settled(self) -> None:
         if self.settling and self.status.state == "running" and self.live.in_flight <= self.load.level:
             self.settling = False
-            self.steps.settled_s = (time.monotonic_ns() - self.settling_since_ns) / 1e9
+            self.steps.settled_s = (self.steps.clock() - self.settling_since_ns) / 1e9
             self.begin()
 
     # ---- the plan ---------------------------------------------------------------------------------------
