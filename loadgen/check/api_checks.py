@@ -12,19 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.check.results import CheckResult
-from loadgen.check.session import Api, NotOneObject, Reply, Session
+from loadgen.check.session import Api, NotOneObject, Reply, Session, WrongType
 
-__all__ = ["PROMPT", "GenerationChecks", "failure_text"]
+__all__ = ["PROMPT", "GenerationChecks", "failure_text", "unreadable", "unreadable_text"]
 
 PROMPT = "Write a long story about a river that runs past a mountain, a garden, a bridge and an old town."
 REPLY_TOKENS = 16  # enough text to pick a stop word from, cheap on a managed API
 LIMIT_TOKENS = 5  # the max_tokens check asks this few
+SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
 
 def failure_text(session: Session, exc: BaseException) -> str:
     """An SDK error as one line: the HTTP status and the server's message, or the connection failure."""
     from openai import APIConnectionError, APIStatusError, APITimeoutError
 
+    if isinstance(exc, WrongType):
+        return session.scrub(f"{exc}; the latest: {session.last.text()}")[:360]
     if isinstance(exc, NotOneObject):
         return str(exc)
     if isinstance(exc, APIStatusError):
@@ -34,7 +37,22 @@ def failure_text(session: Session, exc: BaseException) -> str:
     if isinstance(exc, APIConnectionError):
         cause = exc.__cause__
         return session.scrub(f"connection failed: {cause or exc}")[:300]
+    if isinstance(exc, SHAPE_ERRORS):  # the SDK does not check types: a reply of the wrong shape
+        return unreadable_text(session, exc)
     return session.scrub(f"{type(exc).__name__}: {exc}")[:300]
+
+
+def unreadable_text(session: Session, exc: BaseException) -> str:
+    """What raised on an answer that could not be read, and what the latest answer was, on one line."""
+    said = session.scrub(f"{type(exc).__name__}: {exc}")[:160]
+    came = session.scrub(session.last.text())[:200]
+    return f"an answer this check could not read ({said}); the latest: {came}"
+
+
+def unreadable(session: Session, name: str, required: bool, exc: Exception) -> CheckResult:
+    """A check that raised on an answer it could not read (a field of the wrong type, a body of the wrong
+    kind): a failed row saying what raised and what the latest answer was, instead of a traceback."""
+    return CheckResult(name, "fail", unreadable_text(session, exc), required)
 
 
 def _message(body: object) -> str | None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from loadgen.check import api_checks, edge_checks, responses_check, run_body, speed, tools_check
@@ -97,27 +99,59 @@ class RunShape:
     api: Api | None = None
 
 
+async def _guarded(
+    session: Session, name: str, required: bool, check: Callable[[], Awaitable[CheckResult] | CheckResult]
+) -> CheckResult:
+    """One check, its answer-reading failures turned into its failed row (never a traceback): each check
+    says what it can of a bad answer; this catches what none foresaw (a field of the wrong type)."""
+    try:
+        done = check()
+        return await done if inspect.isawaitable(done) else done
+    except Exception as exc:
+        return api_checks.unreadable(session, name, required, exc)
+
+
+def _at_once(session: Session, name: str, required: bool, check: Callable[[], CheckResult]) -> CheckResult:
+    """``_guarded`` for the checks run outside the SDK's loop (the ramp, the rate limits)."""
+    try:
+        return check()
+    except Exception as exc:
+        return api_checks.unreadable(session, name, required, exc)
+
+
 async def _sdk_checks(session: Session, report: CheckReport, info: ServerInfo, run: RunShape) -> None:
-    report.add(await _models(session, info))
-    report.add(_context(info))
     gen = api_checks.GenerationChecks(session)
-    report.add(await gen.chat())
-    report.add(await gen.chat_streamed())
-    report.add(await run_body.run_request(session, run.profile, run.api, session_timeout(session)))
-    report.add(await gen.completions(stream=False))
-    report.add(await gen.completions(stream=True))
-    report.add(await responses_check.responses_stream(session, required=run.api == "responses"))
-    report.add(await tools_check.tool_calls(session))
-    report.add(gen.usage_chunk())
-    report.add(await gen.max_tokens())
-    report.add(await gen.stop())
-    report.add(gen.role_chunk())
-    report.add(gen.reasoning())
-    report.add(await edge_checks.bad_request(session))
-    report.add(await edge_checks.context_overflow(session))
-    report.add(await edge_checks.metrics(session))
-    report.add(await edge_checks.tokenize(session))
-    report.add(await speed.baseline(session))
+    checks: list[tuple[str, bool, Callable[[], Awaitable[CheckResult] | CheckResult]]] = [
+        ("models", True, lambda: _models(session, info)),
+        ("max_model_len", False, lambda: _context(info)),
+        ("chat", True, gen.chat),
+        ("chat stream", True, gen.chat_streamed),
+        (
+            run_body.NAME,
+            True,
+            lambda: run_body.run_request(session, run.profile, run.api, session_timeout(session)),
+        ),
+        ("completions", False, lambda: gen.completions(stream=False)),
+        ("completions stream", False, lambda: gen.completions(stream=True)),
+        (
+            responses_check.NAME,
+            run.api == "responses",
+            lambda: responses_check.responses_stream(session, required=run.api == "responses"),
+        ),
+        (tools_check.NAME, False, lambda: tools_check.tool_calls(session)),
+        ("usage chunk", True, gen.usage_chunk),
+        ("max_tokens", True, gen.max_tokens),
+        ("stop", False, gen.stop),
+        ("role chunk", False, gen.role_chunk),
+        ("reasoning", False, gen.reasoning),
+        ("error shape", True, lambda: edge_checks.bad_request(session)),
+        ("context overflow", False, lambda: edge_checks.context_overflow(session)),
+        ("/metrics", False, lambda: edge_checks.metrics(session)),
+        ("/tokenize", False, lambda: edge_checks.tokenize(session)),
+        ("baseline", False, lambda: speed.baseline(session)),
+    ]
+    for name, required, check in checks:
+        report.add(await _guarded(session, name, required, check))
 
 
 def session_timeout(session: Session) -> float:
@@ -158,11 +192,15 @@ def run_checks(
     session = asyncio.run(_probe_and_check(target, report, timeout_s, shape))
     if session is not None:
         if ramp_seconds > 0:
-            report.add(speed.ramp(target, session.model, ramp_seconds, streams))
+            report.add(
+                _at_once(
+                    session, "ramp", True, lambda: speed.ramp(target, session.model, ramp_seconds, streams)
+                )
+            )
         else:
             report.add(CheckResult("ramp", "n/a", "skipped (--ramp-seconds 0)", True))
         report.ratelimit = dict(session.ratelimit)
-        report.add(edge_checks.rate_limits(session))
+        report.add(_at_once(session, "rate limits", False, lambda: edge_checks.rate_limits(session)))
     report.elapsed_s = time.perf_counter() - started
     return report
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import parse_qsl
 
-from loadgen.check.capped import SDK_BYTES, cap_answers
+from loadgen.check.capped import SDK_BYTES, LastAnswer, cap_answers
 from loadgen.target.connect import proxy_for, tls_context
 from loadgen.target.http import api_key, scrub, target_headers, target_root, url_secrets
 from loadgen.target.ratelimit import read_ratelimit
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletionMessageParam
 
-__all__ = ["SEED", "NotOneObject", "Reply", "Session", "open_session"]
+__all__ = ["SEED", "NotOneObject", "Reply", "Session", "WrongType", "open_session", "typed", "whole"]
 
 T = TypeVar("T")
 
@@ -94,6 +94,7 @@ class Session:
     model: str
     max_model_len: int | None = None
     ratelimit: dict[str, str] = field(default_factory=dict)
+    last: LastAnswer = field(default_factory=LastAnswer)  # the SDK's latest answer (``capped``)
 
     def note(self, headers: Mapping[str, str]) -> None:
         """Keep the latest rate-limit headers (a later answer's replace an earlier one's, key by key)."""
@@ -134,14 +135,14 @@ class Session:
                 stop=stop or omit,
             )
             self.note(raw.headers)
-            done = _whole(raw.parse(), raw.headers)
+            done = whole(raw.parse(), raw.headers)
             choice = done.choices[0] if done.choices else None
             reply.usage = done.usage
             if choice is not None:
                 reply.text = choice.message.content or ""
                 reply.finish_reason = choice.finish_reason
                 reply.reasoning_field = _reasoning(choice.message.model_extra)
-            return reply
+            return typed(reply, "message.content")
         raw_stream = await create(
             model=self.model,
             messages=messages,
@@ -165,8 +166,7 @@ class Session:
             if delta.content or found:
                 reply.token(delta.content or "", now)
             reply.finish_reason = chunk.choices[0].finish_reason or reply.finish_reason
-        reply.text = "".join(reply.parts)
-        return reply
+        return typed(reply, "delta.content")
 
     async def _complete(self, prompt: str, max_tokens: int, stream: bool, stop: list[str] | None) -> Reply:
         from openai import omit
@@ -183,11 +183,11 @@ class Session:
                 stop=stop or omit,
             )
             self.note(raw.headers)
-            done = _whole(raw.parse(), raw.headers)
+            done = whole(raw.parse(), raw.headers)
             reply.usage = done.usage
             if done.choices:
                 reply.text, reply.finish_reason = done.choices[0].text, done.choices[0].finish_reason
-            return reply
+            return typed(reply, "text")
         raw_stream = await create(
             model=self.model,
             prompt=prompt,
@@ -206,15 +206,14 @@ class Session:
             if chunk.choices[0].text:
                 reply.token(chunk.choices[0].text, now)
             reply.finish_reason = chunk.choices[0].finish_reason or reply.finish_reason
-        reply.text = "".join(reply.parts)
-        return reply
+        return typed(reply, "text")
 
 
 class NotOneObject(Exception):
     """A non-streamed request answered with something the SDK cannot read as one JSON object."""
 
 
-def _whole(parsed: T | str, headers: Mapping[str, str]) -> T:
+def whole(parsed: T | str, headers: Mapping[str, str]) -> T:
     """The SDK's parse of a non-streamed reply, or a clear error when the server sent text instead (the SDK
     hands back a ``str`` for an answer that is not JSON: an SSE stream, an HTML page)."""
     if isinstance(parsed, str):
@@ -225,6 +224,47 @@ def _whole(parsed: T | str, headers: Mapping[str, str]) -> T:
             "an application using the SDK without streaming would break"
         )
     return parsed
+
+
+class WrongType(NotOneObject):
+    """A reply whose fields are not of the types the API gives them (the SDK does not check them)."""
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def typed(reply: Reply, text_field: str) -> Reply:
+    """``reply`` with its streamed parts joined, once its fields are of the API's types; ``WrongType`` names
+    the first that is not (a check would otherwise pass a dict as text, or compare a list with a count)."""
+    wrong = [
+        f"{name} is {_kind(value)}"
+        for name, value, ok in (
+            (text_field, reply.text, isinstance(reply.text, str)),
+            *((text_field, part, isinstance(part, str)) for part in reply.parts),
+            (
+                "finish_reason",
+                reply.finish_reason,
+                reply.finish_reason is None or isinstance(reply.finish_reason, str),
+            ),
+            ("delta.role", reply.first_role, reply.first_role is None or isinstance(reply.first_role, str)),
+            *(
+                (
+                    f"usage.{name}",
+                    getattr(reply.usage, name, None),
+                    isinstance(getattr(reply.usage, name, None), int),
+                )
+                for name in ("prompt_tokens", "completion_tokens")
+                if reply.usage is not None
+            ),
+        )
+        if not ok
+    ]
+    if wrong:
+        raise WrongType(f"a reply of the wrong shape: {wrong[0]}, not what the OpenAI API sends")
+    if reply.parts:
+        reply.text = "".join(reply.parts)
+    return reply
 
 
 def _reasoning(extra: dict[str, object] | None) -> str | None:
@@ -242,11 +282,12 @@ def open_session(target: Target, model: str, timeout_s: float) -> Session:
 
     # The SDK's own httpx flavour (httpx, or httpx2 in recent SDKs), with the SDK's defaults kept; every
     # answer bounded in bytes and time (``capped``).
+    last = LastAnswer()
     http = DefaultAsyncHttpxClient(
         verify=tls_context(target),
         proxy=proxy_for(target),
         trust_env=False,  # the proxy is chosen by the one rule; SSL_CERT_FILE is read by tls_context
-        event_hooks={"response": [cap_answers(SDK_BYTES, timeout_s * 2)]},
+        event_hooks={"response": [cap_answers(SDK_BYTES, timeout_s * 2, last)]},
     )
     query = dict(parse_qsl(target.url.partition("?")[2].partition("#")[0]))
     sdk = AsyncOpenAI(
@@ -259,4 +300,4 @@ def open_session(target: Target, model: str, timeout_s: float) -> Session:
         timeout=timeout_s,
     )
     edge = tokenize_client(target, timeout_s, connect_timeout_s=target.connect_timeout_s)
-    return Session(target=target, sdk=sdk, http=http, edge=edge, model=model)
+    return Session(target=target, sdk=sdk, http=http, edge=edge, model=model, last=last)
