@@ -19,9 +19,9 @@ beside each point is one more name per point there, not another table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 if TYPE_CHECKING:
     from loadgen.types import RequestResult
@@ -33,6 +33,8 @@ __all__ = [
     "Clause",
     "Compared",
     "Kind",
+    "Live",
+    "LiveMap",
     "Metric",
     "Side",
     "Split",
@@ -308,3 +310,57 @@ _right = derived(
         m for kind in ("rate", "latency") for m in ms if m.kind == kind and "right" in m.console
     )
 )
+
+
+class Live(Sequence[T]):
+    """A tuple derived from the catalogue, rebuilt whenever it changes (see ``derived``): for a module's
+    table (``STEP_COLUMNS``, ``FIGURES``) that its readers iterate, index and slice as a tuple."""
+
+    __slots__ = ("_get",)
+
+    def __init__(self, build: Callable[[tuple[Metric, ...], tuple[Clause, ...]], tuple[T, ...]]) -> None:
+        self._get = derived(build)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        return self._get()[index]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LiveMap(Mapping[K, V]):
+    """A mapping derived from the catalogue, rebuilt whenever it changes (see ``derived``): for a module's
+    table that its readers look up and iterate as a dict (``snapshot.METRICS``, ``tui.format.METRIC_TITLES``)."""
+
+    __slots__ = ("_get",)
+
+    def __init__(self, build: Callable[[tuple[Metric, ...], tuple[Clause, ...]], dict[K, V]]) -> None:
+        self._get = derived(build)
+
+    def __getitem__(self, key: K) -> V:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())

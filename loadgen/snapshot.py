@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NoReturn
 
 from loadgen.config import SLO, WINDOWS, EndedBy, Mode, RunState, StepPhase, Window
-from loadgen.measures import derived
+from loadgen.measures import LiveMap
+from loadgen.stats import Interval
 
 
 class _EmptyMapping(Mapping[Any, Any]):
@@ -46,28 +47,11 @@ EMPTY: Mapping[Any, Any] = _EmptyMapping()
 StepFlag = Literal["worker_lost", "closing_cut"]
 STEP_FLAGS: tuple[StepFlag, ...] = ("worker_lost", "closing_cut")
 
-class _Units(Mapping[str, str]):
-    """Histogram metric name -> the unit its values are displayed in, read from the catalogue
-    (``loadgen.measures``) at each use, in its order: every metric drawn as a distribution."""
-
-    __slots__ = ()
-
-    def __getitem__(self, name: str) -> str:
-        return _units()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_units())
-
-    def __len__(self) -> int:
-        return len(_units())
-
-    def __repr__(self) -> str:
-        return repr(_units())
-
-
-_units = derived(lambda metrics, _clauses: {m.name: m.unit for m in metrics if m.kind != "tokens"})
-# Histogram metric names, with the unit their values are displayed in (what each measures: ``loadgen.measures``).
-METRICS: Mapping[str, str] = _Units()
+# Histogram metric names, with the unit their values are displayed in: every metric drawn as a distribution,
+# in the catalogue's order (what each measures: ``loadgen.measures``).
+METRICS: Mapping[str, str] = LiveMap(
+    lambda metrics, _clauses: {m.name: m.unit for m in metrics if m.kind != "tokens"}
+)
 
 # Fixed bucket upper bounds (display units) for the cumulative counts a ``HistogramView`` carries in ``le``:
 # what ramp's Prometheus exporter (``loadgen.observe.exporter``) publishes as histograms. Fine where LLM

@@ -6,29 +6,37 @@ it last drew with the current one and skip the redraw when nothing changed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar, get_args
 
+from loadgen import measures
 from loadgen.config import WINDOWS, Window
 
 CurveX = Literal["out_tok_s", "level"]  # the step curve's x axis
 
-LEFT_METRICS = ("ttft_ms", "ttfat_ms", "ttftc_ms", "itl_ms", "e2e_ms", "lag_ms")
-RIGHT_METRICS = ("decode_tok_s", "answer_decode_tok_s", "tool_decode_tok_s", "itl_ms", "e2e_ms")
+# What each histogram panel may show, in the order its key cycles, from the catalogue (``measures.Metric.console``):
+# the latencies left, the speeds right (then the latencies it may show too); each panel starts on its first.
+LEFT_METRICS: measures.Live[str] = measures.Live(
+    lambda ms, cs: tuple(m.name for m in measures.side_metrics("left"))
+)
+RIGHT_METRICS: measures.Live[str] = measures.Live(
+    lambda ms, cs: tuple(m.name for m in measures.side_metrics("right"))
+)
 CURVE_X: tuple[CurveX, ...] = get_args(CurveX)
 
 T = TypeVar("T", bound=str)
 
 
-def _cycle(options: tuple[T, ...], current: T) -> T:
+def _cycle(options: Sequence[T], current: T) -> T:
     index = options.index(current) if current in options else -1
     return options[(index + 1) % len(options)]
 
 
 @dataclass(frozen=True, slots=True)
 class ViewState:
-    left_metric: str = "ttft_ms"
-    right_metric: str = "decode_tok_s"
+    left_metric: str = field(default_factory=lambda: LEFT_METRICS[0])
+    right_metric: str = field(default_factory=lambda: RIGHT_METRICS[0])
     window: Window = "step"
     curve_x: CurveX = "out_tok_s"
     # What the console looks at when it is not its own run's: "ATTACHED" (``ramp attach``, read-only),

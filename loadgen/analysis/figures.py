@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from loadgen import measures
 from loadgen.analysis.cost import StepCost
 from loadgen.format import fmt_num_wide, fmt_pct_wide, fmt_points_wide, fmt_usd
 from loadgen.snapshot import StepSummary
@@ -49,10 +50,9 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _reasoned(metric: str, point: str) -> Value:
+def _reasoned(get: Value) -> Value:
     """A figure of the reasoning phase or the answer alone: only where the step's requests reasoned (the
     answer's decode speed of a model that does not reason is its decode speed, already a row)."""
-    get = _pct(metric, point)
 
     def value(step: StepSummary, line: Mapping[str, object], cost: StepCost | None) -> float | None:
         return get(step, line, cost) if step.stats.reasoned else None
@@ -96,39 +96,46 @@ def _per_task(_step: StepSummary, _line: Mapping[str, object], cost: StepCost | 
     return None if primary is None else primary.per_task
 
 
-FIGURES: tuple[Figure, ...] = (
-    Figure("out_tok_s", "out tok/s", "tok/s", True, lambda s, _l, _c: s.stats.out_tok_s),
-    Figure("decode_p50_tok_s", "decode p50 tok/s", "tok/s", True, _pct("decode_tok_s", "p50")),
-    Figure("ttft_p50_ms", "TTFT p50 ms", "ms", False, _pct("ttft_ms", "p50")),
-    Figure("ttft_p95_ms", "TTFT p95 ms", "ms", False, _pct("ttft_ms", "p95")),
-    Figure("itl_p99_ms", "ITL p99 ms", "ms", False, _pct("itl_ms", "p99")),
-    Figure("e2e_p95_s", "e2e p95 s", "s", False, _pct("e2e_ms", "p95", 1 / 1000)),
-    Figure("error_rate", "error rate", "fraction", False, _error_rate, fmt_pct_wide, fmt_points_wide),
-    # time to first answer token: TTFT's twin with reasoning excluded (the same for a model that does not reason)
-    Figure("ttfat_p50_ms", "TTFAT p50 ms", "ms", False, _pct("ttfat_ms", "p50")),
-    Figure("ttfat_p95_ms", "TTFAT p95 ms", "ms", False, _pct("ttfat_ms", "p95")),
-    Figure("reasoning_p50_ms", "reasoning p50 ms", "ms", False, _reasoned("reasoning_ms", "p50")),
-    Figure("reasoning_tokens_per_req", "reasoning tok/req", "tokens", False, _reasoning_per_req),
-    Figure(
-        "answer_decode_p50_tok_s",
-        "answer decode p50 tok/s",
-        "tok/s",
-        True,
-        _reasoned("answer_decode_tok_s", "p50"),
+def _metric_figure(metric: measures.Metric, at: measures.Compared) -> Figure:
+    """A metric's figure in compare, as the catalogue declares it (``Metric.compared``)."""
+    unit, suffix, scale = ("s", "s", 1 / 1000) if at.in_seconds else (metric.unit, metric.suffix, 1.0)
+    get = _pct(metric.name, at.point, scale)
+    value = _reasoned(get) if at.only_reasoned else get
+    label = f"{metric.short} {at.point} {unit}"
+    return Figure(f"{metric.stem}_{at.point}_{suffix}", label, unit, metric.higher_is_better, value)
+
+
+# compare's own figures, each with its rank among them all (a metric's declare theirs in the catalogue)
+_OWN: tuple[tuple[int, Figure], ...] = (
+    (0, Figure("out_tok_s", "out tok/s", "tok/s", True, lambda s, _l, _c: s.stats.out_tok_s)),
+    (50, Figure("error_rate", "error rate", "fraction", False, _error_rate, fmt_pct_wide, fmt_points_wide)),
+    (75, Figure("reasoning_tokens_per_req", "reasoning tok/req", "tokens", False, _reasoning_per_req)),
+    (
+        105,
+        Figure(
+            "tool_call_share", "tool-call share", "fraction", True, _tool_share, fmt_pct_wide, fmt_points_wide
+        ),
     ),
-    # tool calls: the time to the first tool-call delta and the arguments' token rate (steps that called one)
-    Figure("ttftc_p50_ms", "TTFTC p50 ms", "ms", False, _pct("ttftc_ms", "p50")),
-    Figure("ttftc_p95_ms", "TTFTC p95 ms", "ms", False, _pct("ttftc_ms", "p95")),
-    Figure("tool_decode_p50_tok_s", "tool args p50 tok/s", "tok/s", True, _pct("tool_decode_tok_s", "p50")),
-    Figure(
-        "tool_call_share", "tool-call share", "fraction", True, _tool_share, fmt_pct_wide, fmt_points_wide
-    ),
-    Figure("goodput_req_s", "goodput req/s", "req/s", True, _goodput("req_s")),
-    Figure("goodput_tok_s", "goodput tok/s", "tok/s", True, _goodput("tok_s")),
-    Figure("spec_acceptance", "spec accept", "fraction", True, _spec, fmt_pct_wide, fmt_points_wide),
-    Figure("usd_per_1m_output", "$/1M out", "USD", False, _per_1m, fmt_usd, fmt_usd),
-    Figure("usd_per_task", "$/req", "USD", False, _per_task, fmt_usd, fmt_usd),
+    (110, Figure("goodput_req_s", "goodput req/s", "req/s", True, _goodput("req_s"))),
+    (111, Figure("goodput_tok_s", "goodput tok/s", "tok/s", True, _goodput("tok_s"))),
+    (120, Figure("spec_acceptance", "spec accept", "fraction", True, _spec, fmt_pct_wide, fmt_points_wide)),
+    (130, Figure("usd_per_1m_output", "$/1M out", "USD", False, _per_1m, fmt_usd, fmt_usd)),
+    (131, Figure("usd_per_task", "$/req", "USD", False, _per_task, fmt_usd, fmt_usd)),
 )
 
-# The repeats table of ``ramp report``: the figures a step line always has.
-REPEAT_FIGURES: tuple[Figure, ...] = FIGURES[:7]
+
+def _figures(metrics: tuple[measures.Metric, ...], _clauses: object) -> tuple[Figure, ...]:
+    ranked = [
+        *_OWN,
+        *((at.rank, _metric_figure(metric, at)) for metric in metrics for at in metric.compared),
+    ]
+    # a stable sort: a metric's figure ranked alike follows compare's own and the metrics before it
+    return tuple(figure for _rank, figure in sorted(ranked, key=lambda pair: pair[0]))
+
+
+# Every figure, by rank: throughput and the headline latencies, the error rate, reasoning, tool calls,
+# goodput, speculative decoding, cost (TTFAT is TTFT's twin with reasoning excluded).
+FIGURES: measures.Live[Figure] = measures.Live(_figures)
+
+# The repeats table of ``ramp report``: the figures a step line always has (rank below the error rate's).
+REPEAT_FIGURES: measures.Live[Figure] = measures.Live(lambda ms, cs: FIGURES[:7])

@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from loadgen import measures
 from loadgen.analysis.conditions import conditions_of, show
 from loadgen.analysis.cost import Costs, StepCost
 from loadgen.analysis.reports import ReportRun
 from loadgen.runtimes import LAUNCHABLE
-from loadgen.snapshot import METRICS, StepSummary
+from loadgen.snapshot import StepSummary
 from loadgen.telemetry.window import WINDOW_KEYS
 from loadgen.types import ErrorKind
 
@@ -89,26 +90,6 @@ def _cost(basis: Literal["gpu", "api"], figure: str) -> Callable[[StepInput], ob
     return value
 
 
-# The histograms' metrics as column stems: (metric, stem, unit suffix).
-_STEMS = (("ttft_ms", "ttft", "ms"), ("ttfat_ms", "ttfat", "ms"), ("reasoning_ms", "reasoning", "ms"),
-          ("ttftc_ms", "ttftc", "ms"), ("itl_ms", "itl", "ms"), ("decode_tok_s", "decode", "tok_s"),
-          ("answer_decode_tok_s", "answer_decode", "tok_s"), ("tool_decode_tok_s", "tool_decode", "tok_s"),
-          ("e2e_ms", "e2e", "ms"), ("lag_ms", "lag", "ms"))  # fmt: skip
-_POINTS = ("mean", "p50", "p90", "p95", "p99", "p999", "min", "max")
-_METRIC_DOCS = {
-    "ttft_ms": "time to first token, from the intended start",
-    "ttfat_ms": "time to first answer token (reasoning excluded), from the intended start",
-    "reasoning_ms": "reasoning phase, first token to first answer token (requests that reasoned)",
-    "answer_decode_tok_s": "per-request decode speed of the answer alone",
-    "ttftc_ms": "time to the first tool-call delta, from the intended start (requests that called a tool)",
-    "tool_decode_tok_s": "per-request token rate of the tool-call arguments",
-    "itl_ms": "inter-token latency, per token",
-    "decode_tok_s": "per-request decode speed, the whole output (reasoning included)",
-    "e2e_ms": "end-to-end latency, from the intended start",
-    "lag_ms": "schedule lag: actual send minus intended send",
-}
-
-
 def _pct(metric: str, point: str) -> Callable[[StepInput], object]:
     return lambda src: src.step.stats.pct(metric).as_dict()[point]
 
@@ -122,15 +103,27 @@ def _errors_of(kind: str) -> Callable[[StepInput], object]:
 
 
 def _metric_columns() -> list[Column]:
+    """Each histogram's count and percentile columns (``<stem>_count``, ``<stem>_<point>_<unit>``), from the
+    catalogue (``loadgen.measures``), in its order."""
     columns = []
-    for metric, stem, unit in _STEMS:
-        assert metric in METRICS
-        doc = _METRIC_DOCS[metric]
+    for metric in measures.histogram_metrics():
+        name, stem, unit, doc = metric.name, metric.stem, metric.suffix, metric.doc
         columns.append(
-            _c(f"{stem}_count", "integer", f"values in the {metric} histogram ({doc})", _count(metric), False)
+            _c(f"{stem}_count", "integer", f"values in the {name} histogram ({doc})", _count(name), False)
         )
-        columns.extend(_c(f"{stem}_{p}_{unit}", "number", f"{doc}: {p}", _pct(metric, p)) for p in _POINTS)
+        columns.extend(
+            _c(f"{stem}_{p}_{unit}", "number", f"{doc}: {p}", _pct(name, p)) for p in measures.POINTS
+        )
     return columns
+
+
+def _per_req_columns() -> list[Column]:
+    """Each per-request token count's step-line summary (``<name>_per_req_<point>``)."""
+    return [
+        _c(f"{m.name}_per_req_{p}", "number", f"{m.doc}: {p}", _per_req(f"{m.name}_per_req", p))
+        for m in measures.token_metrics()
+        for p in m.step_points
+    ]
 
 
 def server_column(key: str) -> str:
@@ -145,63 +138,65 @@ def _server(key: str) -> Column:
     return _c(server_column(key), "number", f"the server's telemetry over the step: {key}", value)
 
 
-STEP_COLUMNS: tuple[Column, ...] = (
-    _c("step", "integer", "step number, 1-based, in the order run", lambda s: s.step.index + 1, False),
-    _c("repeat", "integer", "which repeat of its level (0-based, --repeat N)", lambda s: s.step.repeat, False),
-    _c("mode", "string", "closed (fixed concurrency) or open (arrival rate)", lambda s: s.step.mode, False),
-    _c("level", "integer", "concurrency (closed loop), or the concurrency cap (open, 0 = none)", lambda s: s.step.level, False),
-    _c("rate_rps", "number", "arrival rate, req/s (open loop)", lambda s: s.step.rate_rps),
-    _c("arrival", "string", "closed, constant, poisson or gamma(k)", lambda s: s.step.arrival, False),
-    _c("warmup_s", "number", "warm-up before the measurement window, s", lambda s: s.step.warmup_s, False),
-    _c("window_s", "number", "measurement window, s", lambda s: s.step.window_s, False),
-    _c("duration_s", "number", "the whole step, s", lambda s: s.step.duration_s, False),
-    _c("ended_by", "string", "what ended the step: plan, key, slo, stop ...", lambda s: s.step.ended_by, False),
-    _c("clean", "boolean", "measured under its own load only (no share carried into the next)", lambda s: s.step.clean, False),
-    _c("carried_share", "number", "share of its requests that finished under the next load", lambda s: s.step.carried_share, False),
-    _c("closing_s", "number", "from the window's end until its last counted request was done, s", lambda s: s.step.closing_s, False),
-    _c("cache", "string", "prefix cache before the step: reset, kept, or empty (unknown)", lambda s: s.step.cache, False),
-    _c("best", "boolean", "the best step under the SLO (highest out tok/s among clean steps that met it)", lambda s: s.best, False),
-    _c("ok", "integer", "requests finished without error in the window", lambda s: s.step.stats.ok, False),
-    _c("errors", "integer", "requests that failed in the window (all kinds)", lambda s: s.step.stats.error_count, False),
-    _c("error_rate", "number", "errors / (ok + errors)", _error_rate),
-    _c("cancelled", "integer", "requests cancelled by ramp (not errors)", lambda s: s.step.stats.cancelled, False),
-    *(
-        _c(f"errors_{kind.value}", "integer", f"errors of kind {kind.value}", _errors_of(kind.value), False)
-        for kind in ErrorKind
-    ),
-    _c("input_tokens", "integer", "prompt tokens of the window's successful requests", lambda s: s.step.stats.input_tokens, False),
-    _c("output_tokens", "integer", "output tokens of the window's successful requests", lambda s: s.step.stats.output_tokens, False),
-    _c("cached_tokens", "integer", "prompt tokens the server reported as cached", lambda s: s.step.stats.cached_tokens, False),
-    _c("approx_tokens", "integer", "requests whose tokens were counted from the stream (no usage)", lambda s: s.step.stats.approx_tokens, False),
-    *(
-        _c(f"{which}_tokens_per_req_{p}", "number", f"{which} tokens per request: {p}", _per_req(f"{which}_tokens_per_req", p))
-        for which in ("input", "output", "reasoning") for p in ("p50", "p95", "mean")
-    ),
-    _c("reasoned", "integer", "successful requests that reasoned before answering", lambda s: s.step.stats.reasoned, False),
-    _c("reasoning_tokens", "integer", "their reasoning tokens (usage's, else counted)", lambda s: s.step.stats.reasoning_tokens, False),
-    _c("tool_calls", "integer", "successful requests that called a tool", lambda s: s.step.stats.tool_calls, False),
-    _c("tool_tokens", "integer", "their tool-call arguments' tokens", lambda s: s.step.stats.tool_tokens, False),
-    _c("out_tok_s", "number", "aggregate output tokens/s over the window", lambda s: s.step.stats.out_tok_s),
-    _c("prefill_tok_s", "number", "aggregate prompt tokens/s over the window", lambda s: s.step.stats.prefill_tok_s),
-    _c("req_s", "number", "finished requests/s", lambda s: s.step.stats.req_s),
-    _c("goodput_req_s", "number", "requests/s that met the SLO's per-request limits", lambda s: s.step.stats.goodput_req_s),
-    _c("goodput_tok_s", "number", "their output tokens/s", lambda s: s.step.stats.goodput_tok_s),
-    *_metric_columns(),
-    _c("slo_met", "boolean", "the step met the SLO (empty: no SLO or too little data)", lambda s: s.step.verdict.met),
-    _c("slo_failures", "string", "the SLO clauses it missed, '; '-separated", lambda s: "; ".join(s.step.verdict.failures), False),
-    _c("slo_not_judged", "string", "the SLO clauses with nothing to judge (TTFTC without a tool call), '; '-separated", lambda s: "; ".join(s.step.verdict.not_judged), False),
-    _c("client_bound", "boolean", "the load generator may have limited the step", lambda s: s.step.client_bound, False),
-    _c("client_bound_reason", "string", "why it was flagged client-bound", lambda s: s.step.bound_reason, False),
-    *(_server(key) for key in WINDOW_KEYS),
-    _c("cost_gpu_usd", "number", "GPU-hour cost of the window, USD", _cost("gpu", "usd")),
-    _c("cost_gpu_usd_per_1m_out", "number", "GPU-hour cost per 1M output tokens, USD", _cost("gpu", "per_1m_out")),
-    _c("cost_gpu_usd_per_task", "number", "GPU-hour cost per task (cost_task), USD", _cost("gpu", "per_task")),
-    _c("cost_api_usd", "number", "token-price bill of the window, USD", _cost("api", "usd")),
-    _c("cost_api_usd_per_1m_out", "number", "token-price bill per 1M output tokens, USD", _cost("api", "per_1m_out")),
-    _c("cost_api_usd_per_task", "number", "token-price bill per task, USD", _cost("api", "per_task")),
-    _c("cost_task", "string", "what a task is: req, or session (multi-turn profile)", lambda s: s.task, False),
-    _c("marks", "string", "the operator's marks during the step, '; '-separated", lambda s: "; ".join(s.step.marks), False),
-)  # fmt: skip
+def _step_columns(_metrics: object, _clauses: object) -> tuple[Column, ...]:
+    return (
+        _c("step", "integer", "step number, 1-based, in the order run", lambda s: s.step.index + 1, False),
+        _c("repeat", "integer", "which repeat of its level (0-based, --repeat N)", lambda s: s.step.repeat, False),
+        _c("mode", "string", "closed (fixed concurrency) or open (arrival rate)", lambda s: s.step.mode, False),
+        _c("level", "integer", "concurrency (closed loop), or the concurrency cap (open, 0 = none)", lambda s: s.step.level, False),
+        _c("rate_rps", "number", "arrival rate, req/s (open loop)", lambda s: s.step.rate_rps),
+        _c("arrival", "string", "closed, constant, poisson or gamma(k)", lambda s: s.step.arrival, False),
+        _c("warmup_s", "number", "warm-up before the measurement window, s", lambda s: s.step.warmup_s, False),
+        _c("window_s", "number", "measurement window, s", lambda s: s.step.window_s, False),
+        _c("duration_s", "number", "the whole step, s", lambda s: s.step.duration_s, False),
+        _c("ended_by", "string", "what ended the step: plan, key, slo, stop ...", lambda s: s.step.ended_by, False),
+        _c("clean", "boolean", "measured under its own load only (no share carried into the next)", lambda s: s.step.clean, False),
+        _c("carried_share", "number", "share of its requests that finished under the next load", lambda s: s.step.carried_share, False),
+        _c("closing_s", "number", "from the window's end until its last counted request was done, s", lambda s: s.step.closing_s, False),
+        _c("cache", "string", "prefix cache before the step: reset, kept, or empty (unknown)", lambda s: s.step.cache, False),
+        _c("best", "boolean", "the best step under the SLO (highest out tok/s among clean steps that met it)", lambda s: s.best, False),
+        _c("ok", "integer", "requests finished without error in the window", lambda s: s.step.stats.ok, False),
+        _c("errors", "integer", "requests that failed in the window (all kinds)", lambda s: s.step.stats.error_count, False),
+        _c("error_rate", "number", "errors / (ok + errors)", _error_rate),
+        _c("cancelled", "integer", "requests cancelled by ramp (not errors)", lambda s: s.step.stats.cancelled, False),
+        *(
+            _c(f"errors_{kind.value}", "integer", f"errors of kind {kind.value}", _errors_of(kind.value), False)
+            for kind in ErrorKind
+        ),
+        _c("input_tokens", "integer", "prompt tokens of the window's successful requests", lambda s: s.step.stats.input_tokens, False),
+        _c("output_tokens", "integer", "output tokens of the window's successful requests", lambda s: s.step.stats.output_tokens, False),
+        _c("cached_tokens", "integer", "prompt tokens the server reported as cached", lambda s: s.step.stats.cached_tokens, False),
+        _c("approx_tokens", "integer", "requests whose tokens were counted from the stream (no usage)", lambda s: s.step.stats.approx_tokens, False),
+        *_per_req_columns(),
+        _c("reasoned", "integer", "successful requests that reasoned before answering", lambda s: s.step.stats.reasoned, False),
+        _c("reasoning_tokens", "integer", "their reasoning tokens (usage's, else counted)", lambda s: s.step.stats.reasoning_tokens, False),
+        _c("tool_calls", "integer", "successful requests that called a tool", lambda s: s.step.stats.tool_calls, False),
+        _c("tool_tokens", "integer", "their tool-call arguments' tokens", lambda s: s.step.stats.tool_tokens, False),
+        _c("out_tok_s", "number", "aggregate output tokens/s over the window", lambda s: s.step.stats.out_tok_s),
+        _c("prefill_tok_s", "number", "aggregate prompt tokens/s over the window", lambda s: s.step.stats.prefill_tok_s),
+        _c("req_s", "number", "finished requests/s", lambda s: s.step.stats.req_s),
+        _c("goodput_req_s", "number", "requests/s that met the SLO's per-request limits", lambda s: s.step.stats.goodput_req_s),
+        _c("goodput_tok_s", "number", "their output tokens/s", lambda s: s.step.stats.goodput_tok_s),
+        *_metric_columns(),
+        _c("slo_met", "boolean", "the step met the SLO (empty: no SLO or too little data)", lambda s: s.step.verdict.met),
+        _c("slo_failures", "string", "the SLO clauses it missed, '; '-separated", lambda s: "; ".join(s.step.verdict.failures), False),
+        _c("slo_not_judged", "string", "the SLO clauses with nothing to judge (TTFTC without a tool call), '; '-separated", lambda s: "; ".join(s.step.verdict.not_judged), False),
+        _c("client_bound", "boolean", "the load generator may have limited the step", lambda s: s.step.client_bound, False),
+        _c("client_bound_reason", "string", "why it was flagged client-bound", lambda s: s.step.bound_reason, False),
+        *(_server(key) for key in WINDOW_KEYS),
+        _c("cost_gpu_usd", "number", "GPU-hour cost of the window, USD", _cost("gpu", "usd")),
+        _c("cost_gpu_usd_per_1m_out", "number", "GPU-hour cost per 1M output tokens, USD", _cost("gpu", "per_1m_out")),
+        _c("cost_gpu_usd_per_task", "number", "GPU-hour cost per task (cost_task), USD", _cost("gpu", "per_task")),
+        _c("cost_api_usd", "number", "token-price bill of the window, USD", _cost("api", "usd")),
+        _c("cost_api_usd_per_1m_out", "number", "token-price bill per 1M output tokens, USD", _cost("api", "per_1m_out")),
+        _c("cost_api_usd_per_task", "number", "token-price bill per task, USD", _cost("api", "per_task")),
+        _c("cost_task", "string", "what a task is: req, or session (multi-turn profile)", lambda s: s.task, False),
+        _c("marks", "string", "the operator's marks during the step, '; '-separated", lambda s: "; ".join(s.step.marks), False),
+    )  # fmt: skip
+
+
+# Every step column, in order; the metrics' columns derived from the catalogue whenever it changes.
+STEP_COLUMNS: measures.Live[Column] = measures.Live(_step_columns)
 _KNOWN_SERVER = frozenset(WINDOW_KEYS)
 
 
