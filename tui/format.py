@@ -9,21 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from loadgen import measures
 from loadgen.format import fmt_duration, fmt_ms, fmt_pct, fmt_rate, fmt_setting, fmt_si
 from loadgen.snapshot import METRICS, SLO, SLOVerdict
 
-METRIC_TITLES: dict[str, str] = {
-    "ttft_ms": "TTFT",
-    "ttfat_ms": "TTFAT",  # time to first answer token: reasoning excluded
-    "reasoning_ms": "reasoning phase",
-    "itl_ms": "ITL",
-    "decode_tok_s": "decode tok/s",
-    "answer_decode_tok_s": "answer decode tok/s",
-    "ttftc_ms": "TTFTC",  # time to the first tool-call delta
-    "tool_decode_tok_s": "tool args tok/s",
-    "e2e_ms": "e2e latency",
-    "lag_ms": "schedule lag",
-}
+# Each histogram's title on screen, from the catalogue (``loadgen.measures``).
+METRIC_TITLES: Mapping[str, str] = measures.LiveMap(
+    lambda metrics, _clauses: {m.name: m.title for m in metrics if m.kind != "tokens"}
+)
 
 ERROR_LABELS: dict[str, str] = {
     "connect": "connect",
