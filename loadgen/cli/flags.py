@@ -1,99 +1,25 @@
-"""The run's flags, defined once: ``RunFlags`` (the flags, typed: ``None`` means "not given"), the flag
-definitions shared by ``ramp run``, ``ramp demo`` and ``ramp launch`` (``add_run_flags``, in the argument
-groups of ``RUN_GROUPS`` that ``--help`` shows apart; their defaults are ``RunFlags``' own) and the small
-value parsers. ``loadgen.cli.resolve`` merges these flags with the profile into a ``RunConfig``; the usage
-error and the exit codes are ``loadgen.exits``'.
+"""The run's flags, each declared once: a ``RunFlags`` field (``flag(...)``) carries its default, its group in
+``--help``, its help and how argparse reads it (type, choices, ...); ``add_run_flags`` builds the flags of
+``ramp run``, ``ramp demo`` and ``ramp launch`` from those fields, in the argument groups of ``RUN_GROUPS`` that
+``--help`` shows apart. Also the small value parsers. ``loadgen.cli.resolve`` merges these flags with the
+profile into a ``RunConfig``; the usage error and the exit codes are ``loadgen.exits``'.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from loadgen.config import APIS, ARRIVALS, TRANSPORTS, Api, Arrival, CacheResets, Transport
 
-
-@dataclass(frozen=True, slots=True)
-class RunFlags:
-    """The run flags as parsed, before the profile is consulted: ``None`` means "not given"."""
-
-    profile: str = "chat"
-    model: str = ""
-    api: Api | None = None
-    steps: tuple[float, ...] | None = None
-    step_seconds: float | None = None
-    warmup: float | None = None
-    early_stop: bool = False
-    repeat: int = 1
-    find_max: tuple[float, float] | None = None
-    level: int | None = None
-    open_loop: bool = False
-    rate: float | None = None
-    arrival: Arrival = "poisson"
-    burstiness: float | None = None  # None: not given (1.0, for gamma arrivals)
-    max_concurrency: int = 0
-    cancel_on_lower: bool = False
-    workers: int = 1
-    out: str | None = None
-    tag: tuple[tuple[str, str], ...] = ()
-    api_key_env: str = "OPENAI_API_KEY"
-    ca_cert: str | None = None
-    insecure: bool = False
-    proxy: str | None = None
-    no_proxy: bool = False
-    transport: Transport = "h1"
-    seed: int | None = None  # None: a fresh seed for this run
-    fit_context: bool = False
-    reset_prefix_cache: CacheResets = "never"
-    revision: str | None = None
-    baseline: str | None = None
-    usd_per_1m_input: float | None = None
-    usd_per_1m_output: float | None = None
-    usd_per_1m_cache_read: float | None = None
-    gpu_usd_per_hour: float | None = None
-    gpus: int | None = None
-    ttft_timeout: float = 300.0
-    idle_timeout: float = 120.0
-    total_timeout: float = 1800.0
-    max_event_bytes: int = 1 << 20
-    no_metrics: bool = False
-    gpu_cmd: str | None = None
-    nvml: bool = False
-    dcgm_url: str | None = None
-    refresh: float | None = None
-    rolling: float = 10.0
-    headless: bool = False
-    urls: tuple[str, ...] = ()  # --url, repeated: several replicas as one target (with the positional URL)
-    save_requests_detail: bool = False
-    tokenizer: str | None = None  # --tokenizer PATH: a local tokenizer.json for prompt sizing
-    ray: str | None = None  # --ray [ADDRESS]: "" without an address; None: local worker processes
-    # Replayed request sources (loadgen.sources): a dataset, a timestamped trace, a saved request file
-    dataset: str | None = None
-    dataset_format: str | None = None
-    trace: str | None = None
-    trace_time_unit: str | None = None
-    trace_window: tuple[float, float | None] | None = None
-    time_scale: float | None = None
-    requests: str | None = None
-    save_requests: str | None = None
-    metrics_port: int | None = None  # --metrics-port: ramp's own Prometheus metrics (loadgen.observe.exporter)
-    metrics_host: str = "127.0.0.1"
-    otel: bool = False  # --otel: a traceparent and an OpenTelemetry span per request (loadgen.run.otel)
-
-    @classmethod
-    def from_namespace(cls, args: argparse.Namespace) -> RunFlags:
-        """The run flags out of a parsed command line (other subcommands' flags are left out)."""
-        given = vars(args)  # argparse has checked each flag's type and choices
-        values = {f.name: given[f.name] for f in fields(cls) if f.name in given}
-        if "tag" in values:
-            values["tag"] = tuple(values["tag"])  # argparse appends to a list
-        if "urls" in values:
-            values["urls"] = tuple(values["urls"] or ())
-        return cls(**values)
-
-
-_DEFAULT = RunFlags()
+RUN_GROUPS = ("target", "load shape", "steps", "workload", "SLO", "telemetry", "output", "client", "pricing")
+# The positional URL of ``ramp run`` (not a RunFlags field: ``resolve`` takes it beside the flags).
+URL_HELP = (
+    "base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (several replicas: A,B; "
+    "default: $OPENAI_BASE_URL)"
+)
 
 
 def parse_levels(text: str) -> tuple[float, ...]:
@@ -146,304 +72,283 @@ def parse_window(text: str) -> tuple[float, float | None]:
     return window
 
 
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """How a ``RunFlags`` field is given on the command line: ``group`` (one of ``RUN_GROUPS``), ``help``
+    (argparse's ``%(default)g`` names the field's default), ``name`` when the option is not ``--field-name``,
+    ``with_url`` for a flag that only the commands with the positional URL have, and argparse's ``options``
+    (type, choices, nargs, const, metavar, action). The default is always the field's: a bool that defaults
+    to False is a switch (``store_true``); an ``append`` flag gathers a tuple."""
+
+    group: str
+    help: str
+    name: str = ""
+    with_url: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, dest: str) -> str:
+        return self.name or "--" + dest.replace("_", "-")
+
+
+def flag(
+    default: Any, group: str, help: str, *, name: str = "", with_url: bool = False, **options: Any
+) -> Any:
+    """A ``RunFlags`` field and its command-line flag, declared together."""
+    assert group in RUN_GROUPS, group
+    return field(default=default, metadata={"flag": Flag(group, help, name, with_url, options)})
+
+
+def flag_of(dest: str) -> Flag:
+    """The declaration of the ``RunFlags`` field ``dest``."""
+    (found,) = (f.metadata["flag"] for f in fields(RunFlags) if f.name == dest)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class RunFlags:
+    """The run flags as parsed, before the profile is consulted: ``None`` means "not given". In the order
+    ``--help`` shows them, group by group."""
+
+    # ---- target: the server, its URL (several replicas: ``loadgen.run.replicas``), the model and API, how it
+    # is reached (TLS verification and the proxy: ``loadgen.target.connect``'s rule) and the key
+    urls: tuple[str, ...] = flag(
+        (),
+        "target",
+        "a replica of the target (repeat for each; streams are spread round robin by session)",
+        name="--url",
+        with_url=True,
+        action="append",
+        metavar="URL",
+    )
+    model: str = flag("", "target", "model name (default: the profile's, else the server's first)")
+    api: Api | None = flag(None, "target", "override the profile's API", choices=APIS)
+    revision: str | None = flag(None, "target", "the model's revision (commit or tag), recorded for compare")
+    api_key_env: str = flag("OPENAI_API_KEY", "target", "env var holding the API key")
+    ca_cert: str | None = flag(
+        None, "target", "CA bundle (PEM) to verify an https server with", metavar="FILE"
+    )
+    insecure: bool = flag(False, "target", "do not verify the server's TLS certificate")
+    proxy: str | None = flag(
+        None, "target", "HTTP proxy for every call (default: the environment's)", metavar="URL"
+    )
+    no_proxy: bool = flag(False, "target", "no proxy, whatever the environment says")
+    # ---- load shape: closed-loop streams or open-loop arrivals, and how they arrive
+    level: int | None = flag(
+        None,
+        "load shape",
+        "concurrency when no plan is given (headless: one step of --step-seconds at it)",
+        type=int,
+    )
+    open_loop: bool = flag(False, "load shape", "arrival-rate load instead of fixed concurrency")
+    rate: float | None = flag(
+        None,
+        "load shape",
+        "open loop arrival rate, req/s (without --steps, headless: one step of --step-seconds at it)",
+        type=float,
+    )
+    arrival: Arrival = flag(
+        "poisson",
+        "load shape",
+        "open loop arrival times: constant, poisson (the default) or gamma (--burstiness)",
+        choices=ARRIVALS,
+    )
+    burstiness: float | None = flag(  # None: not given (1.0, for gamma arrivals)
+        None, "load shape", "gamma shape k (<1 bursty; --arrival gamma)", type=float
+    )
+    max_concurrency: int = flag(0, "load shape", "open loop concurrency cap (0 = none)", type=int)
+    cancel_on_lower: bool = flag(
+        False,
+        "load shape",
+        "closed loop: cancel the surplus streams when the level is lowered (their tokens count nowhere) "
+        "instead of settling; refused in open loop, which has none",
+    )
+    # ---- steps: the plan's levels, how long each step is measured, and what happens between steps
+    steps: tuple[float, ...] | None = flag(
+        None, "steps", "ramp levels, e.g. 1,2,4,8,16 (rates in open loop)", type=parse_levels
+    )
+    step_seconds: float | None = flag(None, "steps", "seconds per step (default: profile or 30)", type=float)
+    warmup: float | None = flag(None, "steps", "warm-up seconds per step, excluded (default 5)", type=float)
+    repeat: int = flag(1, "steps", "run each level N times in a row (median and range)", type=int)
+    reset_prefix_cache: CacheResets = flag(
+        "never",
+        "steps",
+        "reset the server's prefix cache before each step (step, the default) or once (run)",
+        nargs="?",
+        choices=("step", "run"),
+        const="step",
+    )
+    # ---- workload: what each request is (the profile, its seed, its fit to the server's context, its
+    # sizing), or real requests replayed instead (``loadgen.sources``, ``loadgen.workload.replay``)
+    profile: str = flag("chat", "workload", "built-in profile name or a .toml file (default: chat)")
+    seed: int | None = flag(  # None: a fresh seed for this run
+        None,
+        "workload",
+        "replay a run's prompts (default: a fresh seed per run; the record states it)",
+        type=int,
+    )
+    fit_context: bool = flag(
+        False,
+        "workload",
+        "clamp requests that cannot fit the server's max_model_len (max_tokens first, then the prompt)",
+    )
+    tokenizer: str | None = flag(
+        None,
+        "workload",
+        "a local tokenizer.json that sizes prompts when the server has no /tokenize (extra: tokenizer)",
+        metavar="PATH",
+    )
+    dataset: str | None = flag(
+        None, "workload", "replay a dataset: ShareGPT, OpenAI-style JSONL or text lines", metavar="FILE"
+    )
+    dataset_format: str | None = flag(
+        None, "workload", "default: detected", choices=("sharegpt", "openai", "text")
+    )
+    trace: str | None = flag(
+        None, "workload", "replay a timestamped trace (JSONL or CSV, Mooncake fields)", metavar="FILE"
+    )
+    trace_time_unit: str | None = flag(
+        None, "workload", "the trace's timestamps (default: detected)", choices=("s", "ms")
+    )
+    trace_window: tuple[float, float | None] | None = flag(
+        None, "workload", "replay this part of the trace", type=parse_window, metavar="START:END"
+    )
+    time_scale: float | None = flag(
+        None, "workload", "replay a trace or request file this much faster (2 = twice as fast)", type=float
+    )
+    requests: str | None = flag(
+        None, "workload", "replay a --save-requests file: the same requests", metavar="FILE"
+    )
+    # ---- SLO: what the profile's [slo] is used for: stopping, searching, holding the run against another
+    early_stop: bool = flag(False, "SLO", "stop at the first step that breaks the SLO")
+    find_max: tuple[float, float] | None = flag(
+        None,
+        "SLO",
+        "bisect to the highest level that meets the SLO (default bounds 1:512)",
+        type=parse_bounds,
+        nargs="?",
+        const=(1.0, 512.0),
+        metavar="LO:HI",
+    )
+    baseline: str | None = flag(None, "SLO", "a record to hold this run against, live", metavar="RECORD")
+    # ---- telemetry: the server's side of each step (its /metrics, the GPUs), and ramp's own
+    no_metrics: bool = flag(False, "telemetry", "do not poll the server's /metrics")
+    gpu_cmd: str | None = flag(
+        None, "telemetry", 'command printing nvidia-smi CSV, e.g. "ssh gpu1 nvidia-smi ..."'
+    )
+    nvml: bool = flag(False, "telemetry", "read local GPUs through NVML (extra: gpu)")
+    dcgm_url: str | None = flag(None, "telemetry", "DCGM exporter metrics URL")
+    metrics_port: int | None = flag(  # ramp's own Prometheus metrics (loadgen.observe.exporter)
+        None,
+        "telemetry",
+        "serve ramp's own live metrics (Prometheus /metrics, /healthz, /readyz) and the console's "
+        "snapshots (/snapshot, for ramp attach); 0: a free port",
+        type=int,
+        metavar="PORT",
+    )
+    metrics_host: str = flag("127.0.0.1", "telemetry", "address --metrics-port listens on")
+    otel: bool = flag(  # a traceparent and an OpenTelemetry span per request (loadgen.run.otel)
+        False,
+        "telemetry",
+        "a W3C traceparent on every request and a span for it, over OTLP/HTTP to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (default localhost:4318; extra: otel)",
+    )
+    # ---- output: where the run is shown and kept (the face, the record and what goes beside it)
+    headless: bool = flag(
+        False, "output", "no console: progress, step table, exit code (the default without a terminal)"
+    )
+    allow_web: bool = flag(
+        False,
+        "output",
+        "start the load under Textual's web driver (textual-serve) anyway: each browser tab starts one",
+    )
+    out: str | None = flag(
+        None,
+        "output",
+        "JSONL record path (default <time>-<profile>.jsonl in $RAMP_RUNS_DIR, else runs/ here if writable, "
+        "else $XDG_STATE_HOME/llm-ramp/runs)",
+    )
+    tag: tuple[tuple[str, str], ...] = flag(
+        (), "output", "condition key=value, repeatable", type=parse_tag, action="append"
+    )
+    save_requests: str | None = flag(
+        None, "output", "write every request as sent, one JSON line each", metavar="FILE"
+    )
+    save_requests_detail: bool = flag(
+        False, "output", "also write one CSV row per request beside the record (RECORD.requests.csv)"
+    )
+    refresh: float | None = flag(
+        None, "output", "snapshot/console refresh rate, Hz (console 4, headless 1)", type=float
+    )
+    rolling: float = flag(10.0, "output", "rolling window, seconds", type=float)
+    # ---- client: how the load is sent (the workers, local processes or Ray actors; the HTTP client and its
+    # timeouts)
+    workers: int = flag(1, "client", "load worker processes (one per core at most)", type=int)
+    ray: str | None = flag(  # "" without an address; None: local worker processes
+        None,
+        "client",
+        "run the --workers as Ray actors over a cluster's nodes (ADDRESS, or auto: a cluster started on "
+        "this machine; none: RAY_ADDRESS, else a new local Ray on 127.0.0.1 only; extra: ray)",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+    )
+    transport: Transport = flag("h1", "client", "streaming HTTP client", choices=TRANSPORTS)
+    ttft_timeout: float = flag(
+        300.0, "client", "seconds a request may wait for its first token (default %(default)g)", type=float
+    )
+    idle_timeout: float = flag(
+        120.0, "client", "seconds a stream may stay silent between tokens (default %(default)g)", type=float
+    )
+    total_timeout: float = flag(
+        1800.0, "client", "seconds a request may take in all (default %(default)g)", type=float
+    )
+    max_event_bytes: int = flag(
+        1 << 20, "client", "a longer SSE event is a malformed error (default %(default)d)", type=int
+    )
+    # ---- pricing: what the run costs (over the profile's [pricing]): token prices, or GPU hours
+    usd_per_1m_input: float | None = flag(None, "pricing", "price of 1M prompt tokens, USD", type=float)
+    usd_per_1m_output: float | None = flag(None, "pricing", "price of 1M output tokens, USD", type=float)
+    usd_per_1m_cache_read: float | None = flag(
+        None, "pricing", "price of 1M cached prompt tokens, USD", type=float
+    )
+    gpu_usd_per_hour: float | None = flag(None, "pricing", "price of one GPU hour, USD", type=float)
+    gpus: int | None = flag(None, "pricing", "GPUs the server uses (with --gpu-usd-per-hour)", type=int)
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> RunFlags:
+        """The run flags out of a parsed command line (other subcommands' flags are left out)."""
+        given = vars(args)  # argparse has checked each flag's type and choices
+        values = {f.name: given[f.name] for f in fields(cls) if f.name in given}
+        for name, value in values.items():
+            if flag_of(name).options.get("action") == "append":  # argparse appends to a list
+                values[name] = tuple(value or ())
+        return cls(**values)
+
+
 class Flags(Protocol):
     """Where flags are added: a parser or one of its argument groups (``--help`` shows each group apart)."""
 
     def add_argument(self, *names: str, **options: Any) -> argparse.Action: ...
 
 
-RUN_GROUPS = ("target", "load shape", "steps", "workload", "SLO", "telemetry", "output", "client", "pricing")
-
-
 def add_run_flags(p: argparse.ArgumentParser, url: bool = True) -> dict[str, Flags]:
-    """The flags of a run (``url``: with the positional URL), in the argument groups of ``RUN_GROUPS`` (returned
-    by title, for a command's own flags); their defaults are ``RunFlags``' own."""
+    """The flags of a run (``url``: with the positional URL and ``--url``), built from ``RunFlags``' fields in
+    the argument groups of ``RUN_GROUPS`` (returned by title, for a command's own flags)."""
     groups: dict[str, Flags] = {title: p.add_argument_group(title) for title in RUN_GROUPS}
-    _add_target_flags(groups["target"], url)
-    _add_shape_flags(groups["load shape"])
-    _add_step_flags(groups["steps"])
-    _add_workload_flags(groups["workload"])
-    _add_source_flags(groups["workload"])
-    _add_slo_flags(groups["SLO"])
-    _add_telemetry_flags(groups["telemetry"])
-    _add_output_flags(groups["output"])
-    _add_client_flags(groups["client"])
-    _add_price_flags(groups["pricing"])
-    return groups
-
-
-def _add_target_flags(p: Flags, url: bool) -> None:
-    """The server: its URL (several replicas: ``loadgen.run.replicas``), the model and API, how it is reached
-    (TLS verification and the proxy: ``loadgen.target.connect``'s rule) and the key."""
-    d = _DEFAULT
     if url:
-        p.add_argument(
-            "url",
-            nargs="?",
-            default="",
-            help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (several replicas: A,B; "
-            "default: $OPENAI_BASE_URL)",
-        )
-        p.add_argument(
-            "--url",
-            dest="urls",
-            action="append",
-            default=None,
-            metavar="URL",
-            help="a replica of the target (repeat for each; streams are spread round robin by session)",
-        )
-    p.add_argument(
-        "--model", default=d.model, help="model name (default: the profile's, else the server's first)"
-    )
-    p.add_argument("--api", choices=APIS, default=d.api, help="override the profile's API")
-    p.add_argument(
-        "--revision", default=d.revision, help="the model's revision (commit or tag), recorded for compare"
-    )
-    p.add_argument("--api-key-env", default=d.api_key_env, help="env var holding the API key")
-    p.add_argument("--ca-cert", metavar="FILE", help="CA bundle (PEM) to verify an https server with")
-    p.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
-    p.add_argument("--proxy", metavar="URL", help="HTTP proxy for every call (default: the environment's)")
-    p.add_argument("--no-proxy", action="store_true", help="no proxy, whatever the environment says")
-
-
-def _add_shape_flags(p: Flags) -> None:
-    """What the load is: closed-loop streams or open-loop arrivals, and how they arrive."""
-    d = _DEFAULT
-    p.add_argument(
-        "--level",
-        type=int,
-        default=d.level,
-        help="concurrency when no plan is given (headless: one step of --step-seconds at it)",
-    )
-    p.add_argument("--open-loop", action="store_true", help="arrival-rate load instead of fixed concurrency")
-    p.add_argument(
-        "--rate",
-        type=float,
-        default=d.rate,
-        help="open loop arrival rate, req/s (without --steps, headless: one step of --step-seconds at it)",
-    )
-    p.add_argument(
-        "--arrival",
-        choices=ARRIVALS,
-        default=d.arrival,
-        help="open loop arrival times: constant, poisson (the default) or gamma (--burstiness)",
-    )
-    p.add_argument(
-        "--burstiness", type=float, default=d.burstiness, help="gamma shape k (<1 bursty; --arrival gamma)"
-    )
-    p.add_argument(
-        "--max-concurrency", type=int, default=d.max_concurrency, help="open loop concurrency cap (0 = none)"
-    )
-    p.add_argument(
-        "--cancel-on-lower",
-        action="store_true",
-        help="closed loop: cancel the surplus streams when the level is lowered (their tokens count nowhere) "
-        "instead of settling; refused in open loop, which has none",
-    )
-
-
-def _add_step_flags(p: Flags) -> None:
-    """The plan: its levels, how long each step is measured, and what happens between steps."""
-    d = _DEFAULT
-    p.add_argument(
-        "--steps",
-        type=parse_levels,
-        default=d.steps,
-        help="ramp levels, e.g. 1,2,4,8,16 (rates in open loop)",
-    )
-    p.add_argument(
-        "--step-seconds", type=float, default=d.step_seconds, help="seconds per step (default: profile or 30)"
-    )
-    p.add_argument(
-        "--warmup", type=float, default=d.warmup, help="warm-up seconds per step, excluded (default 5)"
-    )
-    p.add_argument(
-        "--repeat", type=int, default=d.repeat, help="run each level N times in a row (median and range)"
-    )
-    p.add_argument(
-        "--reset-prefix-cache",
-        nargs="?",
-        choices=("step", "run"),
-        const="step",
-        default=d.reset_prefix_cache,
-        help="reset the server's prefix cache before each step (step, the default) or once (run)",
-    )
-
-
-def _add_workload_flags(p: Flags) -> None:
-    """What each request is: the profile, its seed, its fit to the server's context, its sizing."""
-    d = _DEFAULT
-    p.add_argument(
-        "--profile", default=d.profile, help="built-in profile name or a .toml file (default: chat)"
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=d.seed,
-        help="replay a run's prompts (default: a fresh seed per run; the record states it)",
-    )
-    p.add_argument(
-        "--fit-context",
-        action="store_true",
-        help="clamp requests that cannot fit the server's max_model_len (max_tokens first, then the prompt)",
-    )
-    p.add_argument(
-        "--tokenizer",
-        metavar="PATH",
-        default=None,
-        help="a local tokenizer.json that sizes prompts when the server has no /tokenize (extra: tokenizer)",
-    )
-
-
-def _add_source_flags(p: Flags) -> None:
-    """Replay real requests instead of synthetic ones (``loadgen.sources``, ``loadgen.workload.replay``)."""
-    p.add_argument(
-        "--dataset", metavar="FILE", help="replay a dataset: ShareGPT, OpenAI-style JSONL or text lines"
-    )
-    p.add_argument("--dataset-format", choices=("sharegpt", "openai", "text"), help="default: detected")
-    p.add_argument(
-        "--trace", metavar="FILE", help="replay a timestamped trace (JSONL or CSV, Mooncake fields)"
-    )
-    p.add_argument(
-        "--trace-time-unit", choices=("s", "ms"), help="the trace's timestamps (default: detected)"
-    )
-    p.add_argument(
-        "--trace-window", type=parse_window, metavar="START:END", help="replay this part of the trace"
-    )
-    p.add_argument(
-        "--time-scale", type=float, help="replay a trace or request file this much faster (2 = twice as fast)"
-    )
-    p.add_argument("--requests", metavar="FILE", help="replay a --save-requests file: the same requests")
-
-
-def _add_slo_flags(p: Flags) -> None:
-    """What the profile's [slo] is used for: stopping, searching, holding the run against another."""
-    d = _DEFAULT
-    p.add_argument("--early-stop", action="store_true", help="stop at the first step that breaks the SLO")
-    p.add_argument(
-        "--find-max",
-        type=parse_bounds,
-        nargs="?",
-        const=(1.0, 512.0),
-        default=d.find_max,
-        metavar="LO:HI",
-        help="bisect to the highest level that meets the SLO (default bounds 1:512)",
-    )
-    p.add_argument(
-        "--baseline", default=d.baseline, metavar="RECORD", help="a record to hold this run against, live"
-    )
-
-
-def _add_telemetry_flags(p: Flags) -> None:
-    """The server's side of each step: its /metrics and the GPUs."""
-    d = _DEFAULT
-    p.add_argument("--no-metrics", action="store_true", help="do not poll the server's /metrics")
-    p.add_argument(
-        "--gpu-cmd", default=d.gpu_cmd, help='command printing nvidia-smi CSV, e.g. "ssh gpu1 nvidia-smi ..."'
-    )
-    p.add_argument("--nvml", action="store_true", help="read local GPUs through NVML (extra: gpu)")
-    p.add_argument("--dcgm-url", default=d.dcgm_url, help="DCGM exporter metrics URL")
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        default=d.metrics_port,
-        help="serve ramp's own live metrics (Prometheus /metrics, /healthz, /readyz) and the console's "
-        "snapshots (/snapshot, for ramp attach); 0: a free port",
-    )
-    p.add_argument("--metrics-host", default=d.metrics_host, help="address --metrics-port listens on")
-    p.add_argument(
-        "--otel",
-        action="store_true",
-        help="a W3C traceparent on every request and a span for it, over OTLP/HTTP to "
-        "OTEL_EXPORTER_OTLP_ENDPOINT (default localhost:4318; extra: otel)",
-    )
-
-
-def _add_output_flags(p: Flags) -> None:
-    """Where the run is shown and kept: the face, the record and what goes beside it."""
-    d = _DEFAULT
-    p.add_argument(
-        "--headless",
-        action="store_true",
-        help="no console: progress, step table, exit code (the default without a terminal)",
-    )
-    p.add_argument(
-        "--allow-web",
-        action="store_true",
-        help="start the load under Textual's web driver (textual-serve) anyway: each browser tab starts one",
-    )
-    p.add_argument(
-        "--out",
-        default=d.out,
-        help="JSONL record path (default <time>-<profile>.jsonl in $RAMP_RUNS_DIR, else runs/ here if writable, "
-        "else $XDG_STATE_HOME/llm-ramp/runs)",
-    )
-    p.add_argument(
-        "--tag", type=parse_tag, action="append", default=[], help="condition key=value, repeatable"
-    )
-    p.add_argument("--save-requests", metavar="FILE", help="write every request as sent, one JSON line each")
-    p.add_argument(
-        "--save-requests-detail",
-        action="store_true",
-        help="also write one CSV row per request beside the record (RECORD.requests.csv)",
-    )
-    p.add_argument(
-        "--refresh",
-        type=float,
-        default=d.refresh,
-        help="snapshot/console refresh rate, Hz (console 4, headless 1)",
-    )
-    p.add_argument("--rolling", type=float, default=d.rolling, help="rolling window, seconds")
-
-
-def _add_client_flags(p: Flags) -> None:
-    """How the load is sent: the workers (local processes or Ray actors), the HTTP client, its timeouts."""
-    d = _DEFAULT
-    p.add_argument(
-        "--workers", type=int, default=d.workers, help="load worker processes (one per core at most)"
-    )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="run the --workers as Ray actors over a cluster's nodes (ADDRESS, or auto: a cluster started on "
-        "this machine; none: RAY_ADDRESS, else a new local Ray on 127.0.0.1 only; extra: ray)",
-    )
-    p.add_argument("--transport", choices=TRANSPORTS, default=d.transport, help="streaming HTTP client")
-    p.add_argument(
-        "--ttft-timeout",
-        type=float,
-        default=d.ttft_timeout,
-        help=f"seconds a request may wait for its first token (default {d.ttft_timeout:g})",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=d.idle_timeout,
-        help=f"seconds a stream may stay silent between tokens (default {d.idle_timeout:g})",
-    )
-    p.add_argument(
-        "--total-timeout",
-        type=float,
-        default=d.total_timeout,
-        help=f"seconds a request may take in all (default {d.total_timeout:g})",
-    )
-    p.add_argument(
-        "--max-event-bytes",
-        type=int,
-        default=d.max_event_bytes,
-        help=f"a longer SSE event is a malformed error (default {d.max_event_bytes})",
-    )
-
-
-def _add_price_flags(p: Flags) -> None:
-    """What the run costs (over the profile's [pricing]): token prices, or GPU hours."""
-    for name, what in (("input", "prompt"), ("output", "output"), ("cache-read", "cached prompt")):
-        p.add_argument(
-            f"--usd-per-1m-{name}", type=float, default=None, help=f"price of 1M {what} tokens, USD"
-        )
-    p.add_argument("--gpu-usd-per-hour", type=float, default=None, help="price of one GPU hour, USD")
-    p.add_argument("--gpus", type=int, default=None, help="GPUs the server uses (with --gpu-usd-per-hour)")
+        groups["target"].add_argument("url", nargs="?", default="", help=URL_HELP)
+    for f in fields(RunFlags):
+        spec: Flag = f.metadata["flag"]
+        if spec.with_url and not url:
+            continue
+        options = dict(spec.options)
+        if options.get("action") == "append":
+            options["default"] = (
+                None  # argparse appends to a list of its own; ``from_namespace`` makes a tuple
+            )
+        elif f.default is False and "action" not in options:
+            options["action"] = "store_true"
+        else:
+            options["default"] = f.default
+        groups[spec.group].add_argument(spec.option(f.name), dest=f.name, help=spec.help, **options)
+    return groups
