@@ -2,6 +2,6 @@
 
 import sys
 
-from loadgen.cli.main import main
+from loadgen.cli import main
 
 sys.exit(main())

@@ -17,16 +17,16 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from loadgen.cli.flags import Flags, RunFlags, add_run_flags
-from loadgen.cli.headless import finish, reachable, run_face, say
-from loadgen.cli.resolve import resolve
 from loadgen.exits import EXIT_UNREACHABLE, UsageError
-from loadgen.run.config import RunConfig
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
+
+if TYPE_CHECKING:
+    from loadgen.run.config import RunConfig
 
 __all__ = ["DESCRIPTION", "HELP", "LaunchFlags", "add_launch_flags", "launch_main"]
 
@@ -139,6 +139,10 @@ class _Progress:
 
 def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """``ramp launch KIND MODEL``: the exit code of the run (3 when the server would not start)."""
+    # the run's side is imported here, not with the flags: `ramp --help` builds this command's parser
+    from loadgen.cli.headless import say
+    from loadgen.cli.resolve import resolve
+
     launch = LaunchFlags.from_namespace(args, extra)
     flags = RunFlags.from_namespace(args)
     # The flags are resolved once, before paying for a server start (what cannot run is refused first); the
@@ -251,6 +255,8 @@ def _launched_config(config: RunConfig, srv: Launched) -> RunConfig:
 
 def _run_launched(resolved: RunConfig, srv: Launched, flags: RunFlags) -> int:
     """A ``ramp run`` against the launched server; 3 when the server died under the load."""
+    from loadgen.cli.headless import finish, reachable, run_face
+
     config = _launched_config(resolved, srv)
     if not reachable(config):
         return EXIT_UNREACHABLE

@@ -29,27 +29,32 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from loadgen import __version__
 from loadgen.check.flags import DESCRIPTION as CHECK_HELP
 from loadgen.check.flags import add_check_flags
 from loadgen.cli.flags import RunFlags, add_run_flags
-from loadgen.cli.headless import console_refused, finish, reachable, run_face, say, under_web_driver
+from loadgen.cli.hidden_args import arguments, masked
 from loadgen.cli.launch import DESCRIPTION as LAUNCH_DESCRIPTION
 from loadgen.cli.launch import HELP as LAUNCH_HELP
-from loadgen.cli.launch import add_launch_flags, launch_main
-from loadgen.cli.resolve import resolve
+from loadgen.cli.launch import add_launch_flags
 from loadgen.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
-from loadgen.target.http import scrub
+
+# Everything that measures, draws or reaches a server (the engine, numpy, textual, the record) is imported
+# inside the function that needs it: ``ramp --version``, ``ramp --help`` and a usage error start in a
+# fraction of the time (tests/unit/test_cli_startup.py checks none of them is imported).
 
 __all__ = [
     "SHELLS",
     "SUBCOMMANDS",
     "build_parser",
     "build_parsers",
+    "completion_script",
     "main",
     "refuse_in_browser",
     "target_url",
@@ -130,6 +135,36 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
     return parser, dict(sub.choices)
 
 
+def completion_script(shell: str) -> str:
+    """``ramp completion SHELL``: shtab's script from this parser, with what parsing alone does not know —
+    ``ramp sim``'s own flags (it parses them itself: ``loadgen.sim.__main__``) and the built-in profile
+    names for ``--profile`` and ``ramp profiles show`` (a profile's .toml file still completes in bash)."""
+    import shtab
+
+    from loadgen.profile import builtin_profile_names
+    from loadgen.sim.__main__ import build_parser as sim_parser
+
+    parser, commands = build_parsers()
+    sim = commands["sim"]
+    for action in sim_parser()._actions:  # argparse has no public way to copy a parser's flags
+        if action.option_strings and "-h" not in action.option_strings:
+            sim._add_action(action)
+    names = " ".join(builtin_profile_names())
+    complete = {  # shtab's form: what each shell runs to complete, and a bash function it defines once
+        "bash": "_ramp_profiles",
+        "zsh": f"({names})",
+        "fish": f"(printf '%s\\n' {names})",
+        "preamble": {"bash": f'_ramp_profiles() {{ compgen -W "{names}" -- "$1"; compgen -f -- "$1"; }}'},
+    }
+    for command in commands.values():
+        for action in command._actions:
+            if "--profile" in action.option_strings or (
+                command is commands["profiles"] and action.dest == "name"
+            ):
+                action.complete = complete  # type: ignore[attr-defined]  # shtab reads this attribute
+    return str(shtab.complete(parser, shell=shell))
+
+
 def _add_record_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
     """The commands that read records: ``report`` and ``compare``."""
     rep = add_parser(
@@ -182,8 +217,11 @@ def _add_selftest(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``ramp``'s entry point. Given no ``argv``, the process's own arguments: those that hold a secret (a
+    URL's password, ``--api-key X``) are first taken off the command line that ``ps`` shows, by running
+    this program again with them masked (``loadgen.cli.hidden_args``)."""
     try:
-        code = _main(list(sys.argv[1:] if argv is None else argv))
+        code = _main(arguments(sys.argv[1:]) if argv is None else list(argv))
         sys.stdout.flush()  # a reader that went away shows here, not as a traceback at exit
         return code
     except BrokenPipeError:
@@ -195,8 +233,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    # `ramp URL ...` is the console against URL: same flags as `ramp run URL`.
+    # `ramp URL ...` is the console against URL: same flags as `ramp run URL`. A word close to a command's
+    # name is a typo, not a host (`ramp reprot x.jsonl`).
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
+        near = difflib.get_close_matches(argv[0], sorted(SUBCOMMANDS), n=1, cutoff=0.6)
+        if near and not _looks_like_a_target(argv[0]):
+            print(
+                f"ramp: no command {argv[0]!r}: did you mean 'ramp {near[0]}'? (ramp --help lists them)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         argv = ["run", *argv]
     if argv and argv[0] == "sim":  # every simulator flag (`ramp sim --help`), over the defaults of `ramp sim`
         from loadgen.sim.__main__ import main as sim_main
@@ -206,8 +252,14 @@ def _main(argv: list[str]) -> int:
     if argv and argv[0] == "launch" and "--" in argv:  # `ramp launch vllm M [flags] -- server args`
         cut = argv.index("--")
         argv, server_args = argv[:cut], argv[cut + 1 :]
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    # argparse would read `--api-key K` as an abbreviation of --api-key-env, and K as a variable's name
+    if any(arg.partition("=")[0] == "--api-key" for arg in argv):
+        print(f"ramp: {KEY_ON_COMMAND_LINE}", file=sys.stderr)
+        return EXIT_USAGE
+    parser, commands = build_parsers()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unknown_arguments(commands.get(args.command or "", parser), unknown)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
@@ -218,6 +270,36 @@ def _main(argv: list[str]) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _looks_like_a_target(word: str) -> bool:
+    """A host, an address or a URL (``ramp gpu1:8000``, ``ramp 10.0.0.5``, ``ramp http://...``), not a
+    mistyped command: a command's name holds none of these characters."""
+    return any(ch in word for ch in ":/.@,")
+
+
+def _unknown_arguments(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> NoReturn:
+    """Arguments the command does not take, said under that command's usage (exit 2), each unknown flag with
+    the nearest one it has. A flag's value is masked when it may be a secret (``--api-key X``)."""
+    # argparse has no public list of a parser's flags; its actions are what `--help` prints
+    known = sorted({opt for action in parser._actions for opt in action.option_strings})
+    hints = []
+    for arg in unknown:
+        flag = arg.partition("=")[0]
+        if flag.startswith("-"):
+            hints += [(flag, near) for near in difflib.get_close_matches(flag, known, n=1, cutoff=0.6)]
+    said = f"unrecognized arguments: {' '.join(masked(unknown))}"
+    if len(hints) == 1:
+        said += f"; did you mean {hints[0][1]}?"
+    elif hints:
+        said += "; did you mean " + ", ".join(f"{near} (for {flag})" for flag, near in hints) + "?"
+    parser.error(said)
+
+
+KEY_ON_COMMAND_LINE = (
+    "ramp takes no --api-key: a key on the command line is seen by every local user (ps); "
+    "put it in OPENAI_API_KEY, or in a variable named by --api-key-env NAME"
+)
 
 
 WEB_REFUSED = (
@@ -236,10 +318,13 @@ def refuse_in_browser(message: str) -> None:
 
 
 def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
-    if args.command in ("demo", "run", "launch") and under_web_driver() and not args.allow_web:
-        refuse_in_browser(WEB_REFUSED)
-        raise UsageError(WEB_REFUSED)
+    # A headless run draws nothing, so a TEXTUAL_DRIVER left in the environment does not refuse it.
     if args.command in ("demo", "run", "launch") and not args.headless:
+        from loadgen.cli.headless import console_refused, say, under_web_driver
+
+        if under_web_driver() and not args.allow_web:
+            refuse_in_browser(WEB_REFUSED)
+            raise UsageError(WEB_REFUSED)
         refused = console_refused()
         if refused is not None:  # a full-screen app into a pipe or a log is escape codes, and never ends
             say(f"ramp: {refused}: running headless (progress on stderr, the step table on stdout)\n")
@@ -265,9 +350,7 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
 
         return check_main(args)
     if args.command == "completion":
-        import shtab
-
-        print(shtab.complete(build_parser(), shell=args.shell))
+        print(completion_script(args.shell))
         return EXIT_OK
     if args.command == "selftest":
         from loadgen.cli.selftest import selftest_main
@@ -284,11 +367,14 @@ def _dispatch(args: argparse.Namespace, server_args: list[str]) -> int:
                     "server arguments after '--' make no sense with --attach (nothing is launched)"
                 )
             return _run(RunFlags.from_namespace(args), args.attach)
+        from loadgen.cli.launch import launch_main
+
         return launch_main(args, server_args)
     return EXIT_USAGE
 
 
 def _attach(target: str) -> int:
+    from loadgen.cli.headless import console_refused
     from tui.attach import attach_main
 
     return attach_main(target, console_refused())
@@ -335,6 +421,9 @@ def _demo(flags: RunFlags, preset: str) -> int:
 def target_url(flags: RunFlags, url: str) -> str:
     """The URL given; without one (and no ``--url``), ``OPENAI_BASE_URL`` (the OpenAI SDK's convention),
     said in the run's first line."""
+    from loadgen.cli.headless import say
+    from loadgen.target.http import scrub
+
     if url or flags.urls:
         return url
     given = os.environ.get("OPENAI_BASE_URL", "").strip()
@@ -345,6 +434,9 @@ def target_url(flags: RunFlags, url: str) -> str:
 
 def _run(flags: RunFlags, url: str) -> int:
     """Probe, then the console (or the headless face) on a run of ``flags`` against ``url``."""
+    from loadgen.cli.headless import finish, reachable, run_face
+    from loadgen.cli.resolve import resolve
+
     config = resolve(flags, target_url(flags, url))
     if not reachable(config):
         return EXIT_UNREACHABLE

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from tui_fakes import make_snapshot
 
+from loadgen.cli import headless
 from loadgen.cli.main import main
 from loadgen.exits import EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.observe.remote import MAX_READ_BYTES, AttachError, Fetched, LinkDown, fetch, first_contact
@@ -133,7 +134,7 @@ def test_a_load_run_refuses_to_start_under_the_web_driver(
 
     shown: list[str] = []  # what the browser tab shows (a Textual app of one message, tui.attach.Notice)
     cli = sys.modules["loadgen.cli.main"]  # the package's main() shadows the module's name
-    monkeypatch.setattr(cli, "reachable", reachable)
+    monkeypatch.setattr(headless, "reachable", reachable)  # main imports it on use
     monkeypatch.setattr(cli, "refuse_in_browser", shown.append)
     monkeypatch.setenv("TEXTUAL_DRIVER", WEB)
     assert main(command) == EXIT_USAGE
@@ -143,6 +144,23 @@ def test_a_load_run_refuses_to_start_under_the_web_driver(
     if command[0] != "demo":  # (the demo would start its simulator first)
         assert main([*command, "--allow-web"]) == EXIT_UNREACHABLE
         assert probed == ["http://127.0.0.1:1"]
+
+
+@pytest.mark.parametrize("command", [["http://127.0.0.1:1"], ["run", "http://127.0.0.1:1"]])
+def test_a_stray_web_driver_variable_does_not_refuse_a_headless_run(
+    command: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    probed: list[str] = []
+
+    def reachable(config: RunConfig) -> bool:
+        probed.append(config.target.url)
+        return False
+
+    monkeypatch.setattr(headless, "reachable", reachable)
+    monkeypatch.setenv("TEXTUAL_DRIVER", WEB)  # left in the environment: --headless draws nothing
+    assert main([*command, "--headless"]) == EXIT_UNREACHABLE
+    assert probed == ["http://127.0.0.1:1"]
+    assert "browser tab" not in capsys.readouterr().err
 
 
 def test_attach_is_allowed_under_the_web_driver(
