@@ -273,7 +273,8 @@ def render_curve(
     y_hi, slo_drawn = y_scale(points, slo_ttft_p95_ms)
     title = curve_title(x_name, slo_ttft_p95_ms, slo_drawn, width, styles)
     if not points or width < 16 or height < 5:
-        return Text.assemble(title, ("\n", ""), ("needs a finished step", dim))
+        why = "needs a finished step" if not points else "too small to draw: a wider terminal or tab 5"
+        return Text.assemble(title, ("\n", ""), (why, dim))
     plot_h = height - 3  # title, x axis, x labels
     y_labels = {0: fmt_ms(y_hi)}
     if plot_h >= 6:

@@ -152,17 +152,38 @@ def verdict_cell(verdict: SLOVerdict, compact: int = 0) -> str:
 STEP_FLAG_NOTES = {"worker_lost": "worker lost", "closing_cut": "stopped closing"}
 
 
-def step_notes(client_bound: bool, carried_share: float, flags: Sequence[str] = ()) -> str:
-    """What a step's figures stand on, in a few cells: '⚠bound' (the client was the bottleneck), 'cut 23%'
-    (a manual change cut it: that share of its requests finished under the next load), 'worker lost' and
-    'stopped closing' (``StepSummary.flags``: its load was not held)."""
+def step_note_parts(client_bound: bool, carried_share: float, flags: Sequence[str] = ()) -> list[str]:
+    """A step's notes, most telling first: 'cut 23%' (a manual change cut it: that share of its requests
+    finished under the next load), '⚠bound' (the client was the bottleneck), then 'worker lost' and
+    'stopped closing' (``StepSummary.flags``: its load was not held). A narrow cell keeps the first."""
     notes = []
-    if client_bound:
-        notes.append("⚠bound")
     if carried_share > 0:
         notes.append(f"cut {fmt_pct(carried_share, 0)}")
+    if client_bound:
+        notes.append("⚠bound")
     notes.extend(STEP_FLAG_NOTES.get(flag, flag) for flag in flags)
-    return " ".join(notes)
+    return notes
+
+
+def step_notes(client_bound: bool, carried_share: float, flags: Sequence[str] = ()) -> str:
+    """What a step's figures stand on, in a few cells (``step_note_parts``, joined)."""
+    return " ".join(step_note_parts(client_bound, carried_share, flags))
+
+
+def fit_notes(parts: Sequence[str], room: int | None) -> str:
+    """As many whole notes as ``room`` holds, in order; the first alone is cut ("…") only when it is all
+    there is room for, so that "cut 23%" never gives way to the tail of another note."""
+    if room is None:
+        return " ".join(parts)
+    shown = ""
+    for part in parts:
+        joined = f"{shown} {part}" if shown else part
+        if len(joined) > room:
+            break
+        shown = joined
+    if not shown and parts:
+        return parts[0] if len(parts[0]) <= room else parts[0][: max(0, room - 1)] + "…"
+    return shown
 
 
 def source_reasons(sources: Mapping[str, str], *, gpu: bool | None = None) -> str:

@@ -1,9 +1,11 @@
 """The ramp table: one row per finished step (``Snapshot.steps``), the best step under the SLO starred.
 
 Each row says what its verdict stands on: the failing SLO clause in the SLO cell, and notes for a step
-the client limited (``StepSummary.client_bound``) or a manual change cut (``carried_share``). Columns
-that matter less give way first on a narrow panel; ``#``, level, tok/s, dec p50, TTFT p95, e2e p95 and SLO
-always stay, the notes cut to the room left. ``d`` opens every figure of a step (``tui.detail``).
+the client limited (``StepSummary.client_bound``) or a manual change cut (``carried_share``). The core
+columns (``#``, level, tok/s, dec p50, TTFT p50, TTFT p95, e2e p95, err, SLO) stay at any panel a ≥ 120
+column terminal gives the table: on a narrow panel the extra columns give way first, then the SLO cell
+shortens, then the gap between columns narrows, and only then TTFT p50 and err; the notes keep whole
+notes, "cut N%" first, in the room left. ``d`` opens every figure of a step (``tui.detail``).
 
 With a baseline (``--baseline``, ``tui.baseline``) a "vs base" column says per step how its out tok/s and
 the SLO's figure stand against the baseline at its level: better, worse, or within noise ("?": one step on
@@ -36,7 +38,7 @@ from loadgen.run.config import RunConfig
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.baseline import GLYPHS, WORDS, LiveBaseline
 from tui.baseline import verdict_cell as baseline_cell
-from tui.format import step_notes, verdict_cell, verdict_label
+from tui.format import fit_notes, step_note_parts, step_notes, verdict_cell, verdict_label
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
@@ -127,16 +129,73 @@ def columns(
 
 
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
-# The first to give way on a narrow panel; the core columns (level, tok/s, decode p50, TTFT p95, e2e p95,
-# SLO) never do: the SLO cell shortens and the notes are cut to the room left ("…") instead.
-OPTIONAL_ORDER = (TTFTC, TTFAT, COST, GOOD, "TTFT p50", "err")
+# The first to give way on a narrow panel, before the SLO cell shortens and the gaps narrow to one cell
+EXTRA_ORDER = (TTFTC, TTFAT, COST, GOOD)
+# Core columns that still give way, last, on a panel narrower than a 120-column terminal gives the table
+# (level, tok/s, decode p50, TTFT p95, e2e p95 and SLO never do: the notes are cut to the room left).
+LAST_ORDER = ("TTFT p50", "err")
+# (gap, SLO cell compactness) tried in turn once the extra columns are gone
+SQUEEZES = ((GAP, 0), (GAP, 1), (GAP, 2), (1, 2))
 NOTES = "notes"
 NOTES_MIN = 7  # "⚠bound", "cut 23%": what the notes keep before an optional column gives way to them
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    columns: list[Column]
+    gap: int = GAP
 
 
 def natural_width(column: Column, steps: Sequence[StepSummary]) -> int:
     cells = [len(column.cell(s)) for s in steps]
     return max([len(column.header), *cells]) + (1 if column.header == "#" else 0)  # the star
+
+
+def fit_layout(
+    steps: Sequence[StepSummary],
+    width: int | None,
+    verdicts: Verdicts | None = None,
+    pricer: Pricer | None = None,
+) -> Layout:
+    """The columns that fit ``width`` (all of them when None), and the gap between them: the extra columns
+    give way first, then the SLO cell shortens, then the gap narrows, then TTFT p50 and err; the notes count
+    for at most ``NOTES_MIN`` (they are cut to what is left: see ``notes_width``); an empty notes column,
+    and goodput when no step has one, are left out."""
+    has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
+    reasoned = any(s.stats.reasoned for s in steps)
+    called = any(s.stats.tool_calls for s in steps)
+
+    def total(chosen: list[Column], gap: int) -> int:
+        widths = [
+            min(NOTES_MIN, natural_width(c, steps)) if c.header == NOTES else natural_width(c, steps)
+            for c in chosen
+        ]
+        return sum(widths) + gap * (len(chosen) - 1)
+
+    def candidates(compact: int) -> list[Column]:
+        return [
+            c
+            for c in columns(compact, verdicts, pricer)
+            if (c.header != NOTES or any(c.cell(s) for s in steps))
+            and (c.header != GOOD or has_goodput)
+            and (c.header != TTFAT or reasoned)
+            and (c.header != TTFTC or called)
+        ]
+
+    def without(chosen: list[Column], order: Sequence[str], gap: int) -> list[Column]:
+        for header in order:
+            if width is None or total(chosen, gap) <= width:
+                break
+            chosen = [c for c in chosen if c.header != header]
+        return chosen
+
+    chosen: list[Column] = []
+    for gap, compact in SQUEEZES:
+        chosen = without(candidates(compact), EXTRA_ORDER, gap)
+        if width is None or total(chosen, gap) <= width:
+            return Layout(chosen, gap)
+    gap = SQUEEZES[-1][0]
+    return Layout(without(chosen, LAST_ORDER, gap), gap)
 
 
 def fitting_columns(
@@ -145,45 +204,18 @@ def fitting_columns(
     verdicts: Verdicts | None = None,
     pricer: Pricer | None = None,
 ) -> list[Column]:
-    """The columns that fit ``width`` (all of them when None): the optional ones give way first, then the
-    SLO cell shortens; the notes count for at most ``NOTES_MIN`` (they are cut to what is left: see
-    ``notes_width``); an empty notes column, and goodput when no step has one, are left out."""
-    has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
-    reasoned = any(s.stats.reasoned for s in steps)
-    called = any(s.stats.tool_calls for s in steps)
-
-    def total(chosen: list[Column]) -> int:
-        widths = [
-            min(NOTES_MIN, natural_width(c, steps)) if c.header == NOTES else natural_width(c, steps)
-            for c in chosen
-        ]
-        return sum(widths) + GAP * (len(chosen) - 1)
-
-    chosen: list[Column] = []
-    for compact in range(3):
-        chosen = [
-            c
-            for c in columns(compact, verdicts, pricer)
-            if (c.header != NOTES or any(c.cell(s) for s in steps))
-            and (c.header != GOOD or has_goodput)
-            and (c.header != TTFAT or reasoned)
-            and (c.header != TTFTC or called)
-        ]
-        for header in OPTIONAL_ORDER:
-            if width is None or total(chosen) <= width:
-                break
-            chosen = [c for c in chosen if c.header != header]
-        if width is None or total(chosen) <= width:
-            break
-    return chosen
+    """The columns ``fit_layout`` keeps."""
+    return fit_layout(steps, width, verdicts, pricer).columns
 
 
-def notes_width(columns: Sequence[Column], steps: Sequence[StepSummary], width: int | None) -> int | None:
+def notes_width(
+    columns: Sequence[Column], steps: Sequence[StepSummary], width: int | None, gap: int = GAP
+) -> int | None:
     """The room the notes have: what the other columns leave of ``width`` (None: their own width)."""
     if width is None:
         return None
     others = [natural_width(c, steps) for c in columns if c.header != NOTES]
-    return max(1, width - sum(others) - GAP * len(others))
+    return max(1, width - sum(others) - gap * len(others))
 
 
 def render_steps_table(
@@ -202,9 +234,12 @@ def render_steps_table(
     styles = styles or {}
     if not steps:
         return Text("no finished steps yet", style=_s(styles, "dim"))
-    columns = fitting_columns(steps, width, verdicts, pricer)
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), expand=False, show_edge=False, pad_edge=False)
-    room = notes_width(columns, steps, width)
+    layout = fit_layout(steps, width, verdicts, pricer)
+    columns = layout.columns
+    table = Table(
+        box=box.SIMPLE_HEAD, padding=(0, layout.gap - 1, 0, 0), expand=False, show_edge=False, pad_edge=False
+    )
+    room = notes_width(columns, steps, width, layout.gap)
     for column in columns:
         notes = column.header == NOTES
         table.add_column(
@@ -222,7 +257,7 @@ def render_steps_table(
         first = min(first, selected)  # the step looked at (ramp replay) stays in view
     for position in range(first, min(len(steps), first + visible)):
         step = steps[position]
-        cells = [cell_text(column, step, position == star, styles) for column in columns]
+        cells = [cell_text(column, step, position == star, styles, room) for column in columns]
         row_style = _s(styles, "best") if position == star else None
         if position == selected:
             row_style = _s(styles, "selected")
@@ -232,7 +267,12 @@ def render_steps_table(
     return table
 
 
-def cell_text(column: Column, step: StepSummary, best: bool, styles: Mapping[str, Style]) -> Text:
+def cell_text(
+    column: Column, step: StepSummary, best: bool, styles: Mapping[str, Style], room: int | None = None
+) -> Text:
+    if column.header == NOTES:  # whole notes, "cut N%" first, never cut mid-way to make room for another
+        parts = step_note_parts(step.client_bound, step.carried_share, step.flags)
+        return Text(fit_notes(parts, room), style=_s(styles, "warn"), no_wrap=True, overflow="ellipsis")
     text = column.cell(step)
     if column.header == "#":
         return Text(("★" if best else " ") + text)
@@ -241,8 +281,6 @@ def cell_text(column: Column, step: StepSummary, best: bool, styles: Mapping[str
     if column.header == "SLO":
         verdict = verdict_label(step.verdict)
         return Text(text, style=_s(styles, {"met": "good", "miss": "bad"}.get(verdict, "dim")))
-    if column.header == NOTES:
-        return Text(text, style=_s(styles, "warn"), no_wrap=True, overflow="ellipsis")
     if column.header == BASE:
         return base_text(text, styles)
     return Text(text)
