@@ -39,6 +39,7 @@ from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
+from textual.theme import BUILTIN_THEMES
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
@@ -69,6 +70,19 @@ RESTART_WAIT_S = 10.0  # the old run's record gets its end line before the new r
 EngineFactory = Callable[[RunConfig], EngineControl]
 
 
+# In 16 colours (TERM=linux, a bare screen) the default theme's orange warning and accent both fall on the
+# palette's bright red, the SLO-breach red: p95, sparklines and footer keys read as alarms. This theme puts
+# them on yellow and cyan there.
+SIXTEEN_COLOUR_THEME = dataclasses.replace(
+    BUILTIN_THEMES["textual-dark"], name="ramp-16-colour", warning="#e5e510", accent="#29b8db"
+)
+
+
+def sixteen_colours(color_system: str | None) -> bool:
+    """Whether the terminal draws 16 colours or fewer (the Linux console's TERM=linux says so too)."""
+    return os.environ.get("TERM") == "linux" or color_system in ("standard", "windows")
+
+
 class RampApp(EngineActions):
     CSS_PATH = "ramp.tcss"
     COMMANDS = App.COMMANDS | {RampCommands}
@@ -97,6 +111,7 @@ class RampApp(EngineActions):
         self.start_engine = start_engine
         # The Linux console font lacks the eighth blocks: fall back to half blocks there.
         self.basic_glyphs = os.environ.get("TERM") == "linux" if basic_glyphs is None else basic_glyphs
+        self.register_theme(SIXTEEN_COLOUR_THEME)
         self.view = ViewState()
         self.shown_snapshot: Snapshot | None = None
         self._drawn: tuple[int, ViewState] | None = None
@@ -115,6 +130,8 @@ class RampApp(EngineActions):
         return ConsoleScreen(open_baseline(self.config), Pricer.of(self.config))
 
     def on_mount(self) -> None:
+        if sixteen_colours(self.console.color_system):
+            self.theme = SIXTEEN_COLOUR_THEME.name
         if self.engine is not None and self.start_engine:
             self.engine.start()  # returns at once: the engine runs in its own thread and processes
 

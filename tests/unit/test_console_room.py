@@ -7,9 +7,17 @@ from __future__ import annotations
 import re
 
 import pytest
+from rich.color import ColorSystem
+from rich.style import Style
+from textual.widgets._footer import FooterKey
+from tui_fakes import FakeEngine, make_snapshot
 
 from loadgen.snapshot import HistogramView, Percentiles
+from tui.app import RampApp
 from tui.histogram import render_histogram
+from tui.histogram_panel import HistogramPanel
+from tui.server import ServerPanel
+from tui.throughput import ThroughputPanel
 
 # Mocks of the first seconds of a step: 2, 6 and 12 samples in a narrow 52-72 ms span, where no 1-2-5
 # decade tick lies; p95 == p99 at a handful of samples (one column, one label).
@@ -65,3 +73,37 @@ def test_colliding_labels_keep_the_slos_percentile() -> None:
     assert "95" in labels and "99" not in labels
     on_p99 = render_histogram(few_view(bins, pct), 40, 10, threshold=(80.0, "SLO p99 ≤ 80 ms"))
     assert "99" in on_p99.plain.split("\n")[-2]
+
+
+# ---- 16 colours (TERM=linux) ------------------------------------------------------------------------------
+
+
+def colour_number(style: Style) -> int | None:
+    """The palette entry a 16-colour terminal draws the style's colour in."""
+    color = style.color
+    return None if color is None else color.downgrade(ColorSystem.STANDARD).number
+
+
+async def test_sixteen_colours_keep_p95_sparklines_and_keys_off_the_breach_red(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30: with TERM=linux the theme's orange (p95, sparklines, footer keys) fell on the palette's
+    bright red, the colour of a bin past the SLO."""
+    monkeypatch.setenv("TERM", "linux")
+    app = RampApp(refresh_hz=4.0)
+    app.attach(FakeEngine(make_snapshot(), on_snapshot=app.snapshot_callback))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        hist = app.screen.query_one("#hist-left", HistogramPanel)
+        breach = colour_number(hist.style_of("histogram--slo"))
+        assert breach is not None and breach == colour_number(hist.style_of("histogram--bar-bad"))
+        parts = {
+            "p95": hist.style_of("histogram--p95"),
+            "p50": hist.style_of("histogram--p50"),
+            "bar": hist.style_of("histogram--bar"),
+            "sparkline": app.screen.query_one(ThroughputPanel).style_of("throughput--spark"),
+            "server sparkline": app.screen.query_one(ServerPanel).style_of("server--spark"),
+            "footer key": app.screen.query(FooterKey).first().get_component_rich_style("footer-key--key"),
+        }
+        for name, style in parts.items():
+            assert colour_number(style) != breach, name
