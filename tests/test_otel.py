@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import os
+import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -166,3 +171,72 @@ def test_each_request_carries_its_spans_trace_context(receiver: Receiver, sim: A
         assert abs(span.start_time_unix_nano - int(row["sent_unix_ns"])) < 5_000_000
     warmup = [s for s in spans if attributes(s).get("ramp.phase") == "warmup"]
     assert warmup and all(attributes(s)["ramp.step"] == 1 for s in warmup)
+
+
+@pytest.fixture
+def nobody(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An OTLP endpoint where nothing listens: a port held bound but not listening (connections refused,
+    and no other process can take it while the test runs)."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    endpoint = f"http://127.0.0.1:{held.getsockname()[1]}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    yield endpoint
+    held.close()
+
+
+def test_no_collector_is_said_once_on_stderr_and_in_the_record(nobody: str, sim: Any, tmp_path: Path) -> None:
+    """Issue 30: ``--otel`` with no collector listening ended with exit 0 and not a word, every span lost."""
+    profile = tmp_path / "tiny.toml"
+    profile.write_text("[[bucket]]\ninput = 8\noutput = 2\n")
+    out = tmp_path / "r.jsonl"
+    args = ["--profile", str(profile), "--steps", "1", "--step-seconds", "1.5", "--warmup", "0"]
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadgen.cli",
+            "run",
+            sim.url,
+            "--headless",
+            "--otel",
+            *args,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=dict(os.environ, OPENAI_API_KEY=""),
+    )
+    assert ran.returncode == 0, ran.stderr
+    said = f"--otel: no OTLP collector at {nobody}/v1/traces (connection refused)"
+    assert [line for line in ran.stderr.splitlines() if "OTLP" in line] == [
+        f"ramp: warning: {said}: the requests' spans will be lost (set OTEL_EXPORTER_OTLP_ENDPOINT)"
+    ], ran.stderr
+    record = read_record(str(out))
+    notes = [e.get("note", "") for e in record.events if e.get("kind") == "warning"]
+    assert [n for n in notes if "OTLP" in n] == [
+        said + ": the requests' spans will be lost (set OTEL_EXPORTER_OTLP_ENDPOINT)"
+    ]
+    assert record.steps and record.steps[0]["ok"] > 0  # the load ran all the same
+
+
+def test_a_worker_with_no_collector_exits_without_waiting_for_its_spans(nobody: str) -> None:
+    """The worker's exporter retried a refused collector for seconds at the end (the run ended ~4.7 s late);
+    with nothing listening its close no longer waits for spans that cannot land."""
+    from loadgen.run.otel import CLOSE_TIMEOUT_S, RequestSpans
+
+    spans = RequestSpans(0, Target(url="http://127.0.0.1:9"))
+    for _ in range(64):
+        spans.tracer.start_span("queued").end()
+    started = time.monotonic()
+    spans.close()
+    assert time.monotonic() - started < 1.0 < CLOSE_TIMEOUT_S
+
+
+def test_a_listening_collector_is_not_warned_of(receiver: Receiver) -> None:
+    from loadgen.run.collector import collector_warning, traces_endpoint
+
+    assert traces_endpoint() == f"http://127.0.0.1:{receiver.server_address[1]}/v1/traces"
+    assert collector_warning() is None

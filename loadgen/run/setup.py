@@ -6,12 +6,14 @@ max_model_len, and every request is clamped to it (``loadgen.workload``).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import TYPE_CHECKING
 
 from loadgen.config import SLO, SetupError
 from loadgen.format import fmt_count, fmt_pct
 from loadgen.profile import Profile, context_overflow
+from loadgen.run.collector import collector_warning
 from loadgen.run.config import RunConfig
 from loadgen.run.recording import RunRecord, record_header
 from loadgen.run.sizing import fit_sizer
@@ -86,6 +88,10 @@ async def prepare(
         status.unreachable = True
         raise SetupError(info.error)
     status.warnings.extend(connection_warnings(config.target))  # --insecure: on screen and in the record
+    if config.otel:  # said once, before the load: with no collector there every span is lost
+        lost_spans = await asyncio.to_thread(collector_warning)
+        if lost_spans is not None:
+            status.warnings.append(lost_spans)
     status.model = resolve_model(config, info)
     status.runtime, status.runtime_version = info.runtime, info.runtime_version
     # The resolved API (flags over profile, merged once into the target) is what the workers speak.
