@@ -39,6 +39,7 @@ from loadgen.snapshot import (
     StepSummary,
     WindowStats,
 )
+from loadgen.stats import Interval
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -194,6 +195,44 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _margins_out(margins: Mapping[str, Interval]) -> JsonObject:
+    return {
+        name: {
+            "value": iv.value,
+            "lo": iv.lo,
+            "hi": iv.hi,
+            "batches": iv.batches,
+            "n": iv.n,
+            "trusted": iv.trusted,
+            **({"why": iv.why} if iv.why else {}),
+        }
+        for name, iv in margins.items()
+        if not math.isnan(iv.value)
+    }
+
+
+def _margins_in(data: Any) -> dict[str, Interval]:
+    def num(v: Any) -> float | None:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    out: dict[str, Interval] = {}
+    for name, m in data.items() if isinstance(data, Mapping) else ():
+        if not isinstance(m, Mapping) or num(m.get("value")) is None:
+            continue
+        batches = int(m.get("batches") or 0)
+        out[str(name)] = Interval(
+            num(m["value"]) or 0.0,
+            num(m.get("lo")),
+            num(m.get("hi")),
+            batches,
+            int(m.get("n") or 0),
+            float(max(0, batches - 1)),
+            bool(m.get("trusted")),
+            str(m.get("why") or ""),
+        )
+    return out
+
+
 def _replicas(data: Any) -> tuple[ReplicaStats, ...]:
     names = {f.name for f in dataclasses.fields(ReplicaStats)}
     return tuple(ReplicaStats(**{k: v for k, v in r.items() if k in names}) for r in data)
@@ -254,6 +293,11 @@ def _step_line(metrics: object, _clauses: object) -> tuple[StepKey, ...]:
         *(StepKey(m.name, _summary(m.name, m.step_points)) for m in measures.line_metrics()),
         StepKey("slo_met", _step(lambda s: s.verdict.met), _as_is, "verdict.met"),
         StepKey("slo_failures", _step(lambda s: list(s.verdict.failures)), tuple, "verdict.failures", ()),
+        # met / missed / undecided on the figures' intervals, and each clause left undecided (loadgen.stats)
+        StepKey("slo_verdict", _step(lambda s: s.verdict.on_intervals), _as_is, "verdict.on_intervals"),
+        StepKey("slo_undecided", _step(lambda s: list(s.verdict.undecided)), tuple, "verdict.undecided", ()),
+        # each percentile above and each rate with its 95 % interval: {"ttft_p95_ms": {"lo", "hi", ...}}
+        StepKey("margins", _step(lambda s: _margins_out(s.margins)), _margins_in, "margins", {}),
         StepKey(
             "slo_not_judged",
             _step(lambda s: list(s.verdict.not_judged)),

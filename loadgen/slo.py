@@ -131,6 +131,8 @@ def eligible(step: StepSummary) -> bool:
     if not step.clean or step.ended_by == "stop":
         return False
     verdict = step.verdict
+    if verdict.undecided:
+        return False  # its interval straddles a limit: not known to meet it
     if verdict.met is None:
         # no SLO: every step counts; not enough data (a failure line says so), or no clause it could be
         # judged on (not_judged): it does not

@@ -164,6 +164,21 @@ class SLOVerdict:
     failures: tuple[str, ...] = ()  # e.g. "ttft p95 812 ms > 500 ms"
     # clauses with nothing to judge, neither met nor missed: "TTFTC p95 n/a (no tool call ...)"
     not_judged: tuple[str, ...] = ()
+    # clauses whose figure's interval straddles the limit (``loadgen.stats.decide``): neither met nor missed
+    # yet, "TTFT p95 99 ms (93-105) vs 100 ms, ≈40 s more"; a step with one is never the best
+    undecided: tuple[str, ...] = ()
+    # met / missed / undecided on the intervals: missed when one clause's whole interval is past its limit,
+    # undecided when none is but one straddles its limit; None: not judged on intervals (``met`` stands)
+    on_intervals: Literal["met", "missed", "undecided"] | None = None
+
+    @property
+    def three_valued(self) -> Literal["met", "missed", "undecided"] | None:
+        """The verdict in three values; None without an SLO or a judged clause."""
+        if self.on_intervals is not None:
+            return self.on_intervals
+        if self.met is None:
+            return None
+        return "met" if self.met else "missed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +240,9 @@ class StepSummary:
     flags: tuple[StepFlag, ...] = ()  # see STEP_FLAGS: a flagged step is never clean
     lost_requests: int = 0  # worker_lost: its requests in flight on the lost worker (at least these vanished)
     settling_s: float = 0.0  # before its warm-up: waiting for the surplus streams of a lowering to finish
+    # each step-line percentile and rate with its 95 % interval (``loadgen.metrics.slices``): ttft_p95_ms,
+    # out_tok_s ...; empty for a record written before margins existed
+    margins: Mapping[str, Interval] = EMPTY
 
     @property
     def clean(self) -> bool:

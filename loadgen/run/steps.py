@@ -13,9 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from loadgen import measures
 from loadgen.config import SLO, EndedBy, Mode, Phase
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.metrics.replicas import idle_replicas
+from loadgen.metrics.slices import SliceBook, judge
 from loadgen.run.fleet import Fleet
 from loadgen.run.health import BoundJudge, first_reason
 from loadgen.run.live import latest_by_kind
@@ -76,9 +78,12 @@ class Segment:
     flags: set[StepFlag] = field(default_factory=set)  # what makes it not clean besides a cut
     lost_requests: int = 0  # its requests in flight on workers lost before they shipped them
     clock: Callable[[], int] = time.monotonic_ns  # the controller's (a fake one in unit tests)
+    slices: SliceBook | None = None  # a measurement window's deltas by time slice: its margins of error
 
     def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0) -> None:
         self.acc.add(delta)
+        if self.slices is not None:
+            self.slices.add(delta)
         if delta.recent_errors:
             self.latest_errors.update(latest_by_kind(delta.recent_errors))
         if delta.ratelimit:
@@ -187,6 +192,7 @@ class Steps:
             Accumulator(),
             pending=set(self.fleet.alive),
             clock=self.clock,
+            slices=SliceBook(now) if phase == "measure" else None,
         )
         if self.short_of_load:
             seg.flags.add("worker_lost")
@@ -377,6 +383,16 @@ class Steps:
             self.closing = None
         closed_ns = seg.closed_ns if seg.closed_ns is not None else self.clock()
         verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
+        margins = (
+            seg.slices.margins(
+                t1_ns,
+                [(m.name, m.step_points) for m in measures.line_metrics()],
+                failed_only=stats.ok == 0 and not stats.out_tok_s,
+            )
+            if seg.slices is not None
+            else {}
+        )
+        verdict = judge(slo, verdict, margins, window_s)
         bound = seg.bound_reason()
         target = self.fleet.config.target
         replicas = replica_figures(target, seg.acc, window_s, self.link.replica_kv(seg.t0_ns, t1_ns))
@@ -410,6 +426,7 @@ class Steps:
             flags=tuple(f for f in STEP_FLAGS if f in seg.flags),
             lost_requests=seg.lost_requests,
             settling_s=round(end.settling_s, 3),
+            margins=margins,
         )
         self.summaries.append(summary)
         self.best = best_step(self.summaries)

@@ -1,0 +1,212 @@
+"""A step's measurement window cut into time slices, and the margins of error read from them.
+
+The controller folds each worker delta into the slice its interval ended in (``SliceBook.add``): a slice
+keeps the delta's counters, its streamed tokens and its sparse histogram counts (whole metrics only, no
+class splits). Every value of a request lands in the slice its request finished in, so the ITL samples of
+one request stay together (clustered by request). Slices start at ``SLICE_S``; past ``MAX_SLICES`` of them
+neighbours merge and the slice length doubles, so a long step stays bounded in memory. ``margins`` reads
+a ``loadgen.stats.Interval`` for each percentile a step line carries (``loadgen.measures``'s
+``step_points``) and each rate, named as the step line and the SLO name them: ``ttft_p95_ms``,
+``decode_p50_tok_s``, ``out_tok_s``. Nothing here runs per chunk or per request: one fold per delta
+(~4 a second per worker) and one read per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from loadgen import measures
+from loadgen.config import SLO
+from loadgen.format import fmt_duration, fmt_num_trimmed
+from loadgen.metrics.hdr import spec_for
+from loadgen.metrics.recorder import IntervalDelta
+from loadgen.snapshot import SLOVerdict
+from loadgen.stats import Interval, decide, quantile_interval, ratio_interval
+
+__all__ = ["MAX_SLICES", "RATES", "SLICE_S", "SliceBook", "figure_name", "judge"]
+
+SLICE_S = 0.5  # a worker ships a delta every ~250 ms: a slice holds at least one of each worker's
+MAX_SLICES = 64
+# Rates: (figure, what a slice adds up: a counter, or "live" for the tokens streamed), over seconds.
+RATES: tuple[tuple[str, str], ...] = (
+    ("out_tok_s", "live"),
+    ("req_s", "ok"),
+    ("goodput_req_s", "good"),
+    ("goodput_tok_s", "good_tokens"),
+)
+_POINTS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+
+
+def figure_name(metric: str, point: str) -> str:
+    """The name of a percentile figure, as an SLO clause has it: ttft_ms + p95 -> ttft_p95_ms."""
+    for suffix in ("_ms", "_tok_s"):
+        if metric.endswith(suffix):
+            return f"{metric.removesuffix(suffix)}_{point}{suffix}"
+    return f"{metric}_{point}"
+
+
+@dataclass(slots=True)
+class _Slice:
+    counters: dict[str, int] = field(default_factory=dict)
+    live: int = 0
+    hists: dict[str, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = field(default_factory=dict)
+
+    def add(self, delta: IntervalDelta) -> None:
+        for name, value in delta.counters.items():
+            self.counters[name] = self.counters.get(name, 0) + value
+        self.live += delta.live_tokens
+        for key, (index, count) in delta.hists.items():
+            if "|" not in key:
+                self.hists.setdefault(key, []).append((index.astype(np.int64), count.astype(np.int64)))
+
+    def merge(self, other: _Slice) -> None:
+        for name, value in other.counters.items():
+            self.counters[name] = self.counters.get(name, 0) + value
+        self.live += other.live
+        for key, parts in other.hists.items():
+            self.hists.setdefault(key, []).extend(parts)
+        for key, parts in self.hists.items():
+            if len(parts) > 8:
+                index = np.concatenate([p[0] for p in parts])
+                count = np.concatenate([p[1] for p in parts])
+                keys, where = np.unique(index, return_inverse=True)
+                self.hists[key] = [(keys, np.bincount(where, weights=count).astype(np.int64))]
+
+
+class SliceBook:
+    """The deltas of one measurement window, by the time slice their interval ended in."""
+
+    def __init__(self, t0_ns: int, slice_s: float = SLICE_S, max_slices: int = MAX_SLICES) -> None:
+        self.t0_ns = t0_ns
+        self.slice_ns = max(1, int(slice_s * 1e9))
+        self.max_slices = max_slices
+        self.slices: list[_Slice] = []
+
+    def add(self, delta: IntervalDelta) -> None:
+        at = max(0, delta.t1_ns - 1 - self.t0_ns) // self.slice_ns
+        while at >= self.max_slices:
+            self._halve()
+            at = max(0, delta.t1_ns - 1 - self.t0_ns) // self.slice_ns
+        while len(self.slices) <= at:
+            self.slices.append(_Slice())
+        self.slices[at].add(delta)
+
+    def _halve(self) -> None:
+        merged: list[_Slice] = []
+        for i in range(0, len(self.slices), 2):
+            pair = self.slices[i]
+            if i + 1 < len(self.slices):
+                pair.merge(self.slices[i + 1])
+            merged.append(pair)
+        self.slices = merged
+        self.slice_ns *= 2
+
+    def _window(self, t1_ns: int) -> tuple[list[_Slice], npt.NDArray[np.float64]]:
+        """The slices of [t0, t1) and their seconds; what came after t1 (a held step's last requests)
+        counts in its last slice."""
+        n = max(1, -(-(t1_ns - self.t0_ns) // self.slice_ns))
+        slices = self.slices[:n] + [_Slice() for _ in range(n - len(self.slices))]
+        for late in self.slices[n:]:
+            slices[-1].merge(late)
+        seconds = np.full(n, self.slice_ns / 1e9)
+        seconds[-1] = (t1_ns - self.t0_ns) / 1e9 - (n - 1) * self.slice_ns / 1e9
+        return slices, seconds
+
+    def margins(
+        self, t1_ns: int, points: Iterable[tuple[str, tuple[str, ...]]], failed_only: bool = False
+    ) -> dict[str, Interval]:
+        """Each percentile figure of ``points`` (metric, its step points) and each rate, with its interval.
+        ``failed_only``: the window claims no throughput (``Accumulator.stats``): no out tok/s interval."""
+        slices, seconds = self._window(t1_ns)
+        out: dict[str, Interval] = {}
+        for name, source in RATES:
+            if source == "live":
+                if failed_only:
+                    continue
+                amounts = np.array([s.live for s in slices], dtype=np.float64)
+            else:
+                if not any(source in s.counters for s in slices):
+                    continue
+                amounts = np.array([s.counters.get(source, 0) for s in slices], dtype=np.float64)
+            out[name] = ratio_interval(amounts, seconds)
+        for metric, metric_points in points:
+            wanted = [p for p in metric_points if p in _POINTS]
+            counts = self._counts(slices, metric)
+            if counts is None or not wanted:
+                continue
+            grid, upper, lower = counts
+            for point in wanted:
+                out[figure_name(metric, point)] = quantile_interval(grid, upper, _POINTS[point], lower=lower)
+        return out
+
+    @staticmethod
+    def _counts(
+        slices: list[_Slice], metric: str
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+        """One metric's counts as slices x the buckets any slice used, with each bucket's highest and lowest
+        value in display units."""
+        parts = [(i, p) for i, s in enumerate(slices) for p in s.hists.get(metric, ())]
+        if not parts:
+            return None
+        index = np.concatenate([p[0] for _, p in parts])
+        keys, where = np.unique(index, return_inverse=True)
+        row = np.concatenate([np.full(p[0].size, i, dtype=np.int64) for i, p in parts])
+        count = np.concatenate([p[1] for _, p in parts])
+        grid = np.zeros((len(slices), keys.size), dtype=np.int64)
+        np.add.at(grid, (row, where), count)
+        spec = spec_for(metric)
+        layout = spec.layout
+        return grid, layout.highest_eq[keys] / spec.display_div, layout.lowest_eq[keys] / spec.display_div
+
+
+def judge(slo: SLO, verdict: SLOVerdict, margins: Mapping[str, Interval], elapsed_s: float) -> SLOVerdict:
+    """``verdict`` (judged on the point values) with its clauses judged on their intervals as well: each
+    clause whose interval straddles its limit is listed as undecided, with about how much longer a step
+    would need to decide it, and the step is met / missed / undecided on the intervals."""
+    if verdict.met is None or not margins:
+        return verdict
+    limits = slo.as_dict()
+    undecided: list[str] = []
+    missed = False
+    for c in measures.CLAUSES:
+        limit = limits.get(c.key)
+        iv = margins.get(figure_name(c.metric, c.point)) if c.metric else None
+        if limit is None or iv is None:
+            continue
+        scaled = Interval(
+            iv.value * c.scale,
+            None if iv.lo is None else iv.lo * c.scale,
+            None if iv.hi is None else iv.hi * c.scale,
+            iv.batches,
+            iv.n,
+            iv.df,
+            iv.trusted,
+            iv.why,
+            iv.level,
+        )
+        decision = decide(scaled, limit, "le" if c.at_most else "ge", elapsed_s)
+        if decision.verdict == "missed":
+            missed = True
+        elif decision.verdict == "undecided":
+            more = "" if decision.more_s is None else f", ≈{fmt_duration(decision.more_s)} more"
+            span = (
+                ""
+                if scaled.lo is None or scaled.hi is None
+                else f" ({fmt_num_trimmed(scaled.lo)}-{fmt_num_trimmed(scaled.hi)})"
+            )
+            undecided.append(
+                f"{c.label} {fmt_num_trimmed(scaled.value)}{span} {c.unit} vs {fmt_num_trimmed(limit)} {c.unit}{more}"
+            )
+    if verdict.met is False and not missed and not undecided:
+        missed = True  # a clause judged on no interval (the error rate) missed it
+    outcome: Literal["met", "missed", "undecided"] = (
+        "missed" if missed else "undecided" if undecided else "met"
+    )
+    if outcome == "met" and verdict.met is False:
+        outcome = "missed"
+    return replace(verdict, undecided=tuple(undecided), on_intervals=outcome)

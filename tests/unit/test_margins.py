@@ -1,0 +1,123 @@
+"""A step's margins of error from its time slices (``loadgen.metrics.slices``): each percentile and rate of the
+step line with an interval around the step's own value, clauses whose interval straddles their limit are
+undecided (and such a step is never the best), and the step line keeps the intervals (issue 31)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from loadgen.config import SLO
+from loadgen.metrics import Accumulator, IntervalDelta
+from loadgen.metrics.hdr import spec_for
+from loadgen.metrics.slices import SliceBook, judge
+from loadgen.record import step_from_line, step_line
+from loadgen.slo import best_step, evaluate
+from loadgen.snapshot import StepSummary
+
+T0 = 1_000_000_000
+WINDOW_S = 8.0
+
+
+def deltas(seed: int = 3) -> list[IntervalDelta]:
+    """Two workers shipping every 250 ms for 8 s: 12 requests a delta, TTFT lognormal around 80 ms."""
+    rng = np.random.default_rng(seed)
+    layout = spec_for("ttft_ms").layout
+    out = []
+    for tick in range(int(WINDOW_S * 4)):
+        for worker in (0, 1):
+            ttft_us = np.rint(80_000 * np.exp(0.4 * rng.standard_normal(12))).astype(np.int64)
+            index, _ = layout.index_of(ttft_us)
+            keys, counts = np.unique(index, return_counts=True)
+            out.append(
+                IntervalDelta(
+                    t0_ns=T0 + tick * 250_000_000,
+                    t1_ns=T0 + (tick + 1) * 250_000_000,
+                    worker_id=worker,
+                    counters={"ok": 12, "output_tokens": 12 * 32},
+                    hists={"ttft_ms": (keys.astype(np.uint16), counts.astype(np.uint32))},
+                    live_tokens=12 * 32,
+                )
+            )
+    return out
+
+
+def measured() -> tuple[Accumulator, SliceBook]:
+    acc, book = Accumulator(), SliceBook(T0)
+    for delta in deltas():
+        acc.add(delta)
+        book.add(delta)
+    return acc, book
+
+
+def summary(slo: SLO) -> StepSummary:
+    acc, book = measured()
+    stats = acc.stats("step", WINDOW_S)
+    margins = book.margins(T0 + int(WINDOW_S * 1e9), [("ttft_ms", ("p50", "p95", "p99"))])
+    verdict = judge(slo, evaluate(slo, stats), margins, WINDOW_S)
+    return StepSummary(
+        index=0,
+        mode="closed",
+        level=16,
+        rate_rps=None,
+        arrival="closed",
+        warmup_s=0.0,
+        window_s=WINDOW_S,
+        duration_s=WINDOW_S,
+        stats=stats,
+        verdict=verdict,
+        client_bound=False,
+        margins=margins,
+    )
+
+
+def test_every_figure_has_an_interval_around_the_steps_own_value() -> None:
+    acc, book = measured()
+    stats = acc.stats("step", WINDOW_S)
+    margins = book.margins(T0 + int(WINDOW_S * 1e9), [("ttft_ms", ("p50", "p95", "p99"))])
+    ttft = stats.pct("ttft_ms")
+    for name, value in (("ttft_p50_ms", ttft.p50), ("ttft_p95_ms", ttft.p95), ("ttft_p99_ms", ttft.p99)):
+        iv = margins[name]
+        assert iv.value == value
+        assert iv.lo is not None and iv.hi is not None and iv.lo < iv.value < iv.hi
+        assert iv.batches == 16
+        # 768 values hold fewer than MIN_TAIL beyond a p99: flagged, not hidden
+        assert iv.trusted if name != "ttft_p99_ms" else iv.why == "768 values"
+    out = margins["out_tok_s"]
+    assert stats.out_tok_s is not None and abs(out.value - stats.out_tok_s) < 1e-9
+    assert margins["req_s"].value == stats.req_s
+    assert "goodput_req_s" not in margins  # no SLO judged the requests
+
+
+def test_a_clause_whose_interval_straddles_its_limit_is_undecided_and_never_best() -> None:
+    p95 = measured()[0].pct("ttft_ms").p95
+    assert p95 is not None
+    on_the_line = summary(SLO(ttft_p95_ms=p95 * 1.02))
+    assert on_the_line.verdict.met is True  # by its point value, as before
+    assert on_the_line.verdict.three_valued == "undecided"
+    assert on_the_line.verdict.undecided[0].startswith("TTFT p95 ")
+    assert "more" in on_the_line.verdict.undecided[0]
+    assert best_step([on_the_line]) is None
+    far = summary(SLO(ttft_p95_ms=p95 * 3))
+    assert far.verdict.three_valued == "met" and best_step([far]) == 0
+    missed = summary(SLO(ttft_p95_ms=p95 / 3))
+    assert missed.verdict.three_valued == "missed"
+
+
+def test_the_step_line_keeps_the_intervals_and_the_three_valued_verdict() -> None:
+    acc, _ = measured()
+    p95 = acc.pct("ttft_ms").p95
+    assert p95 is not None
+    step = summary(SLO(ttft_p95_ms=p95))
+    line = json.loads(json.dumps(step_line(step, acc.encoded())))
+    assert line["slo_verdict"] == "undecided" and line["slo_undecided"]
+    assert line["margins"]["ttft_p95_ms"]["lo"] == step.margins["ttft_p95_ms"].lo
+    back = step_from_line(line)
+    assert back.verdict.three_valued == "undecided"
+    for name, iv in step.margins.items():
+        assert (back.margins[name].lo, back.margins[name].hi, back.margins[name].trusted) == (
+            iv.lo,
+            iv.hi,
+            iv.trusted,
+        )
