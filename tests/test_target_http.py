@@ -10,14 +10,12 @@ import socket
 import httpx
 import pytest
 
+from loadgen.runtimes import RuntimeDocs, identify
 from loadgen.target.http import (
-    RuntimeDocs,
     api_key,
     auth_headers,
     describe_error,
-    docs_from,
     fetch_runtime_docs,
-    identify_runtime,
     reason,
     scrub,
     server_root,
@@ -116,29 +114,38 @@ SGLANG_MODELS = {"data": [{"id": "qwen", "owned_by": "sglang"}]}
 OTHER_MODELS = {"data": [{"id": "m1", "owned_by": "someone"}]}
 
 
+def answered(
+    sim: object = None, version: object = None, sglang: object = None, models: object = None
+) -> RuntimeDocs:
+    """The answers of the simulator's info path, vLLM's /version and SGLang's info path, as fetched."""
+    return RuntimeDocs.of({"ramp-sim": [sim], "sglang": [sglang]}, {"vllm": version}, models)
+
+
 @pytest.mark.parametrize(
     ("docs", "expected"),
     [
-        (docs_from({"version": "0.1.0"}, {"version": "9"}, None, VLLM_MODELS), ("ramp-sim", "0.1.0")),
-        (docs_from({}, {"version": "9"}, None, None), ("ramp-sim", "9")),
-        (docs_from(None, {"version": "0.32.0"}, None, VLLM_MODELS), ("vllm", "0.32.0")),
-        (docs_from(None, None, {"version": "0.4.9", "model_path": "q"}, OTHER_MODELS), ("sglang", "0.4.9")),
-        (docs_from(None, {"version": "0.5"}, {"tp_size": 2}, None), ("sglang", "0.5")),
-        (docs_from(None, None, None, SGLANG_MODELS), ("sglang", None)),
-        (docs_from(None, None, None, None, metrics_runtime="sglang"), ("sglang", None)),
-        (docs_from(None, {"version": "0.32.0"}, None, None), ("vllm", "0.32.0")),
-        (docs_from(None, None, None, OTHER_MODELS), ("openai-compatible", None)),
-        (docs_from(None, None, None, None), (None, None)),
+        (
+            answered(sim={"version": "0.1.0"}, version={"version": "9"}, models=VLLM_MODELS),
+            ("ramp-sim", "0.1.0"),
+        ),
+        (answered(sim={}, version={"version": "9"}), ("ramp-sim", "9")),
+        (answered(version={"version": "0.32.0"}, models=VLLM_MODELS), ("vllm", "0.32.0")),
+        (answered(sglang={"version": "0.4.9", "model_path": "q"}, models=OTHER_MODELS), ("sglang", "0.4.9")),
+        (answered(version={"version": "0.5"}, sglang={"tp_size": 2}), ("sglang", "0.5")),
+        (answered(models=SGLANG_MODELS), ("sglang", None)),
+        (RuntimeDocs.of(metrics_runtime="sglang"), ("sglang", None)),
+        (answered(version={"version": "0.32.0"}), ("vllm", "0.32.0")),
+        (answered(models=OTHER_MODELS), ("openai-compatible", None)),
+        (answered(), (None, None)),
         (RuntimeDocs(), (None, None)),
     ],
 )
-def test_identify_runtime(docs: RuntimeDocs, expected: tuple[str | None, str | None]) -> None:
-    assert identify_runtime(docs) == expected
+def test_identify(docs: RuntimeDocs, expected: tuple[str | None, str | None]) -> None:
+    assert identify(docs) == expected
 
 
-def test_docs_from_ignores_what_is_not_a_json_object() -> None:
-    docs = docs_from([1], "text", 3, {"data": "nope"})
-    assert docs == RuntimeDocs()
+def test_what_is_not_a_json_object_is_left_out() -> None:
+    assert answered(sim=[1], version="text", sglang=3, models={"data": "nope"}) == RuntimeDocs()
 
 
 async def test_fetch_runtime_docs_asks_every_endpoint_at_once() -> None:
@@ -153,11 +160,11 @@ async def test_fetch_runtime_docs_asks_every_endpoint_at_once() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         docs = await fetch_runtime_docs(client, "http://h:8000", models=OTHER_MODELS)
     assert sorted(asked) == ["/_sim/info", "/get_server_info", "/server_info", "/version"]
-    assert docs.sglang == answers["/get_server_info"] and docs.owners == frozenset({"someone"})
-    assert identify_runtime(docs) == ("sglang", "0.4.9")
+    assert docs.info == {"sglang": answers["/get_server_info"]} and docs.owners == frozenset({"someone"})
+    assert identify(docs) == ("sglang", "0.4.9")
 
 
 def test_models_fetched_apart_join_the_other_answers() -> None:
-    docs = docs_from(None, {"version": "0.32.0"}, None, None).with_models(VLLM_MODELS)
+    docs = answered(version={"version": "0.32.0"}).with_models(VLLM_MODELS)
     assert docs.owners == frozenset({"vllm"}) and docs.models_answered
-    assert identify_runtime(docs) == ("vllm", "0.32.0")
+    assert identify(docs) == ("vllm", "0.32.0")

@@ -1,15 +1,25 @@
 """Every server runtime ramp knows, one adapter each (``base.Runtime``), and the lookup by name.
 
-To add a backend: a module here with its ``Runtime`` (metric names, KV-capacity key, cache reset,
-identity, launch command), then its name in ``RuntimeName`` and its value in ``RUNTIMES`` below. The
-telemetry, target and launch modules ask these values; none of them names a runtime itself.
+To add a backend: a module here with its ``Runtime`` (metric names, KV-capacity key, cache reset, how it
+is identified and the info paths it is identified by, launch command), then its name in ``RuntimeName``
+and its value in ``RUNTIMES`` below. The telemetry, target and launch modules ask these values (which
+runtime a server is: ``identify``); none of them names a runtime itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
-from loadgen.runtimes.base import CacheResetRoute, LaunchCommand, MetricIndex, MetricNames, Runtime
+from loadgen.runtimes.base import (
+    EVIDENCE,
+    CacheResetRoute,
+    LaunchCommand,
+    MetricIndex,
+    MetricNames,
+    Runtime,
+    RuntimeDocs,
+)
 from loadgen.runtimes.generic import GENERIC
 from loadgen.runtimes.sglang import SGLANG
 from loadgen.runtimes.sim import SIM
@@ -28,7 +38,9 @@ __all__ = [
     "MetricIndex",
     "MetricNames",
     "Runtime",
+    "RuntimeDocs",
     "RuntimeName",
+    "identify",
     "lookup",
     "named",
 ]
@@ -51,3 +63,24 @@ def lookup(name: object) -> Runtime | None:
 def named(name: object) -> Runtime:
     """The runtime named ``name``, or the generic OpenAI-compatible one."""
     return lookup(name) or GENERIC
+
+
+def identify(
+    docs: RuntimeDocs, runtimes: Sequence[Runtime] = RUNTIMES
+) -> tuple[RuntimeName | None, str | None]:
+    """(runtime, version) of the server that answered ``docs``: the runtime that claims it on the earliest
+    rung of ``EVIDENCE`` (``Runtime.identify``; on one rung, the first of ``runtimes``); a runtime whose info
+    document names the runtime it imitates (``claim_key``) gives that name, when ramp knows it. (None, None)
+    when nothing identifies the server."""
+    claims = [
+        (EVIDENCE.index(c[0]), at, c[1])
+        for at, r in enumerate(runtimes)
+        if (c := r.identify(docs)) is not None
+    ]
+    if not claims:
+        return None, None
+    _, at, version = min(claims)
+    runtime = runtimes[at]
+    if runtime.claim_key is not None:
+        runtime = lookup(docs.info[runtime.name].get(runtime.claim_key)) or runtime
+    return runtime.name, version

@@ -1,7 +1,7 @@
 """What a server runtime is to ramp, typed once: ``Runtime`` and the parts it fills in.
 
-A runtime says how to recognise it (the ``owned_by`` of its ``/v1/models`` entries, its own info
-endpoints and the keys that mark them, the prefix of its ``/metrics`` names), what its metric names mean
+A runtime says how to recognise it (``identify``: the ``owned_by`` of its ``/v1/models`` entries, its own
+info endpoints and the keys that mark them, its version endpoint, the prefix of its ``/metrics`` names), what its metric names mean
 (``MetricNames``: canonical name -> the runtime's names, how series combine, and a ``finish`` step for
 what tables cannot say), which of its info document's fields are run conditions, under which name it
 states its KV capacity, how its prefix cache is reset (``CacheResetRoute``: the endpoint and what each
@@ -12,8 +12,8 @@ telemetry, target and launch modules read it; a leaf that imports nothing from t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 if TYPE_CHECKING:  # the closed set of names sits beside the registry of runtimes (loadgen.runtimes)
     from loadgen.runtimes import RuntimeName
@@ -21,6 +21,13 @@ if TYPE_CHECKING:  # the closed set of names sits beside the registry of runtime
 Combine = Literal["sum", "mean", "max"]  # how a metric's distinct series make one number
 BreakdownKind = Literal["gauge", "counter"]
 DEFAULT_KV_CAPACITY_KEY = "kv_cache_size_tokens"  # a capacity stated by --tag, or by an unnamed runtime
+# What shows a server's runtime, the most specific first: a server is named by the runtime that claims it on
+# the earliest rung (``loadgen.runtimes.identify``; on one rung, the first in ``RUNTIMES``' order). own_info:
+# any JSON object at its info paths; owned_by: its /v1/models entries' owned_by; info_keys: its info document
+# holds one of its keys; metrics: its /metrics names; version: a {"version": ...} at its version path;
+# models: it serves /v1/models at all.
+Evidence = Literal["own_info", "owned_by", "info_keys", "metrics", "version", "models"]
+EVIDENCE: tuple[Evidence, ...] = get_args(Evidence)
 
 
 class Series(Protocol):
@@ -81,6 +88,67 @@ class LaunchCommand:
     model_flag: str
 
 
+def _text(value: object) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def _mapping(doc: object) -> Mapping[str, object] | None:
+    return doc if isinstance(doc, Mapping) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeDocs:
+    """What a server answered at the endpoints that name its runtime, as ``Runtime.identify`` reads it: each
+    runtime's own info document (the first of its ``info_paths`` that answered a JSON object) and its
+    ``version_path``'s, by runtime name; the ``owned_by`` of its /v1/models entries (lowercased); and the
+    runtime its /metrics names belong to, when the caller scraped it."""
+
+    info: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    versions: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    owners: frozenset[str] = field(default_factory=frozenset)
+    models_answered: bool = False  # /v1/models answered with a model list
+    metrics_runtime: RuntimeName | None = None
+
+    @classmethod
+    def of(
+        cls,
+        info: Mapping[str, Sequence[object]] | None = None,
+        versions: Mapping[str, object] | None = None,
+        models: object | None = None,
+        metrics_runtime: RuntimeName | None = None,
+    ) -> RuntimeDocs:
+        """From raw answers as the endpoints returned them (anything, or None): ``info`` maps a runtime's
+        name to the answers of its info paths in its order (the first JSON object is its document),
+        ``versions`` to its version path's, ``models`` is the /v1/models document. What is not a JSON
+        object is left out."""
+        own = {name: doc for name, docs in (info or {}).items() if (doc := _first_mapping(docs)) is not None}
+        stated = {name: doc for name, raw in (versions or {}).items() if (doc := _mapping(raw)) is not None}
+        entries = models.get("data") if isinstance(models, Mapping) else None
+        listed = [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
+        return cls(
+            info=own,
+            versions=stated,
+            owners=frozenset(str(e.get("owned_by", "")).lower() for e in listed),
+            models_answered=bool(listed),
+            metrics_runtime=metrics_runtime,
+        )
+
+    def with_models(self, models: object | None) -> RuntimeDocs:
+        """The same answers plus the ``/v1/models`` document's owners (fetched apart, e.g. by the probe)."""
+        fresh = RuntimeDocs.of(models=models)
+        return replace(self, owners=fresh.owners, models_answered=fresh.models_answered)
+
+    def version(self) -> str | None:
+        """The version a version path states (``{"version": ...}``), the first that does."""
+        return next(
+            (v for doc in self.versions.values() if (v := _text(doc.get("version"))) is not None), None
+        )
+
+
+def _first_mapping(docs: Sequence[object]) -> Mapping[str, object] | None:
+    return next((doc for raw in docs if (doc := _mapping(raw)) is not None), None)
+
+
 @dataclass(frozen=True, slots=True)
 class Runtime:
     """One runtime's adapter: every fact about it that ramp uses, in one value."""
@@ -98,3 +166,25 @@ class Runtime:
     cache_resets: tuple[CacheResetRoute, ...] = ()  # tried in turn, the next only after a 404 / 405
     launch: LaunchCommand | None = None  # None: ``ramp launch`` cannot start it
     tool_call_flags: str = ""  # what it must be started with to parse tool calls ("": none known)
+    identified_by: tuple[Evidence, ...] = ()  # the rungs of ``EVIDENCE`` it claims a server on
+    claim_key: str | None = (
+        None  # its info document may name another runtime, under this key, that it imitates
+    )
+
+    def identify(self, docs: RuntimeDocs) -> tuple[Evidence, str | None] | None:
+        """The earliest rung of ``EVIDENCE`` on which ``docs`` show this runtime, and the version stated
+        (its own info document's, else a version path's); None: nothing shows it."""
+        info = docs.info.get(self.name)
+        version = docs.versions.get(self.name)
+        shows: dict[Evidence, bool] = {
+            "own_info": info is not None,
+            "owned_by": self.owned_by is not None and self.owned_by in docs.owners,
+            "info_keys": info is not None and any(key in info for key in self.info_keys),
+            "metrics": docs.metrics_runtime == self.name,
+            "version": version is not None and _text(version.get("version")) is not None,
+            "models": docs.models_answered,
+        }
+        rung = next((e for e in EVIDENCE if e in self.identified_by and shows[e]), None)
+        if rung is None:
+            return None
+        return rung, (_text(info.get("version")) if info is not None else None) or docs.version()

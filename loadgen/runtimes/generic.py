@@ -10,4 +10,9 @@ from loadgen.runtimes.base import Runtime
 from loadgen.runtimes.sglang import FLUSH
 from loadgen.runtimes.vllm import RESET
 
-GENERIC = Runtime(name="openai-compatible", label="an OpenAI-compatible server", cache_resets=(RESET, FLUSH))
+GENERIC = Runtime(
+    name="openai-compatible",
+    label="an OpenAI-compatible server",
+    cache_resets=(RESET, FLUSH),
+    identified_by=("models",),  # anything else that serves /v1/models
+)

@@ -129,6 +129,7 @@ SGLANG = Runtime(
     owned_by="sglang",
     info_paths=("/server_info", "/get_server_info"),
     info_keys=("version", "tp_size", "model_path"),
+    identified_by=("owned_by", "info_keys", "metrics"),
     metrics=MetricNames("sglang:", GAUGES, COUNTERS, HISTOGRAMS, finish=finish),
     conditions=conditions,
     kv_capacity_key="max_total_num_tokens",

@@ -15,5 +15,7 @@ SIM = Runtime(
     label="ramp's simulator",
     owned_by="ramp-sim",
     info_paths=("/_sim/info",),
+    identified_by=("own_info",),  # it imitates a runtime: its own document comes before any other sign
+    claim_key="runtime",
     cache_resets=(RESET, FLUSH),
 )

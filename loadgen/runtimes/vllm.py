@@ -110,6 +110,7 @@ VLLM = Runtime(
     label="vLLM",
     owned_by="vllm",
     version_path="/version",
+    identified_by=("owned_by", "metrics", "version"),  # a bare {"version": ...} at /version is vLLM's
     metrics=MetricNames("vllm:", GAUGES, COUNTERS, HISTOGRAMS, BREAKDOWNS, finish),
     cache_resets=(RESET,),
     launch=LaunchCommand("vllm.entrypoints.openai.api_server", "--model"),

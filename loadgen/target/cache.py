@@ -42,7 +42,7 @@ class CacheReset:
 
 
 def reset_routes(runtime: str | None) -> tuple[CacheResetRoute, ...]:
-    """The endpoints to try, in order, for a runtime as ``identify_runtime`` names it (every runtime's,
+    """The endpoints to try, in order, for a runtime as ``loadgen.runtimes.identify`` names it (every runtime's,
     in turn, for one ramp cannot name)."""
     return named(runtime).cache_resets
 

@@ -4,9 +4,10 @@ wrong, which runtime answered, and never a secret in any text we print or record
 Owns ``auth_headers`` (the Bearer header from an environment variable's value), ``server_root`` (the URL
 that ``/metrics``, ``/version`` and ``/tokenize`` hang from), ``scrub`` (secrets out of any text),
 ``reason`` / ``describe_error`` (an exception chain turned into a short human reason / one line naming the
-URL) and the runtime identity (``RuntimeDocs`` → ``identify_runtime``; ``fetch_runtime_docs`` asks the
-endpoints). The hot path (``loadgen.client``) builds its headers once per client with ``auth_headers`` and
-maps its errors with ``reason``; everything else (probe, /tokenize, telemetry, launch) goes through here.
+URL) and what names the runtime (``fetch_runtime_docs`` asks every runtime's info and version paths;
+``loadgen.runtimes.identify`` reads the answers). The hot path (``loadgen.client``) builds its headers once
+per client with ``auth_headers`` and maps its errors with ``reason``; everything else (probe, /tokenize,
+telemetry, launch) goes through here.
 
 httpx is imported on first use, not with this module: httpx imports its command-line module, and with it
 ``rich``, whenever ``rich`` is installed, and ``loadgen`` must not pull in ``rich``.
@@ -22,12 +23,11 @@ import os
 import re
 import socket
 import ssl
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from loadgen.runtimes import GENERIC, SGLANG, SIM, VLLM, RuntimeName, lookup
+from loadgen.runtimes import RUNTIMES, Runtime, RuntimeDocs, RuntimeName
 from loadgen.target.bounded import INFO_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.types import Target, server_root
 
@@ -35,13 +35,11 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
-    "RuntimeDocs",
     "api_key",
     "auth_headers",
     "describe_error",
     "fetch_runtime_docs",
     "header_secrets",
-    "identify_runtime",
     "reason",
     "scrub",
     "server_root",
@@ -235,56 +233,6 @@ def _is_httpx(exc: BaseException, name: str) -> bool:
 # ------------------------------------------------------------------------------------------- runtime
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeDocs:
-    """What a server answered at the endpoints that name its runtime (``None``: no JSON object there)."""
-
-    sim: Mapping[str, object] | None = None  # ramp's simulator: its info path (SIM.info_paths)
-    version: Mapping[str, object] | None = None  # VLLM.version_path (the simulator answers it too)
-    sglang: Mapping[str, object] | None = None  # SGLANG.info_paths: the newer, else the older
-    owners: frozenset[str] = field(default_factory=frozenset)  # owned_by of /v1/models entries, lowercased
-    models_answered: bool = False  # /v1/models answered with a model list
-    metrics_runtime: RuntimeName | None = None  # detected from /metrics prefixes, when the caller scraped it
-
-    def with_models(self, models: object | None) -> RuntimeDocs:
-        """The same answers plus the ``/v1/models`` document's owners (fetched apart, e.g. by the probe)."""
-        fresh = docs_from(None, None, None, models)
-        return replace(self, owners=fresh.owners, models_answered=fresh.models_answered)
-
-
-def _text(value: object) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
-def identify_runtime(docs: RuntimeDocs) -> tuple[RuntimeName | None, str | None]:
-    """(runtime, version), most specific answer first; (None, None) when nothing identifies the server.
-
-    The simulator answers ``/_sim/info``; vLLM marks its models ``owned_by: "vllm"`` and serves ``/version``
-    (``{"version": ...}``); SGLang marks them ``"sglang"`` and serves ``/server_info`` or
-    ``/get_server_info`` (with ``version``, ``tp_size``, ``model_path``). Anything else that serves
-    ``/v1/models`` is ``"openai-compatible"``. The names and markers are the runtimes' (``loadgen.runtimes``);
-    a simulator that names a runtime ramp does not know is ramp's simulator.
-    """
-    version = _text(docs.version.get("version")) if docs.version is not None else None
-    if docs.sim is not None:
-        claimed = lookup(docs.sim.get("runtime"))
-        return (claimed or SIM).name, _text(docs.sim.get("version")) or version
-    if VLLM.owned_by in docs.owners:
-        return VLLM.name, version
-    info = docs.sglang
-    if info is not None and any(key in info for key in SGLANG.info_keys):
-        return SGLANG.name, _text(info.get("version")) or version
-    if SGLANG.owned_by in docs.owners:
-        return SGLANG.name, version
-    if docs.metrics_runtime is not None:
-        return docs.metrics_runtime, version
-    if version is not None:
-        return VLLM.name, version  # /version with a bare {"version": ...} is vLLM's answer
-    if docs.models_answered:
-        return GENERIC.name, None
-    return None, None
-
-
 async def get_json(client: httpx.AsyncClient, url: str, max_bytes: int = INFO_BYTES) -> object | None:
     """GET a JSON document, bounded (``loadgen.target.bounded``); ``None`` for any failure (the info
     endpoints are optional)."""
@@ -302,44 +250,24 @@ async def get_json(client: httpx.AsyncClient, url: str, max_bytes: int = INFO_BY
         return None
 
 
-def _mapping(doc: object) -> Mapping[str, object] | None:
-    return doc if isinstance(doc, Mapping) else None
-
-
 async def fetch_runtime_docs(
     client: httpx.AsyncClient,
     root: str,
     models: object | None = None,
     metrics_runtime: RuntimeName | None = None,
+    runtimes: Sequence[Runtime] = RUNTIMES,
 ) -> RuntimeDocs:
-    """Ask every runtime's info endpoint under ``root`` at once. ``models`` is the ``/v1/models`` document
-    when the caller already has it (its ``owned_by`` names the runtime)."""
-    assert VLLM.version_path is not None
-    newer, older = SGLANG.info_paths
-    sim, version, info, info_old = await asyncio.gather(
-        get_json(client, root + SIM.info_paths[0]),
-        get_json(client, root + VLLM.version_path),
-        get_json(client, root + newer),
-        get_json(client, root + older),
-    )
-    return docs_from(sim, version, _mapping(info) or _mapping(info_old), models, metrics_runtime)
-
-
-def docs_from(
-    sim: object | None,
-    version: object | None,
-    sglang: object | None,
-    models: object | None,
-    metrics_runtime: RuntimeName | None = None,
-) -> RuntimeDocs:
-    """``RuntimeDocs`` from raw JSON documents as the endpoints returned them (anything, or ``None``)."""
-    entries = models.get("data") if isinstance(models, Mapping) else None
-    listed = [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
-    return RuntimeDocs(
-        sim=_mapping(sim),
-        version=_mapping(version),
-        sglang=_mapping(sglang),
-        owners=frozenset(str(e.get("owned_by", "")).lower() for e in listed),
-        models_answered=bool(listed),
-        metrics_runtime=metrics_runtime,
-    )
+    """Ask every runtime's info and version paths under ``root`` at once (what ``loadgen.runtimes.identify``
+    reads). ``models`` is the ``/v1/models`` document when the caller already has it (its ``owned_by``
+    names the runtime)."""
+    asked = [(r.name, True, path) for r in runtimes for path in r.info_paths]
+    asked += [(r.name, False, r.version_path) for r in runtimes if r.version_path is not None]
+    answers = await asyncio.gather(*(get_json(client, root + path) for _, _, path in asked))
+    info: dict[str, list[object]] = {}
+    versions: dict[str, object] = {}
+    for (name, is_info, _), doc in zip(asked, answers, strict=True):
+        if is_info:
+            info.setdefault(name, []).append(doc)  # in the runtime's order: the first object is its document
+        else:
+            versions[name] = doc
+    return RuntimeDocs.of(info, versions, models, metrics_runtime)

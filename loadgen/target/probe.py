@@ -1,7 +1,7 @@
 """Reachability and discovery of a target before any load: is it up, which models, which runtime.
 
 Owns ``probe`` (GET ``/v1/models`` plus the runtimes' own info endpoints, identified by
-``loadgen.target.http.identify_runtime``) and the ``ServerInfo`` it returns. Failures never raise: the
+``loadgen.runtimes.identify``) and the ``ServerInfo`` it returns. Failures never raise: the
 ``error`` of a ``ServerInfo`` is one line naming the URL and what to do, with any secret scrubbed. Uses
 httpx, imported on first call (see ``loadgen.target.http``): these are a handful of calls, off the hot path.
 """
@@ -14,13 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from loadgen.runtimes import RuntimeName
+from loadgen.runtimes import RuntimeName, identify
 from loadgen.target.bounded import MODELS_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import httpx_client, tls_hint
 from loadgen.target.http import (
     api_key,
     fetch_runtime_docs,
-    identify_runtime,
     reason,
     scrub,
     target_root,
@@ -97,7 +96,7 @@ async def probe_one(target: Target, timeout_s: float = 5.0) -> ServerInfo:
             if not docs_task.done():
                 docs_task.cancel()
             await asyncio.gather(docs_task, return_exceptions=True)
-    runtime, version = identify_runtime(docs)
+    runtime, version = identify(docs)
     note = ""
     if listing is None:  # 404 with a model named
         chosen, error = None, ""

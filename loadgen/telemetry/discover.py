@@ -10,7 +10,7 @@ and merges what comes back; what the server does not say stays ``None`` for ``--
 - vLLM: ``/version``, ``/v1/models`` (``max_model_len``), and ``/metrics`` (``vllm:cache_config_info``
   labels: block size, KV cache dtype and size, prefix caching); vLLM exposes no parallel layout there.
 
-Which runtime answered is ``loadgen.target.http``'s call (``identify_runtime``, the probe's answer too);
+Which runtime answered is ``loadgen.runtimes.identify``'s call (the probe's answer too);
 which fields of its info document are conditions is the runtime's (``Runtime.conditions``,
 ``loadgen.runtimes``); this module asks them all at once and merges the answers.
 """
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from loadgen.runtimes import RuntimeName, lookup
+from loadgen.runtimes import SIM, RuntimeName, identify, lookup
 from loadgen.target.bounded import METRICS_BYTES, MODELS_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import route
 from loadgen.target.http import (
@@ -30,7 +30,6 @@ from loadgen.target.http import (
     describe_error,
     fetch_runtime_docs,
     get_json,
-    identify_runtime,
     server_root,
 )
 from loadgen.telemetry.exposition import detect_runtime, parse_samples, reading_from_samples
@@ -126,17 +125,18 @@ async def discover(
     metrics_runtime = _metrics_conditions(out, metrics, root + "/metrics")
     _models_conditions(out, models)
     docs = replace(docs.with_models(models), metrics_runtime=metrics_runtime)
-    runtime, version = identify_runtime(docs)
+    runtime, version = identify(docs)
     out["runtime"] = runtime
-    if docs.sim is not None:
-        _override(out, _sim_conditions(docs.sim))
-    elif (known := lookup(runtime)) is not None and known.conditions is not None and docs.sglang is not None:
-        _override(out, known.conditions(docs.sglang))  # the server info document (the runtime's own)
+    known = lookup(runtime)
+    if (sim := docs.info.get(SIM.name)) is not None:  # a simulator's conditions, whatever runtime it imitates
+        _override(out, _sim_conditions(sim))
+    elif (
+        known is not None and known.conditions is not None and (own := docs.info.get(known.name)) is not None
+    ):
+        _override(out, known.conditions(own))  # the server info document (the runtime's own)
     if out["version"] is None and version is not None:
         out["version"] = version
-    answered = any(x is not None for x in (docs.sim, docs.sglang, docs.version, models)) or isinstance(
-        metrics, str
-    )
+    answered = bool(docs.info) or bool(docs.versions) or models is not None or isinstance(metrics, str)
     out["reachable"] = answered
     out["error"] = None
     if not answered:
