@@ -2,7 +2,8 @@
 ``SetupError``, and the closed sets (mode, arrival, state, ...) as ``Literal`` types. One run's whole
 configuration and outcome (``RunConfig``, ``RunOutcome``) live in ``loadgen.run.config``.
 
-A leaf: it imports nothing from the project, not even for type checking, so every layer can depend on it.
+A leaf: it imports nothing from the project but the catalogue of measures (``loadgen.measures``, which the
+SLO's clauses come from, itself importing nothing at run time), so every layer can depend on it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, fields
 from typing import Literal, get_args
+
+from loadgen import measures
 
 Mode = Literal["closed", "open"]  # closed loop: levels are concurrencies; open loop: arrival rates (req/s)
 Arrival = Literal["constant", "poisson", "gamma"]
@@ -63,37 +66,33 @@ class SLO:
     def as_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def good(
-        self,
-        ttft_ms: float | None,
-        decode_tok_s: float | None,
-        e2e_ms: float,
-        ttfat_ms: float | None = None,
-        ttftc_ms: float | None = None,
-    ) -> bool:
-        """Whether one successful request met the SLO's limits read per request (goodput): its TTFT within
-        the TTFT limit (p95's, else p99's), its TTFAT within the TTFAT limit, its TTFTC within the TTFTC
-        limit (p95's, else p50's; a request that called no tool is not held to it), its decode speed at
-        least the decode limit, its end-to-end time within the e2e limit. ITL and the error rate are
-        step-level figures, not judged per request."""
-        ttft_limit = self.ttft_p95_ms if self.ttft_p95_ms is not None else self.ttft_p99_ms
-        if ttft_limit is not None and (ttft_ms is None or ttft_ms > ttft_limit):
-            return False
-        if self.ttfat_p95_ms is not None and (ttfat_ms is None or ttfat_ms > self.ttfat_p95_ms):
-            return False
-        ttftc_limit = self.ttftc_p95_ms if self.ttftc_p95_ms is not None else self.ttftc_p50_ms
-        if ttftc_limit is not None and ttftc_ms is not None and ttftc_ms > ttftc_limit:
-            return False
-        if (
-            self.decode_p50_tok_s is not None
-            and decode_tok_s is not None
-            and decode_tok_s < self.decode_p50_tok_s
-        ):
-            return False
-        return self.e2e_p95_s is None or e2e_ms <= self.e2e_p95_s * 1000.0
+    def good(self, **values: float | None) -> bool:
+        """Whether one successful request met the SLO's limits read per request (goodput): ``values`` are
+        its metrics by name, in display units (``ttft_ms=812.0``; a metric it lacks: None or left out).
+
+        Each clause judged per request (``measures.Clause.per_request``) holds it to its limit, unless the
+        clause it yields to is set too (TTFT: p95's limit, else p99's; TTFTC: p95's, else p50's). A request
+        lacking the figure misses a ceiling (no first token: never good) but is not held to a floor (no
+        decode speed) nor to a clause over a subset it is not in (no tool call: TTFTC). ITL and the error
+        rate are step-level figures, not judged per request."""
+        limits = self.as_dict()
+        for clause in measures.per_request_clauses():
+            limit = limits[clause.key]
+            if limit is None or (clause.yields_to and limits[clause.yields_to] is not None):
+                continue
+            value = values.get(clause.metric)
+            if value is None:
+                if clause.at_most and not clause.subset:
+                    return False
+                continue
+            bound = limit * clause.per
+            if value > bound if clause.at_most else value < bound:
+                return False
+        return True
 
 
-SLO_KEYS: tuple[str, ...] = tuple(f.name for f in fields(SLO))
+# The SLO's clauses in catalogue order (``measures.CLAUSES``); a unit test holds them equal to SLO's fields.
+SLO_KEYS: tuple[str, ...] = tuple(c.key for c in measures.CLAUSES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,8 @@ __all__ = [
     "CLAUSES",
     "METRICS",
     "POINTS",
+    "SUBSET_NONE",
+    "US_PER_HOUR",
     "Clause",
     "Compared",
     "Kind",
@@ -43,6 +45,7 @@ __all__ = [
     "histogram_metrics",
     "line_metrics",
     "metric",
+    "per_request_clauses",
     "side_metrics",
     "token_metrics",
 ]
@@ -90,6 +93,7 @@ class Metric:
     higher_is_better: bool = False
     compared: tuple[Compared, ...] = ()
     splits: tuple[Split, ...] = ()  # class splits kept beside the whole (``ttft_ms|cache:hit``)
+    curve: str = ""  # the percentile a report's throughput-latency curve plots of it ("": none)
     # HDR range in stored integer units, and stored units per display unit
     lowest: int = 1
     highest: int = US_PER_HOUR
@@ -100,6 +104,11 @@ class Metric:
     def suffix(self) -> str:
         """The unit as a column name ends: ms, tok_s, tokens."""
         return self.unit.replace("/", "_")
+
+    @property
+    def source_per_unit(self) -> float:
+        """Source units (``value``'s) in one display unit: 1e6 ns in a ms; 1 for a rate or a count."""
+        return 1e6 if self.kind == "latency" else 1.0
 
     @property
     def stem(self) -> str:
@@ -143,7 +152,7 @@ METRICS: tuple[Metric, ...] = (
     _latency(
         "ttft_ms", "TTFT", "TTFT", "time to first token, from the intended start",
         lambda r: r.ttft_ns, step_points=("p50", "p95", "p99"), console=_LEFT,
-        compared=(Compared("p50", 20), Compared("p95", 21)), splits=("cache", "bucket"),
+        compared=(Compared("p50", 20), Compared("p95", 21)), splits=("cache", "bucket"), curve="p95",
     ),
     _latency(
         "ttfat_ms", "TTFAT", "TTFAT",
@@ -165,7 +174,7 @@ METRICS: tuple[Metric, ...] = (
     ),
     _latency(
         "itl_ms", "ITL", "ITL", "inter-token latency, per token",
-        None, step_points=("p50", "p99"), console=_BOTH, compared=(Compared("p99", 30),),
+        None, step_points=("p50", "p99"), console=_BOTH, compared=(Compared("p99", 30),), curve="p99",
     ),
     _rate(
         "decode_tok_s", "decode tok/s", "decode",
@@ -187,7 +196,7 @@ METRICS: tuple[Metric, ...] = (
     _latency(
         "e2e_ms", "e2e latency", "e2e", "end-to-end latency, from the intended start",
         lambda r: r.end_ns - r.intended_ns, step_points=("p50", "p95"), console=_BOTH,
-        compared=(Compared("p95", 40, in_seconds=True),), splits=("cache",),
+        compared=(Compared("p95", 40, in_seconds=True),), splits=("cache",), curve="p95",
     ),
     _latency(
         "lag_ms", "schedule lag", "schedule lag", "schedule lag: actual send minus intended send",
@@ -213,7 +222,7 @@ class Clause:
     bound: Bound  # the figure must be at most the limit (a latency) or at least it (a speed)
     label: str  # how a verdict names it: "TTFT p95"
     unit: str  # the limit's unit: ms, s, tok/s, % (the error rate's limit is a fraction, shown in %)
-    scale: float = 1.0  # the limit's unit per metric display unit (e2e: ms -> s)
+    per: float = 1.0  # the metric's display units in one unit of the limit (e2e: 1000 ms in a s)
     # judged per request too (goodput): a request's own value against the limit. ``yields_to``: the clause
     # of the same metric whose limit applies per request instead, when both are set.
     per_request: bool = False
@@ -224,6 +233,11 @@ class Clause:
     def at_most(self) -> bool:
         return self.bound == "at_most"
 
+    @property
+    def scale(self) -> float:
+        """The limit's units in one metric display unit (e2e: 1/1000 s in a ms): a figure times this."""
+        return 1.0 / self.per
+
 
 CLAUSES: tuple[Clause, ...] = (
     Clause("ttft_p95_ms", "ttft_ms", "p95", "at_most", "TTFT p95", "ms", per_request=True),
@@ -233,7 +247,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause("ttftc_p95_ms", "ttftc_ms", "p95", "at_most", "TTFTC p95", "ms", per_request=True, subset="tool_call"),
     Clause("decode_p50_tok_s", "decode_tok_s", "p50", "at_least", "decode p50", "tok/s", per_request=True),
     Clause("itl_p99_ms", "itl_ms", "p99", "at_most", "ITL p99", "ms"),
-    Clause("e2e_p95_s", "e2e_ms", "p95", "at_most", "e2e p95", "s", scale=1 / 1000, per_request=True),
+    Clause("e2e_p95_s", "e2e_ms", "p95", "at_most", "e2e p95", "s", per=1000.0, per_request=True),
     Clause("max_error_rate", "", "", "at_most", "error rate", "%"),
 )  # fmt: skip
 
@@ -286,6 +300,14 @@ _token_metrics = derived(lambda ms, _cs: tuple(m for m in ms if m.kind == "token
 _line_metrics = derived(
     lambda ms, _cs: tuple(m for kind in ("latency", "rate") for m in ms if m.kind == kind and m.step_points)
 )
+
+
+def per_request_clauses() -> tuple[Clause, ...]:
+    """The clauses a single request is held to (goodput), in catalogue order."""
+    return _per_request_clauses()
+
+
+_per_request_clauses = derived(lambda _ms, cs: tuple(c for c in cs if c.per_request))
 
 
 def token_metrics() -> tuple[Metric, ...]:

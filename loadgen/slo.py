@@ -15,9 +15,10 @@ from collections.abc import Sequence
 
 from loadgen.config import SLO
 from loadgen.format import fmt_num_trimmed
+from loadgen.measures import CLAUSES, SUBSET_NONE, Clause
 from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 
-__all__ = ["best_step", "eligible", "evaluate", "margin"]
+__all__ = ["best_step", "clause_figure", "eligible", "evaluate", "margin"]
 
 
 def _above(failures: list[str], label: str, value: float | None, limit: float | None, unit: str) -> None:
@@ -27,6 +28,27 @@ def _above(failures: list[str], label: str, value: float | None, limit: float | 
         failures.append(f"{label} n/a (limit {fmt_num_trimmed(limit)} {unit})")
     elif value > limit:
         failures.append(f"{label} {fmt_num_trimmed(value)} {unit} > {fmt_num_trimmed(limit)} {unit}")
+
+
+def _below(failures: list[str], label: str, value: float | None, limit: float, unit: str) -> None:
+    if value is None:
+        failures.append(f"{label} n/a (at least {fmt_num_trimmed(limit)} {unit})")
+    elif value < limit:
+        failures.append(f"{label} {fmt_num_trimmed(value)} {unit} < {fmt_num_trimmed(limit)} {unit}")
+
+
+def clause_figure(clause: Clause, stats: WindowStats) -> float | None:
+    """The window's figure a clause reads, in the limit's unit (the error rate as a fraction)."""
+    if not clause.metric:
+        done = stats.ok + stats.error_count
+        return stats.error_count / done if done else None
+    value = stats.pct(clause.metric).as_dict()[clause.point]
+    return None if value is None else value / clause.per if clause.per != 1.0 else value
+
+
+def _subset_empty(clause: Clause, stats: WindowStats) -> bool:
+    """A clause over a subset of the requests (TTFTC: those that called a tool) with none in the window."""
+    return bool(clause.subset) and stats.pct(clause.metric).count == 0
 
 
 def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
@@ -39,49 +61,37 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
             met=None, failures=(f"not enough data: {done} requests finished, need {max(1, min_requests)}",)
         )
     failures: list[str] = []
-    not_judged: tuple[str, ...] = ()
+    not_judged: list[str] = []
+    limits = slo.as_dict()
     # With no success at all there is no latency to judge; the error rate (or this line) says why.
     if stats.ok == 0 and slo.max_error_rate is None:
         failures.append(f"no successful request ({stats.error_count} errors)")
     elif stats.ok > 0:
-        ttft = stats.pct("ttft_ms")
-        _above(failures, "TTFT p95", ttft.p95, slo.ttft_p95_ms, "ms")
-        _above(failures, "TTFT p99", ttft.p99, slo.ttft_p99_ms, "ms")
-        _above(failures, "TTFAT p95", stats.pct("ttfat_ms").p95, slo.ttfat_p95_ms, "ms")
-        not_judged = _tool_call_clauses(slo, stats, failures)
-        if slo.decode_p50_tok_s is not None:
-            decode = stats.pct("decode_tok_s").p50
-            if decode is None:
-                failures.append(f"decode p50 n/a (at least {fmt_num_trimmed(slo.decode_p50_tok_s)} tok/s)")
-            elif decode < slo.decode_p50_tok_s:
-                failures.append(
-                    f"decode p50 {fmt_num_trimmed(decode)} tok/s < {fmt_num_trimmed(slo.decode_p50_tok_s)} tok/s"
-                )
-        _above(failures, "ITL p99", stats.pct("itl_ms").p99, slo.itl_p99_ms, "ms")
-        e2e_ms = stats.pct("e2e_ms").p95
-        _above(failures, "e2e p95", None if e2e_ms is None else e2e_ms / 1000.0, slo.e2e_p95_s, "s")
-    if slo.max_error_rate is not None:
+        for clause in CLAUSES:
+            limit = limits[clause.key]
+            if limit is None or not clause.metric:
+                continue
+            value = clause_figure(clause, stats)
+            if clause.subset and (_subset_empty(clause, stats) or value is None):
+                # nothing to judge: neither met nor missed
+                why = SUBSET_NONE[clause.subset]
+                not_judged.append(f"{clause.label} n/a ({why}; limit {fmt_num_trimmed(limit)} {clause.unit})")
+            elif clause.at_most:
+                _above(failures, clause.label, value, limit, clause.unit)
+            else:
+                _below(failures, clause.label, value, limit, clause.unit)
+    for clause in CLAUSES:
+        limit = limits[clause.key]
+        if clause.metric or limit is None:
+            continue
         rate = stats.error_count / done
-        if rate > slo.max_error_rate:
+        if rate > limit:
             failures.append(
-                f"error rate {fmt_num_trimmed(rate * 100)} % > {fmt_num_trimmed(slo.max_error_rate * 100)} %"
+                f"{clause.label} {fmt_num_trimmed(rate * 100)} {clause.unit} > {fmt_num_trimmed(limit * 100)} {clause.unit}"
             )
-    set_clauses = sum(value is not None for value in slo.as_dict().values())
+    set_clauses = sum(value is not None for value in limits.values())
     met = False if failures else None if len(not_judged) == set_clauses else True
-    return SLOVerdict(met=met, failures=tuple(failures), not_judged=not_judged)
-
-
-def _tool_call_clauses(slo: SLO, stats: WindowStats, failures: list[str]) -> tuple[str, ...]:
-    """The TTFTC clauses: judged over the requests that called a tool; with none, not judged (n/a)."""
-    ttftc = stats.pct("ttftc_ms")
-    clauses = (("TTFTC p50", ttftc.p50, slo.ttftc_p50_ms), ("TTFTC p95", ttftc.p95, slo.ttftc_p95_ms))
-    not_judged: list[str] = []
-    for label, value, limit in clauses:
-        if limit is not None and (ttftc.count == 0 or value is None):
-            not_judged.append(f"{label} n/a (no tool call in the step; limit {fmt_num_trimmed(limit)} ms)")
-        else:
-            _above(failures, label, value, limit, "ms")
-    return tuple(not_judged)
+    return SLOVerdict(met=met, failures=tuple(failures), not_judged=tuple(not_judged))
 
 
 def _room(value: float | None, limit: float, at_most: bool) -> float | None:
@@ -99,27 +109,18 @@ def margin(slo: SLO, stats: WindowStats) -> float | None:
     The SLA search (``loadgen.run.search``) treats a window within its noise band of 0 as uncertain."""
     if slo.is_empty() or stats.ok + stats.error_count == 0:
         return None
-    ttft, ttftc, e2e = stats.pct("ttft_ms"), stats.pct("ttftc_ms"), stats.pct("e2e_ms").p95
-    judged = (
-        (ttft.p95, slo.ttft_p95_ms, True),
-        (ttft.p99, slo.ttft_p99_ms, True),
-        (stats.pct("ttfat_ms").p95, slo.ttfat_p95_ms, True),
-        # TTFTC without a tool call is not judged: no room either way (left out, not unknown)
-        *(
-            ((ttftc.p50, slo.ttftc_p50_ms, True), (ttftc.p95, slo.ttftc_p95_ms, True))
-            if ttftc.count > 0
-            else ()
-        ),
-        (stats.pct("decode_tok_s").p50, slo.decode_p50_tok_s, False),
-        (stats.pct("itl_ms").p99, slo.itl_p99_ms, True),
-        (None if e2e is None else e2e / 1000.0, slo.e2e_p95_s, True),
-    )
     if stats.ok == 0 and slo.max_error_rate is None:
         return -1.0
-    rooms = [_room(value, limit, at_most) for value, limit, at_most in judged if limit is not None]
-    rooms = rooms if stats.ok > 0 else []
-    if slo.max_error_rate is not None:
-        rooms.append(_room(stats.error_count / (stats.ok + stats.error_count), slo.max_error_rate, True))
+    limits = slo.as_dict()
+    rooms: list[float | None] = []
+    for clause in CLAUSES:
+        limit = limits[clause.key]
+        if limit is None or (clause.metric and stats.ok == 0):
+            continue
+        # a clause over an empty subset (TTFTC without a tool call) is not judged: no room either way
+        if _subset_empty(clause, stats):
+            continue
+        rooms.append(_room(clause_figure(clause, stats), limit, clause.at_most))
     known = [r for r in rooms if r is not None]
     return min(known) if known and len(known) == len(rooms) else None
 

@@ -114,7 +114,7 @@ def test_status_and_control_lines() -> None:
     line = steering_line(open_snap, 200, {}).plain
     assert (
         "λ asked 12.0 req/s" in line
-        and "achieved 11.8 req/s" in line
+        and "sent 11.8/s" in line  # issue 30: started per second, beside the window's "done"
         and "cap none" in line
         and "queued 3" in line
     )
@@ -146,8 +146,9 @@ def test_server_panel_never_fakes_a_zero() -> None:
 
 def test_a_long_gpu_name_is_cut_visibly() -> None:
     gpu = GPUSample(0, "NVIDIA H200 (simulated)", mem_used_mib=1.0, mem_total_mib=2.0)
-    text = render_server(ServerTelemetry(gpus=(gpu,)), 100).plain
+    text = render_server(ServerTelemetry(gpus=(gpu,)), 40).plain
     assert text.startswith("GPU0 H200 (s… ")
+    assert render_server(ServerTelemetry(gpus=(gpu,)), 100).plain.startswith("GPU0 H200 (simulated) ")
 
 
 def test_server_ttft_sits_beside_the_clients_only_for_a_finished_steps_window() -> None:

@@ -56,6 +56,7 @@ from tui.detail import DetailScreen, ErrorsDetail, StepDetail
 from tui.dialogs import ConfirmQuit, FitContext, HelpScreen, key_label
 from tui.fit import DECLINED, fit_question, fitted_config, unclamped_warning
 from tui.format import metric_title, snapshot_phase, window_label
+from tui.histogram_panel import why_empty
 from tui.screenshot import save_note, screenshot_name
 from tui.status import LIVE_STATES, waiting_for_a_key
 from tui.steps import Pricer
@@ -269,7 +270,9 @@ class RampApp(EngineActions):
     def action_cycle_metric(self, side: str) -> None:
         self.set_view(self.view.cycle_left() if side == "left" else self.view.cycle_right())
         metric = self.view.left_metric if side == "left" else self.view.right_metric
-        self.notify(f"{side} histogram: {metric_title(metric)}", timeout=1.5)
+        why = why_empty(self.shown_snapshot, self.view.window, metric)
+        said = f"{side} histogram: {metric_title(metric)}" + (f" — {why}" if why else "")
+        self.notify(said, timeout=4 if why else 1.5, markup=False)
 
     def action_cycle_window(self) -> None:
         self.set_view(self.view.cycle_window())

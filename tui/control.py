@@ -42,8 +42,8 @@ def steering_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
         parts = [
             ("λ asked ", dim),
             (fmt_rate(snapshot.rate_rps), strong),
-            ("  achieved ", dim),
-            (fmt_rate(snapshot.achieved_rps), strong),
+            ("  sent ", dim),  # requests started per second; "done" (completions) is the window line's
+            (per_s(snapshot.achieved_rps), strong),
             ("  cap ", dim),
             (str(snapshot.level) if snapshot.level else "none", ""),
         ]
@@ -65,7 +65,25 @@ def steering_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
     return _line(parts, width)
 
 
-def window_line(stats: WindowStats | None, label: str, width: int, styles: Mapping[str, Style]) -> Text:
+def per_s(rate: float | None) -> str:
+    """'12.0/s', '0.99/s': a rate whose unit (requests) its label already says."""
+    if rate is None:
+        return fmt_rate(rate)
+    return f"{fmt_si(rate, 2 if abs(rate) < 1 else 3)}/s"
+
+
+def window_line(
+    stats: WindowStats | None,
+    label: str,
+    width: int,
+    styles: Mapping[str, Style],
+    *,
+    open_loop: bool = False,
+    step_live: bool = True,
+) -> Text:
+    """What the window measured; in open loop its request rate reads "done 0.99/s" (completions, beside
+    the steering line's "sent"); "req/s warming" only while a running step's window is young
+    (``step_live``), never once it closes, the plan finished or the run ended."""
     dim, strong = _s(styles, "dim"), _s(styles, "strong")
     if stats is None:
         return _line([(f"{label}: no data yet", dim)], width)
@@ -77,9 +95,7 @@ def window_line(stats: WindowStats | None, label: str, width: int, styles: Mappi
     pieces = [
         piece((f"{label}: ", dim), ("out ", dim), (f"{fmt_si(stats.out_tok_s)} tok/s", strong)),
         piece(("  prefill ", dim), (fmt_si(stats.prefill_tok_s), ""), keep=1),
-        piece(
-            ("  ", ""), ("req/s warming", dim) if rate_warming(stats) else (fmt_rate(stats.req_s), ""), keep=2
-        ),
+        piece(("  ", ""), *rate_parts(stats, dim, open_loop=open_loop, step_live=step_live), keep=2),
         piece(("  ·  ok ", dim), (fmt_count(stats.ok), ""), ("  err ", dim)),
         piece((error_text, _s(styles, "bad") if errors else "")),
     ]
@@ -88,6 +104,15 @@ def window_line(stats: WindowStats | None, label: str, width: int, styles: Mappi
             piece(("  ·  ", dim), (f"~{fmt_count(stats.approx_tokens)} approx tokens", _s(styles, "warn")))
         )
     return fit_line(pieces, width)
+
+
+def rate_parts(
+    stats: WindowStats, dim: Style, *, open_loop: bool, step_live: bool
+) -> list[tuple[str, Style | str]]:
+    warming = step_live and rate_warming(stats)
+    if open_loop:
+        return [("done ", dim), ("warming", dim) if warming else (per_s(stats.req_s), "")]
+    return [("req/s warming", dim)] if warming else [(fmt_rate(stats.req_s), "")]
 
 
 WARMING_E2E = 2.0  # a step's req/s reads true once its window is this many typical requests long
@@ -198,7 +223,15 @@ class ControlPanel(SnapshotPanel):
         )
         lines = [
             steering_line(snapshot, width, styles),
-            window_line(snapshot.windows.get(view.window), label, width, styles),
+            window_line(
+                snapshot.windows.get(view.window),
+                label,
+                width,
+                styles,
+                open_loop=snapshot.mode == "open",
+                step_live=snapshot.state == "running"
+                and snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure"),
+            ),
             health_line(snapshot, width, styles),
         ]
         return Text("\n").join(lines[: max(1, height)])

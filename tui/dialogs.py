@@ -170,6 +170,9 @@ def key_label(keys: str) -> str:
     return " ".join(labels)
 
 
+MORE_BELOW = "▼ more below: ↓ / PgDn"
+
+
 class HelpScreen(ModalScreen[None]):
     """Keys (from the live bindings, so a remapped key shows as remapped) and how to read the panels."""
 
@@ -216,10 +219,25 @@ class HelpScreen(ModalScreen[None]):
         half = (len(self.keys) + 1) // 2
         for left, right in zip_longest(self.keys[:half], self.keys[half:], fillvalue=("", "")):
             table.add_row(*left, *right)
-        with VerticalScroll(classes="dialog help"):
+        with VerticalScroll(classes="dialog help", id="help-scroll"):
             yield Label("ramp — keys  (escape closes)", classes="dialog-title")
             yield Static(table)
             yield Static(self.LEGEND, classes="dialog-help")
+
+    def on_mount(self) -> None:
+        scroll = self.query_one("#help-scroll", VerticalScroll)
+        self.watch(scroll, "scroll_y", self.say_more, init=False)
+        self.call_after_refresh(self.say_more)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.say_more)
+
+    def say_more(self, _: float | None = None) -> None:
+        """The dialog's bottom edge says when the help goes on below what is shown (an 80x24 terminal shows
+        the keys and only the head of the legend), and how to reach it."""
+        scroll = self.query_one("#help-scroll", VerticalScroll)
+        below = scroll.max_scroll_y > 0 and scroll.scroll_y < scroll.max_scroll_y
+        scroll.border_subtitle = MORE_BELOW if below else ""
 
     def action_close(self) -> None:
         self.dismiss(None)

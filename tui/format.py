@@ -76,11 +76,14 @@ def mode_label(mode: str, level: int, rate_rps: float | None, arrival: str = "")
 def step_label(
     step_index: int, step_count: int | None, remaining_s: float | None, *, auto: bool = False
 ) -> str:
-    """'step 3/8 · 0:12 left'; without a plan 'step 3 (auto)' while the auto-ramp drives, else
-    'step 3 (manual)'."""
+    """'step 3/8 · 0:12 left'; past the plan's last step (steps a key added) 'step 10 · plan 9/9 done',
+    never 'step 10/9'; without a plan 'step 3 (auto)' while the auto-ramp drives, else 'step 3 (manual)'."""
     if step_count is None:
         return f"step {step_index + 1} ({'auto' if auto else 'manual'})"
-    text = f"step {step_index + 1}/{step_count}"
+    if step_index + 1 > step_count:
+        text = f"step {step_index + 1} · plan {step_count}/{step_count} done"
+    else:
+        text = f"step {step_index + 1}/{step_count}"
     if remaining_s is not None:
         text += f" · {fmt_duration(remaining_s)} left"
     return text

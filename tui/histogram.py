@@ -253,13 +253,15 @@ def render_histogram(
     style: HistogramStyle = DEFAULT_STYLE,
     basic: bool = False,
     ghosts: Mapping[str, float] | None = None,
+    empty: str = "no samples yet",
 ) -> Text:
     """The whole histogram block as one multi-line ``Text`` of at most ``height`` lines; ``ghosts``: a
-    baseline's percentiles ("p50", "p95", "p99") at the same level."""
+    baseline's percentiles ("p50", "p95", "p99") at the same level; ``empty``: what a view without samples
+    says."""
     if width < 8 or height < 2:
         return Text("")
     if view is None or view.pct.count == 0 or data_range(view.bins) is None:
-        return Text("no samples yet", style=style.label)
+        return Text(empty, style=style.label)
 
     slo_value = threshold[0] if threshold else None
     ghost_values = [v for name, v in (ghosts or {}).items() if name in GHOST_POINTS and v > 0]

@@ -24,6 +24,19 @@ def pick_view(snapshot: Snapshot, window: Window, metric: str) -> HistogramView 
     return None if stats is None else stats.hist.get(metric)
 
 
+def why_empty(snapshot: Snapshot | None, window: Window, metric: str) -> str | None:
+    """Why ``metric`` has no samples in ``window`` when the reason is not "yet": no request of the window
+    called a tool (TTFTC) or reasoned (TTFAT) though requests finished."""
+    stats = None if snapshot is None else snapshot.windows.get(window)
+    if stats is None or stats.ok == 0:
+        return None
+    if metric == "ttftc_ms" and stats.tool_calls == 0:
+        return f"no tool calls were made ({fmt_count(stats.ok)} requests): TTFTC times the first tool call"
+    if metric == "ttfat_ms" and stats.reasoned == 0:
+        return f"no request reasoned ({fmt_count(stats.ok)} requests): TTFAT times the answer after reasoning"
+    return None
+
+
 class HistogramPanel(SnapshotPanel):
     """``side`` is "left" or "right": which of the view state's two metrics this panel shows."""
 
@@ -109,4 +122,5 @@ class HistogramPanel(SnapshotPanel):
             style=self.histogram_style(),
             basic=self.basic_glyphs,
             ghosts=self.ghosts(snapshot, view),
+            empty=why_empty(snapshot, view.window, metric) or "no samples yet",
         )

@@ -122,8 +122,6 @@ def gpu_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int)
     for gpu in server.gpus:
         name = gpu.name.removeprefix("NVIDIA ").strip()
         label = f"GPU{gpu.index} {name}".strip()
-        if len(label) > LABEL_W - 1:  # "GPU0 H200 (si…": cut, and say so
-            label = label[: LABEL_W - 2] + "…"
         if gpu.mem_used_mib is not None and gpu.mem_total_mib:
             frac = gpu.mem_used_mib / gpu.mem_total_mib
             mem: list[Part] = [
@@ -136,7 +134,13 @@ def gpu_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int)
             mem = [("mem ", dim), (na(reason), dim)]
         util = fmt_pct(gpu.util_pct / 100, 0) if gpu.util_pct is not None else "n/a"
         power = f" {gpu.power_w:.0f} W" if gpu.power_w is not None else ""
-        rows.row(label, *mem, ("  util ", dim), (util, strong), (power, ""))
+        parts = [*mem, ("  util ", dim), (util, strong), (power, "")]
+        if len(label) <= LABEL_W - 1:
+            rows.row(label, *parts)
+        elif len(label) + 1 + sum(len(text) for text, _ in parts) <= rows.width:
+            rows.add(Text.assemble((f"{label} ", dim), *parts, no_wrap=True))  # a wide panel: the whole name
+        else:  # "GPU0 H200 (si…": cut, and say so
+            rows.row(label[: LABEL_W - 2] + "…", *parts)
 
 
 def kv_rows(rows: ServerRows, server: ServerTelemetry, reason: str, bar_w: int, level: int | None) -> None:

@@ -18,6 +18,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from loadgen import measures
 from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_rate, fmt_seconds, fmt_si
 from loadgen.snapshot import METRICS, SLO, Percentiles, StepSummary
 from tui.format import error_label, metric_title, mode_label, slo_clause
@@ -48,37 +49,28 @@ class Clause:
     value: str
 
 
+def _shown(unit: str, value: float | None) -> str:
+    return fmt_ms(value) if unit == "ms" else f"{fmt_si(value)} {unit}"
+
+
 def slo_clauses(slo: SLO, step: StepSummary) -> list[Clause]:
+    """Each set clause of ``slo`` (``loadgen.measures.CLAUSES``, in order): its limit and the step's figure,
+    in the metric's display unit; n/a for a clause over a subset the step has none of (TTFTC, no tool call)."""
     stats = step.stats
+    limits = slo.as_dict()
     clauses = []
-    if slo.ttft_p95_ms is not None:
-        clauses.append(Clause("TTFT p95", f"≤ {fmt_ms(slo.ttft_p95_ms)}", fmt_ms(stats.pct("ttft_ms").p95)))
-    if slo.ttft_p99_ms is not None:
-        clauses.append(Clause("TTFT p99", f"≤ {fmt_ms(slo.ttft_p99_ms)}", fmt_ms(stats.pct("ttft_ms").p99)))
-    if slo.ttfat_p95_ms is not None:
-        clauses.append(
-            Clause("TTFAT p95", f"≤ {fmt_ms(slo.ttfat_p95_ms)}", fmt_ms(stats.pct("ttfat_ms").p95))
-        )
-    ttftc = stats.pct("ttftc_ms")
-    for name, limit, value in (
-        ("TTFTC p50", slo.ttftc_p50_ms, ttftc.p50),
-        ("TTFTC p95", slo.ttftc_p95_ms, ttftc.p95),
-    ):
-        if limit is not None:
-            clauses.append(Clause(name, f"≤ {fmt_ms(limit)}", fmt_ms(value) if ttftc.count else "n/a"))
-    if slo.decode_p50_tok_s is not None:
-        decode = stats.pct("decode_tok_s").p50
-        clauses.append(
-            Clause("decode p50", f"≥ {fmt_si(slo.decode_p50_tok_s)} tok/s", f"{fmt_si(decode)} tok/s")
-        )
-    if slo.itl_p99_ms is not None:
-        clauses.append(Clause("ITL p99", f"≤ {fmt_ms(slo.itl_p99_ms)}", fmt_ms(stats.pct("itl_ms").p99)))
-    if slo.e2e_p95_s is not None:
-        clauses.append(
-            Clause("e2e p95", f"≤ {fmt_ms(slo.e2e_p95_s * 1000.0)}", fmt_ms(stats.pct("e2e_ms").p95))
-        )
-    if slo.max_error_rate is not None:
-        clauses.append(Clause("error rate", f"≤ {fmt_pct(slo.max_error_rate)}", fmt_pct(error_rate(step))))
+    for clause in measures.CLAUSES:
+        limit = limits[clause.key]
+        if limit is None:
+            continue
+        if not clause.metric:
+            clauses.append(Clause(clause.label, f"≤ {fmt_pct(limit)}", fmt_pct(error_rate(step))))
+            continue
+        unit = METRICS.get(clause.metric, "")
+        pct = stats.pct(clause.metric)
+        value = _shown(unit, pct.as_dict()[clause.point]) if pct.count or not clause.subset else "n/a"
+        bound = "≤" if clause.at_most else "≥"
+        clauses.append(Clause(clause.label, f"{bound} {_shown(unit, limit * clause.per)}", value))
     return clauses
 
 

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 from loadgen.analysis.comparison import Delta, figure_delta
 from loadgen.analysis.conditions import Difference, differences, show
-from loadgen.analysis.figures import FIGURES, Figure
+from loadgen.analysis.figures import FIGURES, Figure, clause_figure
 from loadgen.analysis.runs import AnalysisError, LevelKey, Run, Spread, counts, level_key, levels_of, load_run
 from loadgen.analysis.runs import spread as spread_of
-from loadgen.config import SLO, SLO_KEYS
+from loadgen.config import SLO
+from loadgen.measures import CLAUSES
 from loadgen.snapshot import StepSummary
 
 __all__ = [
@@ -49,20 +50,7 @@ PER_STEP = frozenset({"client_bound"})  # conditions of the steps: judged as eac
 MAX_SHOWN = 6  # differences named in the warning (the rest counted)
 MAX_VALUE = 32
 
-_TTFT_P99 = Figure("ttft_p99_ms", "TTFT p99 ms", "ms", False, lambda s, _l, _c: s.stats.pct("ttft_ms").p99)
-_BY_KEY = {figure.key: figure for figure in (*FIGURES, _TTFT_P99)}
-# the figure each SLO clause is judged on
-_SLO_FIGURE = {
-    "ttft_p95_ms": "ttft_p95_ms",
-    "ttft_p99_ms": "ttft_p99_ms",
-    "ttfat_p95_ms": "ttfat_p95_ms",
-    "ttftc_p50_ms": "ttftc_p50_ms",
-    "ttftc_p95_ms": "ttftc_p95_ms",
-    "decode_p50_tok_s": "decode_p50_tok_s",
-    "itl_p99_ms": "itl_p99_ms",
-    "e2e_p95_s": "e2e_p95_s",
-    "max_error_rate": "error_rate",
-}
+_BY_KEY = {figure.key: figure for figure in FIGURES}
 THROUGHPUT = _BY_KEY["out_tok_s"]
 
 
@@ -182,9 +170,8 @@ def percentiles_at(baseline: Run, key: LevelKey, metric: str) -> dict[str, float
 
 def slo_figure(slo: SLO) -> Figure:
     """The figure a step is judged on besides throughput: the SLO's first clause, else TTFT p95."""
-    clauses = slo.as_dict()
-    key = next((k for k in SLO_KEYS if clauses[k] is not None), "ttft_p95_ms")
-    return _BY_KEY[_SLO_FIGURE[key]]
+    limits = slo.as_dict()
+    return clause_figure(next((c for c in CLAUSES if limits[c.key] is not None), CLAUSES[0]))
 
 
 @dataclass(frozen=True, slots=True)

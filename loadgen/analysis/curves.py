@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from loadgen import measures
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.runs import LevelKey, levels_of, spread
 from loadgen.metrics import decode_histogram, spec_for
@@ -47,15 +48,30 @@ class Latency:
     label: str
     metric: str
     point: str
-    slo_key: str  # the SLO clause that limits it
+    slo_key: str  # the SLO clause that limits it ("": none)
     slo_scale: float  # SLO value -> ms
 
 
-LATENCIES: tuple[Latency, ...] = (
-    Latency("ttft_p95_ms", "TTFT p95", "ttft_ms", "p95", "ttft_p95_ms", 1.0),
-    Latency("itl_p99_ms", "ITL p99", "itl_ms", "p99", "itl_p99_ms", 1.0),
-    Latency("e2e_p95_ms", "e2e p95", "e2e_ms", "p95", "e2e_p95_s", 1000.0),
-)
+def _latencies(
+    metrics: tuple[measures.Metric, ...], clauses: tuple[measures.Clause, ...]
+) -> tuple[Latency, ...]:
+    """Each latency a curve plots (``Metric.curve``), in ms, with the SLO clause on that very figure."""
+    out = []
+    for m in metrics:
+        if not m.curve:
+            continue
+        limit = next((c for c in clauses if c.metric == m.name and c.point == m.curve), None)
+        key, label = f"{m.stem}_{m.curve}_ms", f"{m.short} {m.curve}"
+        out.append(
+            Latency(
+                key, label, m.name, m.curve, "" if limit is None else limit.key, limit.per if limit else 1.0
+            )
+        )
+    return tuple(out)
+
+
+# The latencies a report's curves plot, from the catalogue: TTFT p95, ITL p99, e2e p95 today.
+LATENCIES: measures.Live[Latency] = measures.Live(_latencies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +145,7 @@ def knee_of(points: Sequence[CurvePoint], latency: str = "ttft_p95_ms") -> int |
 def slo_limit_ms(header: Mapping[str, object], latency: Latency) -> float | None:
     """The run's SLO limit on ``latency``, in ms; None when the SLO does not limit it."""
     slo = header.get("slo")
-    value = slo.get(latency.slo_key) if isinstance(slo, Mapping) else None
+    value = slo.get(latency.slo_key) if isinstance(slo, Mapping) and latency.slo_key else None
     if not isinstance(value, int | float) or isinstance(value, bool):
         return None
     return float(value) * latency.slo_scale

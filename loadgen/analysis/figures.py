@@ -16,7 +16,7 @@ from loadgen.analysis.cost import StepCost
 from loadgen.format import fmt_num_wide, fmt_pct_wide, fmt_points_wide, fmt_usd
 from loadgen.snapshot import StepSummary
 
-__all__ = ["FIGURES", "REPEAT_FIGURES", "Figure", "Look"]
+__all__ = ["FIGURES", "REPEAT_FIGURES", "Figure", "Look", "clause_figure"]
 
 Look = Callable[[float | None], str]
 Value = Callable[[StepSummary, Mapping[str, object], StepCost | None], float | None]
@@ -105,10 +105,21 @@ def _metric_figure(metric: measures.Metric, at: measures.Compared) -> Figure:
     return Figure(f"{metric.stem}_{at.point}_{suffix}", label, unit, metric.higher_is_better, value)
 
 
+def clause_figure(clause: measures.Clause) -> Figure:
+    """The figure an SLO clause is judged on, in its limit's unit: "TTFT p95 ms", "e2e p95 s", the error rate."""
+    if not clause.metric:
+        return _ERROR_RATE
+    get = _pct(clause.metric, clause.point, clause.scale)
+    return Figure(clause.key, f"{clause.label} {clause.unit}", clause.unit, not clause.at_most, get)
+
+
+_ERROR_RATE = Figure(
+    "error_rate", "error rate", "fraction", False, _error_rate, fmt_pct_wide, fmt_points_wide
+)
 # compare's own figures, each with its rank among them all (a metric's declare theirs in the catalogue)
 _OWN: tuple[tuple[int, Figure], ...] = (
     (0, Figure("out_tok_s", "out tok/s", "tok/s", True, lambda s, _l, _c: s.stats.out_tok_s)),
-    (50, Figure("error_rate", "error rate", "fraction", False, _error_rate, fmt_pct_wide, fmt_points_wide)),
+    (50, _ERROR_RATE),
     (75, Figure("reasoning_tokens_per_req", "reasoning tok/req", "tokens", False, _reasoning_per_req)),
     (
         105,

@@ -208,6 +208,26 @@ _SENT = measures.derived(
 _OK = measures.derived(
     lambda ms, _cs: tuple((m.name, m.value, m.splits) for m in ms if m.value is not None and not m.every_sent)
 )
+# The metrics a request is judged on per request (goodput: the SLO's per-request clauses), with how many
+# source units make one display unit.
+_GOODPUT = measures.derived(
+    lambda ms, cs: tuple(
+        (m.name, m.value, m.source_per_unit)
+        for m in ms
+        if m.value is not None and any(c.per_request and c.metric == m.name for c in cs)
+    )
+)
+
+
+def _judged(result: RequestResult) -> dict[str, float | None]:
+    """A success's figures the SLO judges per request, in display units (ms, tok/s)."""
+    judged: dict[str, float | None] = {}
+    for name, value_of, per_unit in _GOODPUT():
+        value = value_of(result)
+        judged[name] = None if value is None else value / per_unit if per_unit != 1.0 else value
+    return judged
+
+
 _PER_TOKEN = measures.derived(lambda ms, _cs: next(m.name for m in ms if m.value is None))
 
 
@@ -283,13 +303,7 @@ class Recorder:
         if outcome is Outcome.OK:
             counters["ok"] = counters.get("ok", 0) + 1
             counters["output_tokens"] = counters.get("output_tokens", 0) + result.output_tokens
-            if self.slo is not None and self.slo.good(
-                None if result.ttft_ns is None else result.ttft_ns / 1e6,
-                result.decode_tok_s,
-                (result.end_ns - result.intended_ns) / 1e6,
-                None if result.ttfat_ns is None else result.ttfat_ns / 1e6,
-                None if result.ttftc_ns is None else result.ttftc_ns / 1e6,
-            ):
+            if self.slo is not None and self.slo.good(**_judged(result)):
                 counters["good"] = counters.get("good", 0) + 1
                 counters["good_tokens"] = counters.get("good_tokens", 0) + result.output_tokens
             if not result.tokens_exact:

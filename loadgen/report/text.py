@@ -20,6 +20,7 @@ from loadgen.analysis.runs import levels_of, spread
 from loadgen.format import (
     NA,
     fmt_count,
+    fmt_gauge,
     fmt_num_wide,
     fmt_pct,
     fmt_range,
@@ -97,10 +98,12 @@ _COLUMNS: tuple[_Column, ...] = (
 )
 
 
-def _server(key: str, scale: float = 1.0) -> Callable[[StepSummary], str]:
+def _server(
+    key: str, scale: float = 1.0, fmt: Callable[[float], str] = fmt_num_wide
+) -> Callable[[StepSummary], str]:
     def cell(step: StepSummary) -> str:
         value = step.server.get(key) if step.server else None
-        return NA if value is None else fmt_num_wide(float(value) * scale)
+        return NA if value is None else fmt(float(value) * scale)
 
     return cell
 
@@ -109,7 +112,7 @@ def _server(key: str, scale: float = 1.0) -> Callable[[StepSummary], str]:
 # the table is too wide.
 _SERVER_COLUMNS: tuple[tuple[str, _Column], ...] = (
     ("kv_usage_max", _Column("KV max", "%", 36, _server("kv_usage_max", 100.0))),
-    ("waiting_max", _Column("wait max", "", 35, _server("waiting_max"))),
+    ("waiting_max", _Column("wait max", "", 35, _server("waiting_max", fmt=fmt_gauge))),
     ("preemptions", _Column("preempt", "", 30, _server("preemptions"))),
     ("prefix_cache_hit_rate", _Column("pfx hit", "%", 25, _server("prefix_cache_hit_rate", 100.0))),
     ("gpu_mem_used_max_mib", _Column("GPU mem", "GiB", 33, _server("gpu_mem_used_max_mib", 1 / 1024))),

@@ -5,17 +5,20 @@ labels collide, and the pure lines the header, steps table and footer draw."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from rich.color import ColorSystem
 from rich.style import Style
 from textual.widgets._footer import FooterKey
-from tui_fakes import FakeEngine, make_snapshot
+from tui_fakes import FakeEngine, judged_steps, make_snapshot, server_telemetry, text_of, window
 
-from loadgen.snapshot import HistogramView, Percentiles
+from loadgen.report import format_step_table
+from loadgen.snapshot import GPUSample, HistogramView, Percentiles
 from tui.app import RampApp
 from tui.histogram import render_histogram
 from tui.histogram_panel import HistogramPanel
+from tui.panel import SnapshotPanel
 from tui.server import ServerPanel
 from tui.throughput import ThroughputPanel
 
@@ -107,3 +110,86 @@ async def test_sixteen_colours_keep_p95_sparklines_and_keys_off_the_breach_red(
         }
         for name, style in parts.items():
             assert colour_number(style) != breach, name
+
+
+# ---- the header, control lines, help and the server panel, as a room reads them -----------------------
+
+
+def console(**changes: object) -> RampApp:
+    app = RampApp(refresh_hz=4.0)
+    app.attach(FakeEngine(make_snapshot(**changes), on_snapshot=app.snapshot_callback))
+    return app
+
+
+async def drawn(app: RampApp, size: tuple[int, int], selector: str) -> str:
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.redraw(force=True)
+        await pilot.pause()
+        return text_of(app.screen.query_one(selector, SnapshotPanel))
+
+
+async def test_steps_past_the_plan_read_as_plan_progress() -> None:
+    status = await drawn(console(step_index=10, step_count=9), (160, 48), "#status")
+    assert "step 11/9" not in status and "step 11 · plan 9/9 done" in status, status
+    assert "step 5/8" in await drawn(console(), (160, 48), "#status")
+
+
+async def test_open_loop_rates_say_sent_and_done() -> None:
+    young = replace(window("step", 0.4), duration_s=30.0, req_s=0.99)
+    app = console(mode="open", rate_rps=12.0, achieved_rps=12.0, arrival="poisson", windows={"step": young})
+    control = await drawn(app, (160, 48), "#control")
+    assert "sent 12.0/s" in control and "done 0.99/s" in control, control
+    assert "achieved" not in control
+
+
+@pytest.mark.parametrize(
+    "state", [dict(phase="closing"), dict(state="finished", phase="idle"), dict(state="stopped")]
+)
+async def test_no_req_s_warming_once_the_step_no_longer_measures(state: dict[str, object]) -> None:
+    young = replace(window("step", 0.4), duration_s=1.0)  # e2e p50 3.9 s: a measuring step would be warming
+    assert "req/s warming" in await drawn(console(windows={"step": young}), (160, 48), "#control")
+    control = await drawn(console(windows={"step": young}, **state), (160, 48), "#control")
+    assert "warming" not in control, control
+
+
+async def test_the_help_says_there_is_more_below() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        scroll = app.screen.query_one("#help-scroll")
+        assert scroll.max_scroll_y > 0
+        assert "more below" in str(scroll.border_subtitle)
+        scroll.scroll_end(animate=False)
+        await pilot.pause(0.2)
+        assert "more below" not in str(scroll.border_subtitle)
+
+
+async def test_a_gpu_name_is_whole_on_a_wide_screen() -> None:
+    gpu = GPUSample(0, "NVIDIA H200 (simulated)", mem_used_mib=21_000.0, mem_total_mib=143_771.0)
+    app = console(server=replace(server_telemetry(), gpus=(gpu,)))
+    server = await drawn(app, (220, 60), "#server-panel")
+    assert "GPU0 H200 (simulated)" in server, server
+
+
+async def test_m_on_ttftc_says_no_tool_calls_were_made() -> None:
+    said: list[str] = []
+    app = console()
+    app.notify = lambda message, **_: said.append(str(message))  # type: ignore[method-assign]
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        while app.view.left_metric != "ttftc_ms":
+            await pilot.press("m")
+        await pilot.pause()
+        assert "no tool calls were made" in said[-1], said
+        panel = text_of(app.screen.query_one("#hist-left", SnapshotPanel))
+        assert "no tool calls were made" in panel, panel
+
+
+def test_the_exit_table_says_wait_max_8_not_8_00() -> None:
+    steps = [replace(s, server={"waiting_max": 8.0}) for s in judged_steps()]
+    table = format_step_table(steps, 2, width=200)
+    header, *rows = table.splitlines()
+    assert "wait max" in header
+    assert any(re.search(r"\b8\b", row) for row in rows) and "8.00" not in table, table
