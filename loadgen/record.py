@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from loadgen import measures
+from loadgen import measures, strict_json
 from loadgen.metrics import decode_histogram, view_from_hdr
 from loadgen.record_compat import renumber_from_zero
 from loadgen.snapshot import (
@@ -499,7 +499,10 @@ def read_record(path: str | os.PathLike[str]) -> Record:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = strict_json.loads(line)
+        except strict_json.JsonError as exc:  # nested too deeply, an integer too long: one line
+            where = f" {exc.field}:" if exc.field else ""
+            raise RecordError(f"{name} line {number}:{where} {exc}") from None
         except json.JSONDecodeError as exc:
             if number == len(lines) + 1:
                 truncated = True  # Ctrl-C mid-write: the finished lines before it are good

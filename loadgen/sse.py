@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from loadgen import strict_json
 from loadgen.sse_tools import (
     RESPONSE_TOOL_EVENTS,
     ToolPart,
@@ -299,8 +300,8 @@ def classify_slow(payload: bytes, want_text: bool = False) -> Event:
     if payload.strip() == b"[DONE]":
         return DONE
     try:
-        obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
+        obj = strict_json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:  # strict_json: nested too deeply, an integer too long
         return Event(malformed=f"invalid JSON in SSE event ({exc}): {_preview(payload)}")
     if not isinstance(obj, dict):
         return Event(malformed=f"SSE event is not a JSON object: {_preview(payload)}")

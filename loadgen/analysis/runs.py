@@ -10,11 +10,11 @@ part-way measures nothing certain, so it is left out and counted as such.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from loadgen import strict_json
 from loadgen.format import fmt_setting
 from loadgen.record import JsonObject, Record, RecordError, read_record, step_from_line
 from loadgen.snapshot import StepSummary
@@ -56,8 +56,8 @@ def _file_line(path: str, nth_step: int) -> int | str:
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 try:
-                    obj = json.loads(line)
-                except ValueError:
+                    obj = strict_json.loads(line)
+                except ValueError:  # strict_json: not JSON, nested too deeply, an integer too long
                     continue
                 if isinstance(obj, dict) and obj.get("type") == "step":
                     seen += 1

@@ -6,8 +6,7 @@ the ``x-ratelimit-*`` headers its answers carried (``loadgen.target.ratelimit``)
 
 from __future__ import annotations
 
-import json
-
+from loadgen import strict_json
 from loadgen.check.api_checks import failure_text
 from loadgen.check.results import CheckResult
 from loadgen.check.session import Session, whole
@@ -34,8 +33,8 @@ def _short(text: str, most: int = 80) -> str:
 def _error_shape(status: int, text: str) -> tuple[bool, str]:
     """(OpenAI's shape, what the body is) for an error answer's body."""
     try:
-        body = json.loads(text)
-    except ValueError:
+        body = strict_json.loads(text)
+    except ValueError:  # strict_json: not JSON, nested too deeply, an integer too long
         return False, f"HTTP {status} with a body that is not JSON ({' '.join(text.split())[:60]!r})"
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):

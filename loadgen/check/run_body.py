@@ -16,6 +16,7 @@ import json
 import random
 import time
 
+from loadgen import strict_json
 from loadgen.check.results import CheckResult
 from loadgen.check.session import SEED, Session
 from loadgen.client import Client, build_body
@@ -96,7 +97,7 @@ def _said(message: str) -> str:
     """``HTTP 400: {"error": {"message": "..."}}`` as ``HTTP 400: ...`` (OpenAI's error JSON unwrapped)."""
     head, _, rest = message.partition(": ")
     try:
-        doc = json.loads(rest)
+        doc = strict_json.loads(rest)
         inner = doc.get("error", doc) if isinstance(doc, dict) else None
         text = inner.get("message") if isinstance(inner, dict) else None
     except ValueError:

@@ -12,10 +12,10 @@ other (``loadgen.check.capped``).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING
 
+from loadgen import strict_json
 from loadgen.check.api_checks import failure_text
 from loadgen.check.results import CheckResult
 from loadgen.check.session import SEED, Session
@@ -124,8 +124,8 @@ async def tool_calls(session: Session) -> CheckResult:
     data["arguments_chars"] = len(text)
     shown = f"{call.deltas} tool_calls deltas, {FUNCTION}, TTFTC {ttftc_ms:.0f} ms, finish {call.finish}"
     try:
-        arguments = json.loads(text)
-    except ValueError:
+        arguments = strict_json.loads(text)
+    except ValueError:  # strict_json: not JSON, nested too deeply, an integer too long
         arguments = None
     if isinstance(arguments, dict):
         data["arguments_keys"] = sorted(str(k) for k in arguments)[:16]

@@ -118,6 +118,24 @@ def load_profile(name_or_path: str) -> Profile:
     return parse_profile(data, source=str(path.resolve()), display=display, default_name=path.stem)
 
 
+def _too_long(shown: str, text: str) -> ProfileError:
+    """The error for a profile holding an integer past Python's digit limit, at its line and key."""
+    limit = sys.get_int_max_str_digits()
+    found = re.search(rf"^\s*([\w.\"'-]+)\s*=\s*[+-]?\d{{{limit + 1},}}", text, re.M)
+    if found is None:
+        return ProfileError(
+            f"{shown}: an integer of more than {limit:,} digits: not a number ramp can use", path=shown
+        )
+    line = text.count("\n", 0, found.start(1)) + 1
+    key = found.group(1).strip("\"'")
+    return ProfileError(
+        f"{shown}:{line}: key {key!r}: an integer of more than {limit:,} digits: not a number ramp can use",
+        path=shown,
+        line=line,
+        key=key,
+    )
+
+
 def parse_profile(
     data: bytes | str, *, source: str = "<string>", display: str | None = None, default_name: str = "profile"
 ) -> Profile:
@@ -146,6 +164,10 @@ def parse_profile(
             line = max(1, text.count("\n"))
             detail = f"TOML syntax error: {msg}; fix the TOML syntax"
         raise ProfileError(f"{shown}:{line}: {detail}", path=shown, line=line) from None
+    except RecursionError:
+        raise ProfileError(f"{shown}: TOML nested too deeply to read", path=shown) from None
+    except ValueError:  # tomllib's int() of more digits than Python reads (4,300): a plain ValueError
+        raise _too_long(shown, text) from None
     reader = ProfileReader(shown, text)
     return reader.profile(
         doc, source=source, content_hash=hashlib.sha256(raw).hexdigest(), default_name=default_name

@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from loadgen import strict_json
 
 from . import tokenizer
 from .params import EngineParams
@@ -51,7 +52,7 @@ class GenerateRequest:
 def parse_generate(raw: bytes, api: str, model: str, params: EngineParams) -> GenerateRequest:
     """The request in ``raw``, or ``BadRequest`` with the status and words vLLM would answer."""
     try:
-        body = json.loads(raw)
+        body = strict_json.loads(raw)
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
         ids = prompt_ids(body, api)

@@ -22,6 +22,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from loadgen import strict_json
+
 from . import tokenizer
 from .config import SimConfig, build_config
 from .faults import FaultDraw
@@ -292,7 +294,7 @@ class SimServer:
 
     async def _tokenize(self, request: web.Request) -> web.Response:
         try:
-            ids = tokenize_ids(await request.json())
+            ids = tokenize_ids(strict_json.loads(await request.read()))
         except BadRequest as exc:
             return error_response(str(exc), exc.status, exc.kind)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:

@@ -19,6 +19,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from loadgen import strict_json
 from loadgen.sources.lines import FileIndex, open_source
 from loadgen.sources.model import SourceError
 
@@ -29,7 +30,6 @@ PIECE = 1 << 18  # 256 KiB: the text held is a few pieces
 
 Keep = Callable[[int, object], bool]  # (record number, its decoded value) -> index it or not
 _NOT_SPACE = re.compile(r"[^ \t\r\n]")
-_DECODER = json.JSONDecoder()
 
 
 class ArrayIndex(FileIndex):
@@ -65,8 +65,8 @@ class _Scanner:
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
         self.read_bytes = 0
 
-    def error(self, message: str, where: str | int | None = None) -> SourceError:
-        return SourceError(self.path, where or f"record #{self.count + 1}", "json", message)
+    def error(self, message: str, where: str | int | None = None, field: str | None = None) -> SourceError:
+        return SourceError(self.path, where or f"record #{self.count + 1}", field or "json", message)
 
     def more(self, at_least: int = PIECE) -> bool:
         """Read at least ``at_least`` more bytes (False at the end of the file), dropping what was read."""
@@ -123,9 +123,9 @@ class _Scanner:
         window = PIECE
         while True:
             try:
-                value, end = _DECODER.raw_decode(self.text, self.pos)
-            except RecursionError:
-                raise self.error("nested too deeply to read (thousands of levels)") from None
+                value, end = strict_json.raw_decode(self.text, self.pos)
+            except strict_json.JsonError as exc:  # nested too deeply, an integer too long
+                raise self.error(str(exc), field=exc.field) from None
             except json.JSONDecodeError as exc:
                 if not _cut_short(exc, len(self.text)):  # wrong where it is, whatever follows
                     raise self.error(f"not valid JSON: {exc.msg}") from None

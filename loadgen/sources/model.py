@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from loadgen import strict_json
 from loadgen.config import Api
 
 SourceKind = Literal["dataset", "trace", "requests"]
@@ -223,14 +224,15 @@ def jsonl_lines(path: str, text: str) -> Iterator[tuple[int, object]]:
 
 
 def parse_json(path: str, where: int | str, text: str) -> object:
-    """``json.loads``, its failures as ``SourceError`` naming ``where``: invalid JSON, and JSON nested past
-    Python's recursion limit (``[[[[...`` raises RecursionError, not a JSON error)."""
+    """``json.loads``, its failures as ``SourceError`` naming ``where``: invalid JSON, JSON nested past
+    Python's recursion limit and an integer past its digit limit (``loadgen.strict_json``, which names the
+    integer's field)."""
     try:
-        return json.loads(text)
+        return strict_json.loads(text)
+    except strict_json.JsonError as exc:
+        raise SourceError(path, where, exc.field or "json", str(exc)) from None
     except json.JSONDecodeError as exc:
         raise SourceError(path, where, "json", f"not valid JSON: {exc.msg} (column {exc.colno})") from None
-    except RecursionError:
-        raise SourceError(path, where, "json", "nested too deeply to read (thousands of levels)") from None
 
 
 def check_tokens(path: str, where: int | str, field: str, value: int) -> int:

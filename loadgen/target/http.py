@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import errno
-import json
 import os
 import re
 import socket
@@ -27,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from loadgen import strict_json
 from loadgen.runtimes import RUNTIMES, Runtime, RuntimeDocs, RuntimeName
 from loadgen.target.bounded import INFO_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.types import Target, server_root
@@ -244,9 +244,8 @@ async def get_json(client: httpx.AsyncClient, url: str, max_bytes: int = INFO_BY
         resp = await read_capped(client, "GET", url, max_bytes=max_bytes, total_s=timeout)
         if resp.status_code != 200:
             return None
-        doc: object = json.loads(resp.content)
-        return doc
-    except (httpx.HTTPError, ValueError, ReplyTooLarge, ReplyTooSlow, RecursionError):
+        return strict_json.loads(resp.content)
+    except (httpx.HTTPError, ValueError, ReplyTooLarge, ReplyTooSlow):  # ValueError: strict_json's too
         return None
 
 

@@ -9,11 +9,11 @@ httpx, imported on first call (see ``loadgen.target.http``): these are a handful
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from loadgen import strict_json
 from loadgen.runtimes import RuntimeName, identify
 from loadgen.target.bounded import MODELS_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import httpx_client, tls_hint
@@ -165,8 +165,10 @@ async def _models(
     if failure is not None:
         return failure
     try:
-        listing = json.loads(body)
+        listing = strict_json.loads(body)
         entries = [e for e in listing["data"] if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    except strict_json.JsonError as exc:  # nested past the recursion limit, an integer too long
+        return _unreachable(target, f"{base}/v1/models did not return a model list ({exc})", resp.status_code)
     except (ValueError, KeyError, TypeError):
         text = " ".join(body[:400].decode("utf-8", "replace").split())[:120]
         return _unreachable(

@@ -9,10 +9,10 @@ line naming the URL, for callers that report why (the prompt sizer's note); ``to
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from loadgen import strict_json
 from loadgen.target.bounded import TOKENIZE_BYTES, ReplyTooLarge, ReplyTooSlow, read_capped
 from loadgen.target.connect import httpx_client
 from loadgen.target.http import scrub, target_url
@@ -102,8 +102,8 @@ async def count_tokens(client: httpx.AsyncClient, url: str, body: Mapping[str, o
     if response.status_code != 200:
         raise TokenizeError(f"{shown} returned HTTP {response.status_code}")
     try:
-        reply = json.loads(response.content)
-    except (ValueError, RecursionError):
+        reply = strict_json.loads(response.content)
+    except ValueError:  # not JSON, nested too deeply, an integer too long (strict_json)
         raise TokenizeError(f"{shown} returned a body that is not JSON") from None
     count = read_count(reply)
     if count is None:
