@@ -113,6 +113,7 @@ class Controller:
                 self.wheel.switch_mode(mode)
             case NextStep():
                 self.wheel.next_step()
+        self.say_dropped()
         self.answer_due = True
         self.wake.set()
 
@@ -266,6 +267,13 @@ class Controller:
             self.status.warnings.append(text)
             shown = step if step is not None else self.steps.shown_index() + 1
             self.record.event("warning", {"note": text, "step": shown})
+
+    def say_dropped(self) -> None:
+        """A step a key cut under a second into its window is no step (``Steps.end``): said, not silent."""
+        for text in self.steps.dropped:
+            self.wheel.notify(text)
+            self.record.event("warning", {"note": text, "step": self.steps.shown_index() + 1})
+        self.steps.dropped.clear()
 
     def _early_stop(self, summary: StepSummary) -> None:
         plan, verdict = self.load.plan, summary.verdict

@@ -161,6 +161,9 @@ class Steps:
         # A worker was lost since the load was last spread over the workers: its share is not sent, so every
         # window measured until the next step begins is flagged (``Segment.flags``).
         self.short_of_load = False
+        # Steps a key cut under MIN_STEP_S into their window, dropped by design: said (a toast and a record
+        # warning, ``RunController.say_dropped``) so that a step the operator saw never vanishes unsaid
+        self.dropped: list[str] = []
 
     # ---- deltas -----------------------------------------------------------------------------------------
     def fold(
@@ -254,6 +257,12 @@ class Steps:
         # (a partial step, recorded as such and never the best one).
         brief = (now - seg.t0_ns) / 1e9 < MIN_STEP_S and ended_by != "stop"
         if seg.phase != "measure" or (ended_by in MANUAL_ENDS and (brief or nothing)):
+            if seg.phase == "measure" and ended_by in MANUAL_ENDS and brief:
+                held = (now - seg.t0_ns) / 1e9
+                self.dropped.append(
+                    f"step {self.index + 1} dropped: a key cut it {held:.1f} s into its window "
+                    f"(under {MIN_STEP_S:g} s is no step)"
+                )
             self._forget(seg)
             return None
         self.index += 1

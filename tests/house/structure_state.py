@@ -1,4 +1,4 @@
-"""The run state's one writer (tests/test_structure.py's "state" rule): which names of a module stand for a
+"""The run state's one writer (tests/house/house_rules.py's "state" rule): which names of a module stand for a
 `RunStatus` or a `Load`, and what an assignment assigns. Pure AST helpers, kept apart for the size rule."""
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ def built_type(value: ast.expr, names: dict[str, str]) -> str | None:
     return names.get(name) if name is not None else None
 
 
-def owned_names(tree: ast.Module) -> dict[str, str]:
+def owned_names(nodes: tuple[ast.AST, ...]) -> dict[str, str]:
     """The names this module binds to a `RunStatus` or a `Load` → that type."""
     names = dict(OWNED_BY_NAME)
     for _ in range(2):  # an alias of an alias
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.arg) and (kind := owned_type(node.annotation)) is not None:
                 names[node.arg] = kind
             elif isinstance(node, ast.AnnAssign) and (name := last_name(node.target)) is not None:

@@ -109,6 +109,22 @@ def test_a_key_within_a_second_of_the_last_makes_no_step() -> None:
     assert [cmd.level for cmd in fleet.loads() if isinstance(cmd, ClosedLoad)] == [4, 5, 6]
 
 
+def test_a_step_a_key_cut_under_a_second_is_dropped_with_a_word(tmp_path: Path) -> None:
+    """Issue 30: the dropped step vanished without a word; it is said as a toast and a record warning."""
+    record = tmp_path / "run.jsonl"
+    ctl, fleet, clock, _ = controller(plan=None, level=4, record=record)
+    ctl.start_load()
+    _measure(ctl, fleet, clock, 2)
+    ctl.command(SetLevel(5))
+    assert not any("dropped" in text for _, text in ctl.wheel.notices)  # a 2 s step is a step
+    clock.advance(0.4)
+    ctl.command(SetLevel(6))  # 0.4 s at level 5
+    said = [text for _, text in ctl.wheel.notices if "dropped" in text]
+    assert said == ["step 2 dropped: a key cut it 0.4 s into its window (under 1 s is no step)"]
+    events = [json.loads(t) for t in record.read_text().splitlines() if '"type":"event"' in t]
+    assert [e["note"] for e in events if e.get("kind") == "warning"] == said
+
+
 def test_after_a_lowering_the_next_warm_up_waits_for_in_flight_to_come_down() -> None:
     ctl, fleet, clock, _ = controller(plan=None, level=8)
     ctl.start_load()
