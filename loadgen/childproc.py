@@ -4,7 +4,9 @@ Python (a load worker), ending itself as soon as its parent is gone, whatever ki
 
 Owns ``own_process_group`` (why: its docstring), ``parent_death_signal`` and ``with_hook`` (a child hook
 chained after one already given), ``child_popen_args``, the three together, ``exit_with_parent``, and
-``main_left_alone`` (a spawned worker that does not run the parent's ``__main__`` again).
+``main_left_alone`` (a spawned worker that does not run the parent's ``__main__`` again); and, for ending a
+launched server, ``left_behind`` (its processes outside its group: a /proc walk of its tree and of the
+environment mark it was started with), ``signal_each`` and ``ignores_signal``.
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = [
+    "LAUNCH_MARK",
     "child_popen_args",
     "exit_with_parent",
+    "ignores_signal",
+    "left_behind",
     "main_left_alone",
     "own_process_group",
     "parent_death_signal",
+    "signal_each",
     "with_hook",
 ]
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 ORPHAN_EXIT = 3  # the exit code of a child that ended itself because its parent was gone
 PARENT_POLL_S = 0.2  # without a sentinel: how often the parent's pid is checked
+LAUNCH_MARK = "RAMP_LAUNCH_MARK"  # set in a launched server's environment: its descendants inherit it
 
 
 def own_process_group() -> dict[str, Any]:
@@ -175,3 +182,76 @@ def main_left_alone() -> Iterator[None]:
             yield
         finally:
             sys.modules["__main__"] = real
+
+
+def ignores_signal(pid: int, sig: int) -> bool:
+    """Linux: whether process ``pid`` ignores ``sig`` (its ``SigIgn`` mask); False where unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks since boot) of a live process; None if gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if len(fields) < 20 or fields[0] == b"Z":
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def _carries(pid: int, mark: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return mark in f.read().split(b"\0")
+    except OSError:  # another user's process, or gone
+        return False
+
+
+def left_behind(root: int, mark: str | None = None) -> dict[int, int]:
+    """pid -> start time of every live process under ``root`` (by parent links) or carrying ``mark``
+    (``LAUNCH_MARK=mark``) in its environment, ``root`` excluded; {} without /proc.
+
+    A server that ``setsid``s and forks has a child outside its process group that ``killpg`` misses;
+    one that forks twice hands it to init, out of its tree too. Its environment still carries the mark
+    ``ramp launch`` gave the server. The start time lets ``signal_each`` skip a pid reused meanwhile."""
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return {}
+    stats = {pid: stat for pid in pids if pid != os.getpid() and (stat := _stat(pid)) is not None}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+    if mark:
+        wanted = f"{LAUNCH_MARK}={mark}".encode()
+        found.update(pid for pid in stats if pid not in found and pid != root and _carries(pid, wanted))
+    return {pid: stats[pid][1] for pid in found}
+
+
+def signal_each(processes: dict[int, int], sig: int) -> int:
+    """Send ``sig`` to each pid of ``processes`` (pid -> start time) still the same process; how many."""
+    sent = 0
+    for pid, started in processes.items():
+        stat = _stat(pid)
+        if stat is None or stat[1] != started:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            sent += 1
+    return sent

@@ -22,6 +22,7 @@ import collections
 import contextlib
 import json
 import os
+import secrets
 import shlex
 import signal
 import socket
@@ -34,7 +35,7 @@ from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING
 
-from loadgen.childproc import child_popen_args
+from loadgen.childproc import LAUNCH_MARK, child_popen_args, ignores_signal, left_behind, signal_each
 from loadgen.runtimes import LAUNCHABLE
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ KINDS: Mapping[str, tuple[str, str]] = {
     if runtime.launch is not None
 }
 TAIL_LINES = 400
+SAY_AFTER_S = 2.0  # a stop still waiting after this long is said (the operator sees why ramp has not exited)
 _SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--admin-api-key")
 _PORT_TAKEN = ("address already in use", "errno 98", "error while attempting to bind")
 
@@ -145,6 +147,8 @@ class Launched:
     healthy_after_s: float | None = None
     first_token_after_s: float | None = None
     log_file: InitVar[IO[str] | None] = None  # the open log (closed once the output ends)
+    mark: str = ""  # LAUNCH_MARK's value in its environment: finds its processes that left its group
+    escaped_ended: int = 0  # processes outside its group (setsid, double fork) that stop() ended
     _tail: collections.deque[str] = field(
         init=False, default_factory=lambda: collections.deque(maxlen=TAIL_LINES)
     )
@@ -338,26 +342,46 @@ class Launched:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
 
-    def stop(self, grace: float = 15.0) -> int | None:
+    def stop(self, grace: float = 15.0, say: Callable[[str], None] | None = None) -> int | None:
         """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds; the exit code.
+        ``say`` hears, once, why the stop waits: a server that ignores SIGTERM, or one still up after
+        ``SAY_AFTER_S``. Its processes outside the group (a ``setsid`` and fork: ``left_behind``) get
+        the same signals, and SIGKILL once the server is gone.
 
         Cut short (a second Ctrl-C while it waits out the grace), the group is killed before the
         interrupt goes on: no server outlives ramp."""
+        escaped: dict[int, int] = {}
         try:
             if self.proc.poll() is None:
                 self._stopped_by_us = True
+                escaped = left_behind(self.pid, self.mark)  # while the tree is whole: its root lives
                 self._signal_group(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    self._signal_group(signal.SIGKILL)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        self.proc.wait(timeout=10.0)
+                signal_each(escaped, signal.SIGTERM)
+                self._wait_out(grace, say)
         finally:
             # Children that outlived the main process (it exited on its own, or ignored TERM) go too.
             self._signal_group(signal.SIGKILL)
+            self.escaped_ended += signal_each({**escaped, **left_behind(self.pid, self.mark)}, signal.SIGKILL)
         self._join_reader()
         return self.proc.poll()
+
+    def _wait_out(self, grace: float, say: Callable[[str], None] | None) -> None:
+        """Wait up to ``grace`` for the server to end after SIGTERM (saying why, once), then SIGKILL it."""
+        deadline, who = time.monotonic() + grace, f"the {self.kind} server (pid {self.pid})"
+        if say is not None and ignores_signal(self.pid, signal.SIGTERM):
+            say(f"{who} ignores SIGTERM; waiting {grace:g} s then SIGKILL")
+        elif say is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=min(grace, SAY_AFTER_S))
+            left = deadline - time.monotonic()
+            if self.proc.poll() is None and left > 0:
+                say(f"{who} is still up {SAY_AFTER_S:g} s after SIGTERM; SIGKILL in {left:.0f} s")
+        try:
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10.0)
 
     def _join_reader(self) -> None:
         self._reader.join(timeout=5.0)
@@ -400,6 +424,8 @@ def launch_server(
     child_env = dict(os.environ)
     child_env.update(env or {})
     child_env.setdefault("PYTHONUNBUFFERED", "1")
+    mark = secrets.token_hex(8)  # inherited by everything it starts, in its group or not (stop())
+    child_env[LAUNCH_MARK] = mark
     log = _open_log(log_path, argv)
     popen_args = child_popen_args()
     started_at = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
@@ -432,6 +458,7 @@ def launch_server(
         started_at=started_at,
         port_picked=picked,
         log_file=log,
+        mark=mark,
     )
 
 

@@ -406,3 +406,54 @@ def test_ramp_launch_serves_its_metrics_port(tmp_path: Path) -> None:
     assert proc.returncode in (0, 1), err
     url = read_record(tmp_path / "run.jsonl").header["metrics_url"]
     assert url and url.startswith("http://127.0.0.1:") and f"ramp: metrics on {url}" in err
+
+
+def _escaped_pid(pid_file: Path) -> int:
+    return int(str(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 30, "the escaped child")))
+
+
+def test_a_server_that_ignores_term_and_left_its_group_is_said_and_ended(tmp_path: Path) -> None:
+    """Issue 30: a stop waited out its grace without a word, and a child the server had set apart
+    (``setsid`` and a second fork: another group, another session, handed to init) outlived the stop."""
+    pid_file = tmp_path / "escaped.pid"
+    env = fake_env(FAKE_IGNORE_TERM=1, FAKE_ESCAPE_PID_FILE=pid_file)
+    srv = launch_and_wait("vllm", "m", [], env=env, timeout=60)
+    escaped = _escaped_pid(pid_file)
+    try:
+        assert alive(escaped) and os.getpgid(escaped) != srv.pid and os.getsid(escaped) != os.getsid(srv.pid)
+        said: list[str] = []
+        assert srv.stop(grace=1, say=said.append) == -signal.SIGKILL
+        assert said == [f"the vllm server (pid {srv.pid}) ignores SIGTERM; waiting 1 s then SIGKILL"]
+        wait_for(lambda: not alive(escaped), 10, "the escaped child to be gone")
+        assert srv.escaped_ended == 1
+    finally:
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
+
+
+def test_ramp_launch_says_it_waits_on_a_server_ignoring_term_and_ends_its_escaped_child(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "escaped.pid"
+    profile = tmp_path / "c.toml"
+    profile.write_text(PROFILE.replace('api = "chat"', 'api = "completions"'))
+    args = [
+        *launch_args(tmp_path, "--steps", "1", "--step-seconds", "1", "--warmup", "0"),
+        "--profile",
+        str(profile),
+    ]
+    proc = ramp(args, fake_env(FAKE_IGNORE_TERM=1, FAKE_ESCAPE_PID_FILE=pid_file), tmp_path)
+    escaped = _escaped_pid(pid_file)
+    try:
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
+            pytest.fail("the escaped child outlived ramp launch")
+    assert proc.returncode in (0, 1), err
+    cold = next(e for e in read_record(tmp_path / "run.jsonl").events if e["kind"] == "cold_start")
+    said = f"ramp: the vllm server (pid {cold['pid']}) ignores SIGTERM; waiting 15 s then SIGKILL"
+    assert said in err.splitlines(), err
+    assert "ramp: ended 1 of its processes that had left its group" in err.splitlines(), err

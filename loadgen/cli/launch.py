@@ -221,11 +221,13 @@ def _start_and_run(
 
 def _stop(srv: Launched) -> None:
     died = _died(srv)
-    code = srv.stop()
+    code = srv.stop(say=lambda text: print(f"ramp: {text}", file=sys.stderr, flush=True))
     if died:
         print(f"ramp: {srv.describe_exit()}", file=sys.stderr)
     else:
         print(f"ramp: stopped the {srv.kind} server (pid {srv.pid}, exit {code})", file=sys.stderr)
+    if srv.escaped_ended:  # a setsid and fork: outside its process group, found by its environment mark
+        print(f"ramp: ended {srv.escaped_ended} of its processes that had left its group", file=sys.stderr)
 
 
 def _died(srv: Launched) -> bool:

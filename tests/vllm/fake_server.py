@@ -13,6 +13,9 @@ behaves as the environment says:
                               error and exit 1 (the next start goes through)
     FAKE_PID_FILE=F           write this process's pid to F once started
     FAKE_IGNORE_TERM=1        ignore SIGTERM (a server that only SIGKILL stops)
+    FAKE_ESCAPE_PID_FILE=F    fork twice, the middle one after setsid(): a grandchild outside the server's
+                              process group, session and tree (handed to init), ignoring SIGTERM, its
+                              stdout still the server's; its pid is written to F
 """
 
 from __future__ import annotations
@@ -47,6 +50,21 @@ def _fail_if_asked(host: str, port: int) -> None:
     if os.environ.get("FAKE_EXIT"):
         print("RuntimeError: fake engine failed to start (out of memory)", flush=True)
         sys.exit(int(os.environ["FAKE_EXIT"]))
+
+
+def _escape(pid_file: str) -> None:
+    """A daemon that left the server's group: setsid, fork again (the middle process exits), ignore TERM."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(pid_file + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(pid_file + ".tmp", pid_file)  # whole when seen
+        while True:
+            signal.pause()
+    os.wait()  # the middle process, gone at once
 
 
 def _handler(kind: str, model: str, ready_at: float) -> type[BaseHTTPRequestHandler]:
@@ -106,6 +124,8 @@ def main(kind: str) -> None:
         with open(os.environ["FAKE_PID_FILE"], "w") as f:
             f.write(str(os.getpid()))
     _fail_if_asked(host, port)
+    if os.environ.get("FAKE_ESCAPE_PID_FILE"):
+        _escape(os.environ["FAKE_ESCAPE_PID_FILE"])
     delay = float(os.environ.get("FAKE_DELAY_S", "0"))
     mode = os.environ.get("FAKE_MODE", "http")
     if mode == "sim":
