@@ -5,7 +5,7 @@ reading the SSE stream piece by piece with a ``time.monotonic_ns()`` stamp per s
 events (``loadgen.sse``), enforcing the connect / TTFT / idle / total timeouts, and turning every way a
 request can fail into an ``ErrorKind``. ``Client.send`` never raises for a failed request.
 
-The transports (h1, aiohttp, httpx) live in ``loadgen.transports``; one request's state, its watchdog
+The transports (h1, aiohttp) live in ``loadgen.transports``; one request's state, its watchdog
 timer and the per-chunk sink in ``loadgen.stream``. This module owns the request (body, headers, id) and
 the decision of what the stream it got amounts to.
 

@@ -26,7 +26,7 @@ StepPhase = Literal["warmup", "measure", "closing", "settling", "idle"]
 AfterPlan = Literal["finish", "idle"]  # a finished plan ends the run (headless) or waits for keys (console)
 Phase = Literal["warmup", "measure"]
 Api = Literal["chat", "completions", "responses"]  # responses: the OpenAI Responses API (/v1/responses)
-Transport = Literal["h1", "aiohttp", "httpx"]
+Transport = Literal["h1", "aiohttp"]  # the hot path's HTTP client (loadgen.transports)
 CacheResets = Literal["never", "step", "run"]  # prefix-cache resets: none, before each step, once per run
 
 MODES: tuple[Mode, ...] = get_args(Mode)

@@ -1,5 +1,8 @@
-"""The three ways a request reaches the server, behind one interface: ``h1`` (httptools protocol, the hot
-path, see ``loadgen.h1``), ``aiohttp`` (C HTTP parser) and ``httpx``.
+"""The two ways a request reaches the server, behind one interface: ``h1`` (httptools protocol, the hot
+path, see ``loadgen.h1``) and ``aiohttp`` (C HTTP parser: a second, independent implementation, for a server
+that trips h1 and as the tests' cross-check). httpx was a third until it was dropped: 151 µs of client CPU a
+chunk against h1's 18 (docs/numbers.md), a run on it measured the client more than the server; ramp still
+uses httpx off the hot path (probe, telemetry, attach).
 
 Owns opening each library's pool (sized, keep-alive shorter than the server's, its proxy and TLS), one
 ``exchange`` per request (send, status, body into the shared ``loadgen.stream.StreamSink``) and mapping each
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
 from loadgen.config import Api, Transport
@@ -33,7 +36,6 @@ from loadgen.types import ErrorKind, Target
 
 if TYPE_CHECKING:
     import aiohttp
-    import httpx
 
     from loadgen.h1 import Pool
 
@@ -63,9 +65,7 @@ def open_transport(name: Transport, target: Target, max_connections: int) -> HTT
     """The pool for ``name``; call inside the running loop that will use it (sessions bind to it)."""
     if name == "h1":
         return H1Transport(target, max_connections)
-    if name == "aiohttp":
-        return AiohttpTransport(target, max_connections)
-    return HttpxTransport(target, max_connections)
+    return AiohttpTransport(target, max_connections)
 
 
 def connect_text(exc: BaseException, url: str, connect_timeout_s: float) -> str:
@@ -174,46 +174,6 @@ class AiohttpTransport:
         await self.session.close()
 
 
-class HttpxTransport:
-    def __init__(self, target: Target, max_connections: int) -> None:
-        import httpx
-
-        self.client: httpx.AsyncClient = httpx.AsyncClient(
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=KEEPALIVE_S,
-            ),
-            timeout=httpx.Timeout(None, connect=target.connect_timeout_s),
-            verify=tls_context(target),
-            proxy=proxy_for(target),
-            trust_env=False,
-        )
-
-    async def exchange(
-        self, st: Stream, api: Api, url: str, body: bytes, keep_text: bool, live: LiveCounter | None
-    ) -> None:
-        client = self.client
-        request = client.build_request("POST", url, content=body, headers=st.headers)
-        st.sent_ns = _monotonic_ns()
-        resp = await client.send(request, stream=True)
-        chunks = resp.aiter_raw()
-        try:
-            st.status = resp.status_code
-            st.ratelimit = ratelimit_pairs(resp.headers.items())
-            if not 200 <= resp.status_code < 300:
-                st.retry_after = resp.headers.get("Retry-After")
-                raise await read_error(st, chunks)
-            await read_stream(st, chunks, keep_text, live)
-        finally:
-            if isinstance(chunks, AsyncGenerator):  # it is one; httpx types it as a plain iterator
-                await chunks.aclose()
-            await resp.aclose()
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-
 async def read_error(st: Stream, chunks: AsyncIterator[bytes]) -> TransportError:
     """A non-2xx answer from a library transport: its body, bounded, into the error text."""
     data = b""
@@ -254,15 +214,6 @@ def map_exception(exc: Exception, st: Stream, url: str, connect_timeout_s: float
             return ErrorKind.CONNECT, no_connection
         if isinstance(exc, aiohttp.ClientResponseError) and not isinstance(exc, aiohttp.ClientPayloadError):
             return ErrorKind.MALFORMED, f"invalid HTTP response from {url}: {detail}"
-    elif module.startswith(("httpx", "httpcore")):
-        import httpx
-
-        if isinstance(exc, httpx.ConnectTimeout):
-            return ErrorKind.CONNECT, no_connection
-        if isinstance(exc, httpx.ConnectError | httpx.UnsupportedProtocol | httpx.InvalidURL):
-            return ErrorKind.CONNECT, f"cannot connect to {url} ({reason(exc)})"
-        if isinstance(exc, httpx.DecodingError):
-            return ErrorKind.MALFORMED, f"undecodable response from {url}: {detail}"
     elif isinstance(exc, OSError) and before_response:
         return ErrorKind.CONNECT, f"cannot connect to {url} ({reason(exc)})"
     where = "before the response" if before_response else "during the stream"

@@ -19,7 +19,7 @@ async def server() -> AsyncIterator[Server]:
         yield srv
 
 
-@pytest.fixture(params=["h1", "aiohttp", "httpx"])
+@pytest.fixture(params=["h1", "aiohttp"])
 def transport(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -147,7 +147,7 @@ def server_429() -> Iterator[str]:
     srv.stop()
 
 
-@pytest.mark.parametrize("transport", ["h1", "aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["h1", "aiohttp"])
 def test_every_transport_reads_retry_after(server_429: str, transport: str) -> None:
     async def main() -> RequestResult:
         client = Client(Target(url=server_429), max_connections=2, transport=transport)  # type: ignore[arg-type]

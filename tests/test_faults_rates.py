@@ -1,5 +1,5 @@
 """Tokens of failed requests never make a rate negative or claim throughput. Used to be: every stream cut
-mid-stream read +1.71 out tok/s (h1) or -1.71 (aiohttp, httpx), -3.43 on malformed SSE.
+mid-stream read +1.71 out tok/s (h1) or -1.71 (aiohttp), -3.43 on malformed SSE.
 
 How they are counted: a streamed token counts toward the live rate when it arrives; when its request then
 fails, the tokens it streamed are taken back — from the tokens shipped later, never below zero (a worker
@@ -75,7 +75,6 @@ def test_a_window_of_failures_only_claims_no_throughput() -> None:
 CASES = [
     ("h1", {"disconnect_rate": 1.0, "disconnect_after_tokens": 3}, "stream_cut"),
     ("aiohttp", {"disconnect_rate": 1.0, "disconnect_after_tokens": 3}, "stream_cut"),
-    ("httpx", {"disconnect_rate": 1.0, "disconnect_after_tokens": 3}, "stream_cut"),
     ("h1", {"malformed_rate": 1.0, "malformed_after_tokens": 2}, "malformed"),
     ("aiohttp", {"malformed_rate": 1.0, "malformed_after_tokens": 2}, "malformed"),
 ]

@@ -26,7 +26,7 @@ async def send_once(target: Target, transport: Transport) -> tuple[float, float,
     return time.monotonic() - wall, time.process_time() - cpu, result
 
 
-@pytest.mark.parametrize("transport", ["h1", "aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["h1", "aiohttp"])
 async def test_an_endless_line_is_malformed_at_once(transport: Transport) -> None:
     server = serving(completions=endless_line)
     try:

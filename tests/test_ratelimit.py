@@ -32,7 +32,7 @@ def test_reading_and_showing_them() -> None:
     assert ratelimit_line({"x-custom": "1"}) == "x-ratelimit-x-custom: 1"
 
 
-@pytest.mark.parametrize("transport", ["h1", "aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["h1", "aiohttp"])
 def test_every_transport_keeps_them(transport: Transport) -> None:
     spec = RequestSpec(api="chat", model="tiny", max_tokens=4, messages=(("user", "hi"),))
 

@@ -204,7 +204,7 @@ def _add_selftest(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
     st.add_argument("--streams", default="256,1024", help="stream counts, e.g. 64,256,1024")
     st.add_argument("--workers", default="1", help="worker counts, e.g. 1,2")
     st.add_argument("--seconds", type=float, default=8.0)
-    st.add_argument("--transport", choices=["h1", "aiohttp", "httpx"], default="h1")
+    st.add_argument("--transport", choices=["h1", "aiohttp"], default="h1")
     st.add_argument(
         "--per-worker", action="store_true", help="the stream counts are per worker (the scaling benchmark)"
     )

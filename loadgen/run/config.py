@@ -48,7 +48,7 @@ class RunConfig:
     rolling_s: float = 10.0
     snapshot_hz: float = 4.0
     seed: int = 0
-    transport: Transport = "h1"  # hot streaming path: h1 (httptools protocol), aiohttp or httpx
+    transport: Transport = "h1"  # hot streaming path: h1 (httptools protocol) or aiohttp
     warmup_s: float = 0.0  # warm-up of steps without a plan (the CLI resolves one with the plan's, 5 s)
     auto_step_s: float = 30.0  # auto-ramp without a plan: double the level this often
     telemetry: bool = True  # poll the target's /metrics
