@@ -278,6 +278,7 @@ CONDITION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("seed_policy", "fresh (drawn for the run) or given N"),
     ("workers", "load worker processes"),
     ("transport", "h1, aiohttp or httpx"),
+    ("max_concurrency", "the open loop's --max-concurrency cap ('none', or the cap; 'closed loop' without an open-loop step)"),
     ("fit_context", "--fit-context: on or off"),
 )
 

@@ -21,6 +21,7 @@ from loadgen.analysis.runs import levels_of, spread
 from loadgen.analysis.steprows import condition_values, step_rows, table_rows
 from loadgen.format import csv_text
 from loadgen.record import ramp_version
+from loadgen.report.schema import BEST_KEYS
 from loadgen.report.text import header_lines, repeat_rows, table_cells, verdict_lines
 
 __all__ = ["REPORT_SCHEMA", "SCHEMA_PATH", "csv_report", "json_report", "json_summary", "markdown_report"]
@@ -51,9 +52,6 @@ def csv_report(reports: Sequence[ReportRun]) -> str:
 
 
 # ---- JSON ---------------------------------------------------------------------------------------------
-
-_BEST_KEYS = ("step", "level", "rate_rps", "out_tok_s", "ttft_p95_ms", "itl_p99_ms", "e2e_p95_ms",
-              "decode_p50_tok_s", "error_rate")  # fmt: skip
 
 
 def _knee(report: ReportRun) -> dict[str, object] | None:
@@ -113,7 +111,7 @@ def _record_summary(report: ReportRun) -> dict[str, object]:
         "slo": header.get("slo") if isinstance(header.get("slo"), Mapping) else None,
         "pricing": header.get("pricing") if isinstance(header.get("pricing"), Mapping) else None,
         "best_step": None if best is None else best["step"],
-        "best": None if best is None else {key: best[key] for key in _BEST_KEYS},
+        "best": None if best is None else {key: best[key] for key in BEST_KEYS},
         "knee": _knee(report),
         "end": _end(report),
         "truncated": report.truncated,
