@@ -94,24 +94,18 @@ def error_label(kind: str) -> str:
 
 
 def slo_threshold(slo: SLO, metric: str) -> tuple[float, str] | None:
-    """The SLO line to draw on ``metric``'s histogram, in its display unit, with a label."""
-    if metric == "ttft_ms":
-        if slo.ttft_p95_ms is not None:
-            return slo.ttft_p95_ms, f"SLO p95 ≤ {fmt_ms(slo.ttft_p95_ms)}"
-        if slo.ttft_p99_ms is not None:
-            return slo.ttft_p99_ms, f"SLO p99 ≤ {fmt_ms(slo.ttft_p99_ms)}"
-    elif metric == "ttfat_ms" and slo.ttfat_p95_ms is not None:
-        return slo.ttfat_p95_ms, f"SLO p95 ≤ {fmt_ms(slo.ttfat_p95_ms)}"
-    elif metric == "ttftc_ms" and slo.ttftc_p95_ms is not None:
-        return slo.ttftc_p95_ms, f"SLO p95 ≤ {fmt_ms(slo.ttftc_p95_ms)}"
-    elif metric == "ttftc_ms" and slo.ttftc_p50_ms is not None:
-        return slo.ttftc_p50_ms, f"SLO p50 ≤ {fmt_ms(slo.ttftc_p50_ms)}"
-    elif metric == "decode_tok_s" and slo.decode_p50_tok_s is not None:
-        return slo.decode_p50_tok_s, f"SLO p50 ≥ {fmt_si(slo.decode_p50_tok_s)}"
-    elif metric == "itl_ms" and slo.itl_p99_ms is not None:
-        return slo.itl_p99_ms, f"SLO p99 ≤ {fmt_ms(slo.itl_p99_ms)}"
-    elif metric == "e2e_ms" and slo.e2e_p95_s is not None:
-        return slo.e2e_p95_s * 1000.0, f"SLO p95 ≤ {fmt_ms(slo.e2e_p95_s * 1000.0)}"
+    """The SLO line to draw on ``metric``'s histogram, in its display unit, with a label: its first set
+    clause (``loadgen.measures.CLAUSES``) that does not yield to another set one (TTFT: p95's, else p99's)."""
+    limits = slo.as_dict()
+    for clause in measures.CLAUSES:
+        limit = limits[clause.key]
+        if clause.metric != metric or limit is None:
+            continue
+        if clause.yields_to and limits[clause.yields_to] is not None:
+            continue
+        value = limit * clause.per
+        shown = fmt_ms(value) if METRICS.get(metric) == "ms" else fmt_si(value)
+        return value, f"SLO {clause.point} {'≤' if clause.at_most else '≥'} {shown}"
     return None
 
 
