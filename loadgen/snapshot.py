@@ -53,25 +53,11 @@ METRICS: Mapping[str, str] = LiveMap(
     lambda metrics, _clauses: {m.name: m.unit for m in metrics if m.kind != "tokens"}
 )
 
-# Fixed bucket upper bounds (display units) for the cumulative counts a ``HistogramView`` carries in ``le``:
-# what ramp's Prometheus exporter (``loadgen.observe.exporter``) publishes as histograms. Fine where LLM
-# latencies live: ITL in single milliseconds, TTFT from tens of ms to a minute, decode from 1 to 1000 tok/s.
-LATENCY_BUCKETS_MS: tuple[float, ...] = (
-    1, 2, 5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750,
-    1000, 1500, 2000, 3000, 5000, 7500, 10000, 15000, 20000, 30000, 60000, 120000,
-)  # fmt: skip
-ITL_BUCKETS_MS: tuple[float, ...] = (
-    0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000, 2000, 5000,
-)  # fmt: skip
-DECODE_BUCKETS_TOK_S: tuple[float, ...] = (
-    1, 2, 5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000,
-)  # fmt: skip
-BUCKETS: dict[str, tuple[float, ...]] = {
-    "ttft_ms": LATENCY_BUCKETS_MS,
-    "itl_ms": ITL_BUCKETS_MS,
-    "decode_tok_s": DECODE_BUCKETS_TOK_S,
-    "e2e_ms": LATENCY_BUCKETS_MS,
-}
+# Fixed bucket upper bounds (display units) of each metric exported as a Prometheus histogram
+# (``loadgen.observe.exporter``): ``Metric.buckets`` in the catalogue; ``HistogramView.le`` counts at them.
+BUCKETS: Mapping[str, tuple[float, ...]] = LiveMap(
+    lambda metrics, _clauses: {m.name: m.buckets for m in metrics if m.buckets}
+)
 
 __all__ = ["SLO", "WINDOWS"]  # re-exported for the faces: both belong to config
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from rich.style import Style
 from rich.text import Text
 
+from loadgen import measures
 from loadgen.format import fmt_count, fmt_ms, fmt_num_trimmed, fmt_pct, fmt_rate, fmt_si
 from loadgen.run.health import CLIENT_BOUND_CPU_PCT, CLIENT_BOUND_LAG_MS
 from loadgen.snapshot import ClientHealth, Snapshot, WindowStats
@@ -56,7 +57,7 @@ def steering_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
     if snapshot.backing_off:  # streams waiting after a refusal (429/503, a refused connection)
         parts += [("  ·  ", dim), (f"BACKING OFF {fmt_count(snapshot.backing_off)}", _s(styles, "warn"))]
     rolling = snapshot.windows.get("rolling")
-    lag = rolling.pct("lag_ms") if rolling is not None else None
+    lag = rolling.pct(measures.LAG_MS) if rolling is not None else None
     parts += [("  ·  schedule lag p50/p99 ", dim)]
     if lag is None or lag.count == 0:
         parts.append(("n/a", dim))
@@ -124,7 +125,7 @@ def rate_warming(stats: WindowStats) -> bool:
     (69 -> 88 against a true 94.1). "warming" is shown until then."""
     if stats.window != "step":
         return False
-    e2e = stats.pct("e2e_ms")
+    e2e = stats.pct(measures.E2E_MS)
     if e2e.count == 0 or e2e.p50 is None:
         return True
     return stats.duration_s < WARMING_E2E * e2e.p50 / 1000.0

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
+from loadgen import measures
 from loadgen.format import fmt_ms, fmt_si
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.baseline import LiveBaseline
@@ -69,7 +70,7 @@ def curve_points(
     star = starred(steps, best_step)
     points = []
     for position, step in enumerate(steps):
-        y = step.stats.pct("ttft_ms").p95
+        y = step.stats.pct(measures.TTFT_MS).p95
         x = (
             step.stats.out_tok_s
             if x_axis == "out_tok_s"

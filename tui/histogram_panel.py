@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from loadgen import measures
 from loadgen.config import Window
 from loadgen.format import fmt_count
 from loadgen.snapshot import HistogramView, Snapshot
@@ -30,9 +31,9 @@ def why_empty(snapshot: Snapshot | None, window: Window, metric: str) -> str | N
     stats = None if snapshot is None else snapshot.windows.get(window)
     if stats is None or stats.ok == 0:
         return None
-    if metric == "ttftc_ms" and stats.tool_calls == 0:
+    if metric == measures.TTFTC_MS and stats.tool_calls == 0:
         return f"no tool calls were made ({fmt_count(stats.ok)} requests): TTFTC times the first tool call"
-    if metric == "ttfat_ms" and stats.reasoned == 0:
+    if metric == measures.TTFAT_MS and stats.reasoned == 0:
         return f"no request reasoned ({fmt_count(stats.ok)} requests): TTFAT times the answer after reasoning"
     return None
 
@@ -118,7 +119,7 @@ class HistogramPanel(SnapshotPanel):
             width,
             height,
             threshold=slo_threshold(snapshot.slo, metric),
-            higher_is_better=metric.endswith("decode_tok_s"),
+            higher_is_better=metric.endswith(measures.DECODE_TOK_S),
             style=self.histogram_style(),
             basic=self.basic_glyphs,
             ghosts=self.ghosts(snapshot, view),

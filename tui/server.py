@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from rich.style import Style
 from rich.text import Text
 
+from loadgen import measures
 from loadgen.format import fmt_count, fmt_duration, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_si, na
 from loadgen.snapshot import KVHeadroom, ServerPoint, ServerTelemetry, Snapshot, StepSummary
 from tui.format import source_reasons
@@ -345,7 +346,7 @@ def ttft_rows(rows: ServerRows, server: ServerTelemetry, client: Snapshot | None
     if step is None:
         return
     rows.keep = KEEP_PAIR
-    pct = step.stats.pct("ttft_ms")
+    pct = step.stats.pct(measures.TTFT_MS)
     number = step.index + 1
     for who, p95, p50 in (
         ("server", step.server.get("server_ttft_p95_ms"), step.server.get("server_ttft_p50_ms")),

@@ -29,6 +29,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from loadgen import measures
 from loadgen.analysis.baseline import StepVerdict, slo_figure
 from loadgen.analysis.cost import step_cost, task_turns
 from loadgen.analysis.runs import level_key, levels_of, spread
@@ -113,12 +114,12 @@ def columns(
         Column("#", lambda s: str(s.index + 1), True, left=True),
         Column("level", level_text, True),
         Column("tok/s", lambda s: fmt_si(s.stats.out_tok_s), True),
-        Column("dec p50", lambda s: fmt_si(s.stats.pct("decode_tok_s").p50), True),
-        Column("TTFT p50", lambda s: fmt_ms(s.stats.pct("ttft_ms").p50), False),
-        Column("TTFT p95", lambda s: fmt_ms(s.stats.pct("ttft_ms").p95), True),
-        Column(TTFAT, lambda s: fmt_ms(s.stats.pct("ttfat_ms").p95), False),
-        Column(TTFTC, lambda s: fmt_ms(s.stats.pct("ttftc_ms").p95), False),
-        Column("e2e p95", lambda s: fmt_ms(s.stats.pct("e2e_ms").p95), True),
+        Column("dec p50", lambda s: fmt_si(s.stats.pct(measures.DECODE_TOK_S).p50), True),
+        Column("TTFT p50", lambda s: fmt_ms(s.stats.pct(measures.TTFT_MS).p50), False),
+        Column("TTFT p95", lambda s: fmt_ms(s.stats.pct(measures.TTFT_MS).p95), True),
+        Column(TTFAT, lambda s: fmt_ms(s.stats.pct(measures.TTFAT_MS).p95), False),
+        Column(TTFTC, lambda s: fmt_ms(s.stats.pct(measures.TTFTC_MS).p95), False),
+        Column("e2e p95", lambda s: fmt_ms(s.stats.pct(measures.E2E_MS).p95), True),
         Column(GOOD, _goodput, False),
         *cost,
         Column("err", lambda s: fmt_count(s.stats.error_count), False),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from loadgen import measures
 from loadgen.analysis.comparison import Delta, figure_delta
 from loadgen.analysis.conditions import Difference, differences, show
 from loadgen.analysis.figures import FIGURES, Figure, clause_figure
@@ -140,7 +141,7 @@ def ghost_points(baseline: Run) -> tuple[GhostPoint, ...]:
             continue
         steps = [baseline.steps[i] for i in level.at]
         out = spread_of(s.stats.out_tok_s for s in steps)
-        ttft = spread_of(s.stats.pct("ttft_ms").p95 for s in steps)
+        ttft = spread_of(s.stats.pct(measures.TTFT_MS).p95 for s in steps)
         points.append(
             GhostPoint(
                 key,

@@ -109,7 +109,7 @@ def curve_of(report: ReportRun) -> list[CurvePoint]:
                 level=key,
                 steps=tuple(s.index + 1 for s in chosen),
                 out_tok_s=_median([s.stats.out_tok_s for s in chosen]),
-                decode_p50_tok_s=_median([_pct(s, "decode_tok_s", "p50") for s in chosen]),
+                decode_p50_tok_s=_median([_pct(s, measures.DECODE_TOK_S, "p50") for s in chosen]),
                 latency_ms={
                     lat.key: _median([_pct(s, lat.metric, lat.point) for s in chosen]) for lat in LATENCIES
                 },

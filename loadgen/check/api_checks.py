@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadgen import measures
 from loadgen.check.results import CheckResult
 from loadgen.check.session import Api, NotOneObject, Reply, Session, WrongType
 
@@ -109,7 +110,7 @@ class GenerationChecks:
         if reply.finish_reason is None:
             return CheckResult("chat stream", "fail", "the stream ended without a finish_reason", True)
         why = f"{reply.chunks} chunks, finish {reply.finish_reason}, TTFT {reply.ttft_ms:.0f} ms"
-        return CheckResult("chat stream", "pass", why, True, {"ttft_ms": reply.ttft_ms})
+        return CheckResult("chat stream", "pass", why, True, {measures.TTFT_MS: reply.ttft_ms})
 
     async def completions(self, stream: bool) -> CheckResult:
         name = "completions stream" if stream else "completions"

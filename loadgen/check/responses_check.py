@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from loadgen import measures
 from loadgen.check.api_checks import PROMPT, REPLY_TOKENS, failure_text
 from loadgen.check.results import CheckResult
 from loadgen.check.session import Session
@@ -58,5 +59,5 @@ async def responses_stream(session: Session, required: bool = False) -> CheckRes
         f"{deltas} text deltas{f', {reasoning} reasoning' if reasoning else ''}, {status}, "
         f"usage {usage[0]} + {usage[1]}, {shown}"
     )
-    data: dict[str, object] = {} if first is None else {"ttfat_ms": (first - started) * 1000}
+    data: dict[str, object] = {} if first is None else {measures.TTFAT_MS: (first - started) * 1000}
     return CheckResult(NAME, "pass", why, required, data)

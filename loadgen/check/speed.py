@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from loadgen import measures
 from loadgen.check.api_checks import PROMPT, failure_text
 from loadgen.check.results import CheckResult
 from loadgen.check.session import SEED, Session
@@ -99,9 +100,9 @@ def _row(step: StepSummary) -> dict[str, object]:
         "ok": stats.ok,
         "errors": stats.error_count,
         "out_tok_s": stats.out_tok_s,
-        "ttft_p50_ms": stats.pct("ttft_ms").p50,
-        "ttft_p95_ms": stats.pct("ttft_ms").p95,
-        "decode_p50_tok_s": stats.pct("decode_tok_s").p50,
+        "ttft_p50_ms": stats.pct(measures.TTFT_MS).p50,
+        "ttft_p95_ms": stats.pct(measures.TTFT_MS).p95,
+        "decode_p50_tok_s": stats.pct(measures.DECODE_TOK_S).p50,
     }
 
 

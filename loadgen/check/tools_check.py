@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from loadgen import strict_json
+from loadgen import measures, strict_json
 from loadgen.check.api_checks import failure_text
 from loadgen.check.results import CheckResult
 from loadgen.check.session import SEED, Session
@@ -115,7 +115,7 @@ async def tool_calls(session: Session) -> CheckResult:
             "a run with [tools] would see no call",
         )
     ttftc_ms = (call.first_s - started) * 1000
-    data: dict[str, object] = {"ttftc_ms": ttftc_ms, "name": call.name, "deltas": call.deltas}
+    data: dict[str, object] = {measures.TTFTC_MS: ttftc_ms, "name": call.name, "deltas": call.deltas}
     if call.name != FUNCTION:
         return CheckResult(
             NAME, "fail", f"the call names {call.name!r}, not the offered {FUNCTION!r}", data=data

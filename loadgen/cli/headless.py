@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
+from loadgen import measures
 from loadgen.config import SLO
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE, EXIT_WORKER_LOST
 from loadgen.format import fmt_ms_wide, fmt_num_wide
@@ -170,7 +171,7 @@ def progress_line(snap: Snapshot, closing_s: float | None = None, idle_timeout_s
     load = f"{snap.level} streams" if snap.mode == "closed" else f"{snap.rate_rps:g} req/s"
     phase = _phase(snap, closing_s, idle_timeout_s)
     remaining = f" {snap.step_remaining_s:4.0f}s left" if snap.step_remaining_s is not None else ""
-    ttft = rolling.pct("ttft_ms").p95 if rolling is not None else None
+    ttft = rolling.pct(measures.TTFT_MS).p95 if rolling is not None else None
     errs = step.error_count if step is not None else 0
     kinds = f" ({error_kinds(step.errors)})" if step is not None and errs else ""
     ok = step.ok if step is not None else 0

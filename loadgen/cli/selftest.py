@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadgen import measures
 from loadgen.config import RampPlan, Transport
 from loadgen.profile import parse_profile
 from loadgen.run.config import RunConfig
@@ -217,7 +218,7 @@ def run_one(bench: Bench, streams: int, workers: int) -> SelftestRow:
         raise RuntimeError(f"selftest run produced no step ({outcome.message if outcome else 'timeout'})")
     step = outcome.steps[-1]
     stats = step.stats
-    ttft = stats.pct("ttft_ms")
+    ttft = stats.pct(measures.TTFT_MS)
     out_tokens_window = (stats.out_tok_s or 0.0) * step.window_s
     cpu_per_1m = None
     if window.cpu_s is not None and out_tokens_window > 0:

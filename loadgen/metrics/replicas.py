@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from loadgen import measures
 from loadgen.snapshot import Percentiles, ReplicaStats
 
 __all__ = ["REPLICA_CLASS", "ReplicaKeys", "idle_replicas", "replica_stats"]
@@ -37,7 +38,7 @@ class ReplicaKeys:
             errors=prefix + "errors",
             cancelled=prefix + "cancelled",
             output_tokens=prefix + "output_tokens",
-            ttft="ttft_ms|" + REPLICA_CLASS + name,
+            ttft=measures.TTFT_MS + "|" + REPLICA_CLASS + name,
         )
 
 

@@ -34,6 +34,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from loadgen import measures
 from loadgen.config import WINDOWS, RunState, StepPhase
 from loadgen.observe.share import SHARE_PATH, SnapshotShare, target_secrets
 from loadgen.run.config import RunConfig
@@ -44,10 +45,10 @@ StartResponse = Callable[..., Any]
 
 # Snapshot metric key -> (Prometheus base name, factor from the display unit to the base unit, unit)
 HISTOGRAMS: dict[str, tuple[str, float, str]] = {
-    "ttft_ms": ("ramp_ttft", 1e-3, "seconds"),
-    "itl_ms": ("ramp_itl", 1e-3, "seconds"),
-    "e2e_ms": ("ramp_e2e", 1e-3, "seconds"),
-    "decode_tok_s": ("ramp_decode", 1.0, "tokens_per_second"),
+    measures.TTFT_MS: ("ramp_ttft", 1e-3, "seconds"),
+    measures.ITL_MS: ("ramp_itl", 1e-3, "seconds"),
+    measures.E2E_MS: ("ramp_e2e", 1e-3, "seconds"),
+    measures.DECODE_TOK_S: ("ramp_decode", 1.0, "tokens_per_second"),
 }
 QUANTILES: tuple[tuple[str, str], ...] = (
     ("0.5", "p50"),

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from loadgen import measures
 from loadgen.analysis.curves import LATENCIES, CurvePoint, curve_of, knee_of, percentile_series, slo_limit_ms
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.runs import level_key
@@ -322,9 +323,9 @@ def percentile_figure(report: ReportRun) -> Figure | None:
     with _style():
         fig = _figure(13.0, 3.8, right=1.3)
         ax_ttft, ax_dec = fig.subplots(1, 2)
-        drew_ttft = _percentile_panel(ax_ttft, report, "ttft_ms", "TTFT by percentile, per step", "ms")
+        drew_ttft = _percentile_panel(ax_ttft, report, measures.TTFT_MS, "TTFT by percentile, per step", "ms")
         title = "decode tok/s per request by percentile"
-        drew_decode = _percentile_panel(ax_dec, report, "decode_tok_s", title, "tok/s")
+        drew_decode = _percentile_panel(ax_dec, report, measures.DECODE_TOK_S, title, "tok/s")
         _ttft_scale(ax_ttft)
         ax_dec.set_ylim(bottom=0)
         if not (drew_ttft or drew_decode):

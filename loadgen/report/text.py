@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadgen import measures
 from loadgen.analysis.cost import StepCost, describe_pricing, pricing_of
 from loadgen.analysis.figures import REPEAT_FIGURES
 from loadgen.analysis.runs import levels_of, spread
@@ -78,7 +79,7 @@ def _estimated(step: StepSummary) -> str:
 
 
 def _e2e_s(step: StepSummary) -> str:
-    ms = step.stats.pct("e2e_ms").p95
+    ms = step.stats.pct(measures.E2E_MS).p95
     return NA if ms is None else fmt_num_wide(ms / 1000)
 
 
@@ -89,10 +90,10 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("err", "", 88, lambda s: fmt_count(s.stats.error_count)),
     _Column("out", "tok/s", 98, lambda s: _estimated(s) + fmt_num_wide(s.stats.out_tok_s)),
     _Column("prefill", "tok/s", 40, lambda s: fmt_num_wide(s.stats.prefill_tok_s)),
-    _Column("decode p50", "tok/s", 70, lambda s: fmt_num_wide(s.stats.pct("decode_tok_s").p50)),
-    _Column("TTFT p50", "ms", 50, lambda s: fmt_num_wide(s.stats.pct("ttft_ms").p50)),
-    _Column("TTFT p95", "ms", 95, lambda s: fmt_num_wide(s.stats.pct("ttft_ms").p95)),
-    _Column("TTFT p99", "ms", 60, lambda s: fmt_num_wide(s.stats.pct("ttft_ms").p99)),
+    _Column("decode p50", "tok/s", 70, lambda s: fmt_num_wide(s.stats.pct(measures.DECODE_TOK_S).p50)),
+    _Column("TTFT p50", "ms", 50, lambda s: fmt_num_wide(s.stats.pct(measures.TTFT_MS).p50)),
+    _Column("TTFT p95", "ms", 95, lambda s: fmt_num_wide(s.stats.pct(measures.TTFT_MS).p95)),
+    _Column("TTFT p99", "ms", 60, lambda s: fmt_num_wide(s.stats.pct(measures.TTFT_MS).p99)),
     _Column("e2e p95", "s", 45, _e2e_s),
     _Column("SLO", "", 97, _slo_mark),
 )
@@ -120,12 +121,12 @@ _SERVER_COLUMNS: tuple[tuple[str, _Column], ...] = (
 )
 # Reasoning models: shown only when some step's requests reasoned (TTFAT would repeat TTFT otherwise).
 _REASONING_COLUMNS = (
-    _Column("TTFAT p95", "ms", 62, lambda s: fmt_num_wide(s.stats.pct("ttfat_ms").p95)),
-    _Column("reason p50", "ms", 32, lambda s: fmt_num_wide(s.stats.pct("reasoning_ms").p50)),
+    _Column("TTFAT p95", "ms", 62, lambda s: fmt_num_wide(s.stats.pct(measures.TTFAT_MS).p95)),
+    _Column("reason p50", "ms", 32, lambda s: fmt_num_wide(s.stats.pct(measures.REASONING_MS).p50)),
 )
 # Tool calls: shown only when some step's requests called a tool.
 _TOOL_COLUMNS = (
-    _Column("TTFTC p95", "ms", 61, lambda s: fmt_num_wide(s.stats.pct("ttftc_ms").p95)),
+    _Column("TTFTC p95", "ms", 61, lambda s: fmt_num_wide(s.stats.pct(measures.TTFTC_MS).p95)),
     _Column("calls", "", 31, lambda s: fmt_count(s.stats.tool_calls)),
 )
 _BOUND_COLUMN = _Column("", "", 80, lambda s: "!" if s.client_bound else "")

@@ -16,6 +16,7 @@ import os
 from collections.abc import Sequence
 from typing import TextIO
 
+from loadgen import measures
 from loadgen.config import SetupError
 from loadgen.format import csv_text
 from loadgen.run.clock import ClockPair, read_clocks
@@ -34,10 +35,10 @@ COLUMNS = (
     "first_token_ns",
     "last_token_ns",
     "end_ns",
-    "ttft_ms",  # from the intended start, like the histograms
-    "e2e_ms",
-    "lag_ms",  # sent - intended: the schedule lag
-    "decode_tok_s",  # (output_tokens - 1) / (last token - first token)
+    measures.TTFT_MS,  # from the intended start, like the histograms
+    measures.E2E_MS,
+    measures.LAG_MS,  # sent - intended: the schedule lag
+    measures.DECODE_TOK_S,  # (output_tokens - 1) / (last token - first token)
     "input_tokens",
     "output_tokens",
     "cached_tokens",
@@ -50,12 +51,12 @@ COLUMNS = (
     "turn",
     "sent_unix_ns",  # sent_ns in Unix time (the record header's clock): joins a server's log or traces
     "first_answer_ns",  # reasoning models: the first answer token (the same as first_token_ns without)
-    "ttfat_ms",  # time to first answer token, from the intended start
-    "reasoning_ms",  # first token to first answer token (0 when the model did not reason)
+    measures.TTFAT_MS,  # time to first answer token, from the intended start
+    measures.REASONING_MS,  # first token to first answer token (0 when the model did not reason)
     "reasoning_tokens",
     "reasoning_exact",  # 1: reasoning_tokens from usage's completion_tokens_details, 0: counted chunks
     "first_tool_ns",  # tool calls: the first tool-call delta ("" when the reply called no tool)
-    "ttftc_ms",  # time to the first tool-call delta, from the intended start
+    measures.TTFTC_MS,  # time to the first tool-call delta, from the intended start
     "tool_tokens",  # the calls' arguments' tokens
 )
 
