@@ -166,7 +166,10 @@ def _delta_cells(delta: Delta | None, row: MetricRow) -> list[str]:
     if delta is None:
         return [NA, "", ""]
     pct = NA if delta.pct is None else fmt_signed(delta.pct / 100.0, fmt_pct_wide)
-    return [fmt_signed(delta.delta, row.figure.delta_look), pct, delta.mark]
+    mark = delta.mark
+    if delta.noise == "interval" and delta.half is not None:
+        mark = f"within noise (±{row.figure.delta_look(delta.half).strip()})"
+    return [fmt_signed(delta.delta, row.figure.delta_look), pct, mark]
 
 
 def _title(level: LevelComparison, runs: Sequence[Run]) -> str:
@@ -217,7 +220,13 @@ def format_comparison(comparison: Comparison) -> str:
     notes = [f"{key.label}: only in {', '.join(labels)}" for key, labels in comparison.only_in]
     if not comparison.levels:
         notes.append("no level was run by two of these runs: nothing to compare step by step")
-    if any(s is not None and s.repeats == 1 for level in comparison.levels for s in level.steps):
+    if any(
+        d is not None and d.noise != "interval" and d.lo is None
+        for level in comparison.levels
+        if any(s is not None and s.repeats == 1 for s in level.steps)
+        for row in level.rows
+        for d in row.deltas
+    ):
         notes.append(
             "levels measured once have no noise estimate: a difference under "
             f'{NOISE_FLOOR_PCT:g} % there reads "within noise" (the default floor); repeat each level '

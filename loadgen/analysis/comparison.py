@@ -5,8 +5,12 @@ First the conditions (``loadgen.analysis.conditions``): a difference not covered
 comparison (exit 2, every difference named with each run's value) unless ``--force``, and then every table
 carries the warning. Then level by level (steps matched by mode and concurrency, or rate in open loop; the
 clean steps at one level are its repeats: their median and range), each figure of each run, and of every run
-after the first its delta and % against the first, "within noise" when the repeats' ranges overlap, or with
-no repeats to estimate the noise from, when the medians differ by less than ``NOISE_FLOOR_PCT``; each run's
+after the first its delta and % against the first. Where both runs' steps carry the figure's margin of error
+(``StepSummary.margins``, ``loadgen.stats``), a difference is called only when the interval of the
+difference excludes 0: each run's repeats combined into one interval (between-repeat variance included),
+the two intervals' difference formed, and otherwise "within noise (±x)". Records written before margins
+existed fall back on the older rules: "within noise" when the repeats' ranges overlap, or with no repeats
+to estimate the noise from, when the medians differ by less than ``NOISE_FLOOR_PCT``; each run's
 knee: its level with the highest median out tok/s over the repeats among the levels whose repeats met the
 SLO (the median verdict: more than half of them).
 
@@ -33,6 +37,8 @@ from loadgen.analysis.runs import (
     spread,
 )
 from loadgen.slo import eligible
+from loadgen.snapshot import StepSummary
+from loadgen.stats import Interval, combine, difference
 
 __all__ = [
     "SCHEMA",
@@ -44,6 +50,8 @@ __all__ = [
     "as_json",
     "build",
     "figure_delta",
+    "level_interval",
+    "step_interval",
     "warning_line",
 ]
 
@@ -58,7 +66,17 @@ class Delta:
     delta: float  # against the first run's median
     pct: float | None  # 10.0 = +10 %; None when the first run's value is 0
     mark: str  # "within noise" | "better" | "worse" | "" (the same)
-    noise: str = ""  # why "within noise": "ranges" (the repeats' ranges overlap), "floor" (NOISE_FLOOR_PCT)
+    # why "within noise": "interval" (the difference's 95 % interval holds 0), "ranges" (the repeats' ranges
+    # overlap), "floor" (NOISE_FLOOR_PCT)
+    noise: str = ""
+    # the difference's 95 % interval (combined repeats of each run), when both runs' steps carry margins
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def half(self) -> float | None:
+        """The ± of the difference's interval."""
+        return None if self.lo is None or self.hi is None else (self.hi - self.lo) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +136,49 @@ def warning_line(comparison: Comparison) -> str:
     )
 
 
-def figure_delta(figure: Figure, base: Spread | None, other: Spread | None) -> Delta | None:
-    """``other`` against ``base``: "within noise" when either has repeats and their ranges overlap, or when
-    neither has repeats and the medians differ by less than ``NOISE_FLOOR_PCT``; else "better" or "worse"
-    by the figure's direction ("" when the medians are equal)."""
+def step_interval(figure: Figure, step: StepSummary) -> Interval | None:
+    """The step's interval of ``figure`` (its margins; e2e in s read from its ms), None without one."""
+    iv = step.margins.get(figure.key)
+    scale = 1.0
+    if iv is None and figure.key.endswith("_s") and not figure.key.endswith("tok_s"):
+        iv, scale = step.margins.get(figure.key[:-2] + "_ms"), 1 / 1000
+    if iv is None or iv.lo is None or iv.hi is None:
+        return None
+    if scale == 1.0:
+        return iv
+    return dataclasses.replace(iv, value=iv.value * scale, lo=iv.lo * scale, hi=iv.hi * scale)
+
+
+def level_interval(figure: Figure, steps: Sequence[StepSummary]) -> Interval | None:
+    """One interval of ``figure`` over a level's repeats; None when a repeat has none."""
+    known = [step_interval(figure, s) for s in steps]
+    if not known or any(iv is None for iv in known):
+        return None
+    return combine([iv for iv in known if iv is not None])
+
+
+def figure_delta(
+    figure: Figure,
+    base: Spread | None,
+    other: Spread | None,
+    base_iv: Interval | None = None,
+    other_iv: Interval | None = None,
+) -> Delta | None:
+    """``other`` against ``base``. With both intervals: "within noise" unless the interval of the
+    difference excludes 0. Without (older records): "within noise" when either has repeats and their
+    ranges overlap, or when neither has repeats and the medians differ by less than ``NOISE_FLOOR_PCT``.
+    Else "better" or "worse" by the figure's direction ("" when the medians are equal)."""
     if base is None or other is None:
         return None
     delta = other.median - base.median
     pct = None if base.median == 0 else delta / abs(base.median) * 100.0
+    if base_iv is not None and other_iv is not None:
+        diff = difference(other_iv, base_iv)
+        if diff.lo is not None and diff.hi is not None:
+            if diff.lo <= 0 <= diff.hi:
+                return Delta(delta, pct, "within noise", "interval", diff.lo, diff.hi)
+            better = (diff.value > 0) == figure.higher_is_better
+            return Delta(delta, pct, "better" if better else "worse", "", diff.lo, diff.hi)
     repeated = base.n > 1 or other.n > 1
     if delta == 0:
         return Delta(delta, pct, "")
@@ -147,14 +200,24 @@ def _level(key: LevelKey, runs: Sequence[Run], costs: Sequence[Sequence[StepCost
     rows = []
     for figure in FIGURES:
         values = []
+        intervals: list[Interval | None] = []
         for run, cost, level in zip(runs, costs, steps, strict=True):
             known = (
                 [] if level is None else [figure.value(run.steps[i], run.lines[i], cost[i]) for i in level.at]
             )
             values.append(spread(known))
+            intervals.append(
+                None if level is None else level_interval(figure, [run.steps[i] for i in level.at])
+            )
         if all(v is None for v in values):
             continue  # no run has this figure here (no goodput written, no pricing, no speculation)
-        deltas = (None, *(figure_delta(figure, values[0], v) for v in values[1:]))
+        deltas = (
+            None,
+            *(
+                figure_delta(figure, values[0], v, intervals[0], iv)
+                for v, iv in zip(values[1:], intervals[1:], strict=True)
+            ),
+        )
         rows.append(MetricRow(figure, tuple(values), deltas))
     bound = tuple(
         level is not None and any(run.steps[i].client_bound for i in level.at)
@@ -273,7 +336,14 @@ def _level_json(level: LevelComparison) -> dict[str, object]:
                 "deltas": [
                     None
                     if d is None
-                    else {"delta": d.delta, "pct": d.pct, "mark": d.mark, "noise": d.noise or None}
+                    else {
+                        "delta": d.delta,
+                        "pct": d.pct,
+                        "mark": d.mark,
+                        "noise": d.noise or None,
+                        "lo": d.lo,
+                        "hi": d.hi,
+                    }
                     for d in row.deltas
                 ],
             }
