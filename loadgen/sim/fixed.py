@@ -1,10 +1,13 @@
 """The "fast" preset's engine: every request gets a fixed TTFT and a fixed time per token, independent of
-load, kept on a heap so one wake-up serves every stream that is due.
+load, kept on a heap so one wake-up serves every stream that is due. With ``fixed_ttft_sigma`` /
+``fixed_tpot_sigma`` each request draws its own, lognormal around the fixed values as medians (seeded): a
+server whose latencies are known random variables, still independent of the load.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
 
 from .params import EngineParams
@@ -24,12 +27,20 @@ class FixedLatencyEngine:
         self._ttft_ns = int(params.fixed_ttft_ms * 1e6 / params.speed)
         self._tpot_ns = max(1, int(params.fixed_tpot_ms * 1e6 / params.speed))
         self._tick_ns = 1_000_000  # due times within one tick are served by the same wake-up
+        self._tpot_of: dict[int, int] = {}  # per request, when its time per token is drawn
+
+    def _draw(self, median_ns: int, sigma: float) -> int:
+        return (
+            median_ns if sigma <= 0 else max(1, int(median_ns * math.exp(sigma * self.rng.gauss(0.0, 1.0))))
+        )
 
     def add(self, seq: Seq) -> None:
         seq.state = "running"
         seq.admitted_ns = seq.arrival_ns
         seq.cached_tokens = 0
-        seq.due_ns = seq.arrival_ns + self._ttft_ns
+        seq.due_ns = seq.arrival_ns + self._draw(self._ttft_ns, self.params.fixed_ttft_sigma)
+        if self.params.fixed_tpot_sigma > 0:
+            self._tpot_of[seq.rid] = self._draw(self._tpot_ns, self.params.fixed_tpot_sigma)
         self.stats.queue.observe(0.0)
         self.stats.prompt_tokens += seq.prompt_len
         self.stats.prefix_queries += seq.prompt_len
@@ -39,6 +50,7 @@ class FixedLatencyEngine:
     def abort(self, seq: Seq) -> None:
         if seq.state == "running":
             seq.state = "aborted"  # its heap entry is skipped when popped
+            self._tpot_of.pop(seq.rid, None)
             self._active -= 1
             self.stats.finished["abort"] += 1
 
@@ -81,18 +93,19 @@ class FixedLatencyEngine:
                 self._finish(seq, due)
                 continue
             seq.out += 1
+            own = self._tpot_of.get(rid, tpot)
             if seq.first_token_ns is None:
                 seq.first_token_ns = due
                 stats.ttft.observe((due - seq.arrival_ns) / 1e9)
             else:
-                stats.itl.observe(tpot / 1e9)
+                stats.itl.observe(own / 1e9)
             seq.last_token_ns = due
             done = seq.out >= seq.target_out
             emits.append(Emit(seq, 1, done))
             if done:
                 self._finish(seq, due)
             else:
-                seq.due_ns = due + tpot
+                seq.due_ns = due + own
                 heapq.heappush(heap, (seq.due_ns, rid, seq))
         stats.generation_tokens += len(emits)
         stats.steps += 1
@@ -101,6 +114,7 @@ class FixedLatencyEngine:
 
     def _finish(self, seq: Seq, now_ns: int) -> None:
         seq.state = "finished"
+        self._tpot_of.pop(seq.rid, None)
         seq.finish_reason = finish_reason(seq)
         self._active -= 1
         self.stats.finished[seq.finish_reason] += 1

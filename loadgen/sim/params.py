@@ -79,6 +79,10 @@ class EngineParams:
     reasoning_spread: float = 0.5
     fixed_ttft_ms: float = 50.0
     fixed_tpot_ms: float = 10.0
+    # The "fast" engine's latencies drawn per request, lognormal around those medians with these sigmas (0:
+    # fixed): a server whose TTFT and time per token are known random variables (benchmarks/bench_coverage.py)
+    fixed_ttft_sigma: float = 0.0
+    fixed_tpot_sigma: float = 0.0
     speed: float = 1.0  # simulated time runs this many times faster than the real GPU would
     # Simulated GPU (for DCGM-style telemetry).
     gpu_name: str = "NVIDIA H200 (simulated)"
