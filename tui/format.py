@@ -103,7 +103,7 @@ def slo_threshold(slo: SLO, metric: str) -> tuple[float, str] | None:
             continue
         if clause.yields_to and limits[clause.yields_to] is not None:
             continue
-        value = limit * clause.per
+        value = limit * clause.per if clause.per != 1.0 else limit  # a limit as written (an int stays one)
         shown = fmt_ms(value) if METRICS.get(metric) == "ms" else fmt_si(value)
         return value, f"SLO {clause.point} {'≤' if clause.at_most else '≥'} {shown}"
     return None
