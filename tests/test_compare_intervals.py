@@ -11,11 +11,14 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import jsonschema
 import pytest
 from analysis_fakes import Fig, base_header, run_compare, step_of
 from test_compare import metric_row
+from test_report_formats import run_report
 
 from loadgen.record import RecordWriter
+from loadgen.report.tables import SCHEMA_PATH
 from loadgen.stats import Interval
 
 Bounds = Mapping[str, tuple[float, float, float]]  # figure -> (value, lo, hi)
@@ -85,3 +88,27 @@ def test_repeats_that_disagree_are_noise_not_a_difference(
     code, out, _ = run_compare(capsys, a, b)
     assert code == 0
     assert "within noise (±" in metric_row(out, "8 streams", "TTFT p50")
+
+
+def test_the_report_carries_each_interval_beside_its_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ramp report --format json``: ``<figure>_lo`` / ``_hi`` from the step's margins, valid against the
+    report's schema."""
+    path = record(
+        tmp_path / "a.jsonl",
+        [
+            (
+                Fig(level=8, ttft_p95=200.0),
+                {"ttft_p95_ms": (200.0, 180.0, 220.0), "out_tok_s": (1000.0, 960.0, 1040.0)},
+            )
+        ],
+    )
+    code, out, err = run_report(capsys, path, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    step = report["records"][0]["steps"][0]
+    assert (step["ttft_p95_ms_lo"], step["ttft_p95_ms"], step["ttft_p95_ms_hi"]) == (180.0, 200.0, 220.0)
+    assert (step["out_tok_s_lo"], step["out_tok_s_hi"]) == (960.0, 1040.0)
+    assert step["itl_p99_ms_lo"] is None  # no interval stored for it

@@ -117,6 +117,51 @@ def _metric_columns() -> list[Column]:
     return columns
 
 
+# The rates a step's margins carry (``loadgen.metrics.slices.RATES``), each with its interval's columns.
+_MARGIN_RATES = ("out_tok_s", "req_s", "goodput_req_s", "goodput_tok_s")
+
+
+def _bound(figure: str, end: Literal["lo", "hi"]) -> Callable[[StepInput], object]:
+    def value(src: StepInput) -> object:
+        iv = src.step.margins.get(figure)
+        return None if iv is None else iv.lo if end == "lo" else iv.hi
+
+    return value
+
+
+def _untrusted(src: StepInput) -> str:
+    return "; ".join(f"{name}: {iv.why}" for name, iv in src.step.margins.items() if not iv.trusted)
+
+
+def _margin_columns() -> list[Column]:
+    """The 95 % interval of each step-line percentile (``Metric.step_points``) and rate: ``<figure>_lo`` and
+    ``<figure>_hi`` (``ttft_p95_ms_lo``, ``out_tok_s_hi``), then which were not trusted and why."""
+    figures = [
+        *_MARGIN_RATES,
+        *(f"{m.stem}_{p}_{m.suffix}" for m in measures.line_metrics() for p in m.step_points if p != "mean"),
+    ]
+    columns = [
+        _c(
+            f"{f}_{end}",
+            "number",
+            f"{f}: {'lower' if end == 'lo' else 'upper'} end of its 95 % interval",
+            _bound(f, end),
+        )
+        for f in figures
+        for end in ("lo", "hi")
+    ]
+    columns.append(
+        _c(
+            "margins_untrusted",
+            "string",
+            "the intervals flagged untrusted and why, '; '-separated",
+            _untrusted,
+            False,
+        )
+    )
+    return columns
+
+
 def _per_req_columns() -> list[Column]:
     """Each per-request token count's step-line summary (``<name>_per_req_<point>``)."""
     return [
@@ -178,7 +223,10 @@ def _step_columns(_metrics: object, _clauses: object) -> tuple[Column, ...]:
         _c("goodput_req_s", "number", "requests/s that met the SLO's per-request limits", lambda s: s.step.stats.goodput_req_s),
         _c("goodput_tok_s", "number", "their output tokens/s", lambda s: s.step.stats.goodput_tok_s),
         *_metric_columns(),
+        *_margin_columns(),
         _c("slo_met", "boolean", "the step met the SLO (empty: no SLO or too little data)", lambda s: s.step.verdict.met),
+        _c("slo_verdict", "string", "met, missed or undecided on the intervals (empty: not judged on them)", lambda s: s.step.verdict.three_valued),
+        _c("slo_undecided", "string", "the SLO clauses whose interval straddles the limit, '; '-separated", lambda s: "; ".join(s.step.verdict.undecided), False),
         _c("slo_failures", "string", "the SLO clauses it missed, '; '-separated", lambda s: "; ".join(s.step.verdict.failures), False),
         _c("slo_not_judged", "string", "the SLO clauses with nothing to judge (TTFTC without a tool call), '; '-separated", lambda s: "; ".join(s.step.verdict.not_judged), False),
         _c("client_bound", "boolean", "the load generator may have limited the step", lambda s: s.step.client_bound, False),
@@ -278,7 +326,10 @@ CONDITION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("seed_policy", "fresh (drawn for the run) or given N"),
     ("workers", "load worker processes"),
     ("transport", "h1, aiohttp or httpx"),
-    ("max_concurrency", "the open loop's --max-concurrency cap ('none', or the cap; 'closed loop' without an open-loop step)"),
+    (
+        "max_concurrency",
+        "the open loop's --max-concurrency cap ('none', or the cap; 'closed loop' without an open-loop step)",
+    ),
     ("fit_context", "--fit-context: on or off"),
 )
 

@@ -54,20 +54,28 @@ def figure_name(metric: str, point: str) -> str:
 class _Slice:
     counters: dict[str, int] = field(default_factory=dict)
     live: int = 0
+    spans: list[tuple[int, int]] = field(default_factory=list)  # the deltas' own intervals (all workers)
     hists: dict[str, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = field(default_factory=dict)
 
     def add(self, delta: IntervalDelta) -> None:
         for name, value in delta.counters.items():
             self.counters[name] = self.counters.get(name, 0) + value
         self.live += delta.live_tokens
+        self.spans.append((delta.t0_ns, delta.t1_ns))
         for key, (index, count) in delta.hists.items():
             if "|" not in key:
                 self.hists.setdefault(key, []).append((index.astype(np.int64), count.astype(np.int64)))
+
+    def covered(self, t0_ns: int, t1_ns: int) -> float:
+        """Seconds of [t0, t1) its deltas covered, summed over workers (a closing delta's time after the
+        window's end does not count: its tokens belong to the next window)."""
+        return sum(max(0, min(b, t1_ns) - max(a, t0_ns)) for a, b in self.spans) / 1e9
 
     def merge(self, other: _Slice) -> None:
         for name, value in other.counters.items():
             self.counters[name] = self.counters.get(name, 0) + value
         self.live += other.live
+        self.spans.extend(other.spans)
         for key, parts in other.hists.items():
             self.hists.setdefault(key, []).extend(parts)
         for key, parts in self.hists.items():
@@ -76,6 +84,14 @@ class _Slice:
                 count = np.concatenate([p[1] for p in parts])
                 keys, where = np.unique(index, return_inverse=True)
                 self.hists[key] = [(keys, np.bincount(where, weights=count).astype(np.int64))]
+
+
+def _rescaled(iv: Interval, value: float) -> Interval:
+    """``iv`` (a rate per worker-second) as the step's own rate ``value``, with the same relative margin."""
+    if iv.lo is None or iv.hi is None or iv.value == 0:
+        return replace(iv, value=value, lo=None, hi=None)
+    factor = value / iv.value
+    return replace(iv, value=value, lo=iv.lo * factor, hi=iv.hi * factor)
 
 
 class SliceBook:
@@ -123,6 +139,13 @@ class SliceBook:
         """Each percentile figure of ``points`` (metric, its step points) and each rate, with its interval.
         ``failed_only``: the window claims no throughput (``Accumulator.stats``): no out tok/s interval."""
         slices, seconds = self._window(t1_ns)
+        window_s = float(seconds.sum())
+        # A rate's spread is read against the time each slice's deltas really covered (worker-seconds): a
+        # slice's nominal length holds two or three of a worker's ~250-ms deltas by where their ends fall,
+        # which would otherwise read as noise of up to half a slice's amount.
+        covered = np.array([s.covered(self.t0_ns, t1_ns) for s in slices])
+        if covered.sum() <= 0 or (covered <= 0).any() and covered.sum() < 0.5 * window_s:
+            covered = seconds
         out: dict[str, Interval] = {}
         for name, source in RATES:
             if source == "live":
@@ -133,7 +156,7 @@ class SliceBook:
                 if not any(source in s.counters for s in slices):
                     continue
                 amounts = np.array([s.counters.get(source, 0) for s in slices], dtype=np.float64)
-            out[name] = ratio_interval(amounts, seconds)
+            out[name] = _rescaled(ratio_interval(amounts, covered), float(amounts.sum()) / window_s)
         for metric, metric_points in points:
             wanted = [p for p in metric_points if p in _POINTS]
             counts = self._counts(slices, metric)
