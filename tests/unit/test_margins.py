@@ -121,3 +121,16 @@ def test_the_step_line_keeps_the_intervals_and_the_three_valued_verdict() -> Non
             iv.hi,
             iv.trusted,
         )
+
+
+def test_a_steady_rate_reads_steady_whatever_the_deltas_cadence() -> None:
+    """A worker shipping every 300 ms puts one delta in some 0.5-s slices and two in others: read against the
+    slices' nominal length, a perfectly steady 1,000 tok/s would look ±40 % noisy; against the time the
+    deltas covered it is steady."""
+    book = SliceBook(T0)
+    for tick in range(30):
+        t0 = T0 + tick * 300_000_000
+        book.add(IntervalDelta(t0, t0 + 300_000_000, 0, {"ok": 3}, {}, live_tokens=300))
+    out = book.margins(T0 + 9_000_000_000, [])["out_tok_s"]
+    assert out.value == 1000.0
+    assert out.rel_half_width is not None and out.rel_half_width < 0.01
