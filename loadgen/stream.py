@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 from loadgen.sse import DONE, REASONING_CHUNK, TEXT_CHUNK, Event, EventTooLarge, SSEParser, classify
-from loadgen.target.http import header_secrets, scrub
+from loadgen.target.http import header_secrets
+from loadgen.target.secrets import scrub_cut
 from loadgen.types import ErrorKind, Target
 
 __all__ = ["DRAIN_GRACE_NS", "LiveCounter", "Stream", "StreamSink", "TransportError", "error_text"]
@@ -53,7 +54,9 @@ def error_text(status: int, body: bytes, headers: dict[str, str] | None = None) 
     every credential the request's ``headers`` sent before it is cut (a cut secret would escape its mask:
     a server may echo the Authorization header)."""
     text = " ".join(body[:ERROR_BODY_BYTES].decode("utf-8", "replace").split())
-    text = scrub(text, header_secrets(headers or {}))[:ERROR_TEXT_CHARS]
+    # scrubbed before it is cut, and a secret split by the body's own cut (ERROR_BODY_BYTES) masked too
+    was_cut = len(body) >= ERROR_BODY_BYTES
+    text = scrub_cut(text, header_secrets(headers or {}), ERROR_TEXT_CHARS, was_cut=was_cut)
     kind = ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_STATUS
     return TransportError(kind, f"HTTP {status}: {text}" if text else f"HTTP {status}")
 

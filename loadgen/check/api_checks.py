@@ -28,7 +28,7 @@ def failure_text(session: Session, exc: BaseException) -> str:
     from openai import APIConnectionError, APIStatusError, APITimeoutError
 
     if isinstance(exc, WrongType):
-        return session.scrub(f"{exc}; the latest: {session.last.text()}")[:360]
+        return session.scrub(f"{exc}; the latest: {session.last.text(session.secrets())}")[:360]
     if isinstance(exc, NotOneObject):
         return str(exc)
     if isinstance(exc, APIStatusError):
@@ -46,7 +46,7 @@ def failure_text(session: Session, exc: BaseException) -> str:
 def unreadable_text(session: Session, exc: BaseException) -> str:
     """What raised on an answer that could not be read, and what the latest answer was, on one line."""
     said = session.scrub(f"{type(exc).__name__}: {exc}")[:160]
-    came = session.scrub(session.last.text())[:200]
+    came = session.scrub(session.last.text(session.secrets()))[:200]
     return f"an answer this check could not read ({said}); the latest: {came}"
 
 

@@ -14,11 +14,12 @@ check shows when an answer came back in a shape it could not read.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from loadgen.target.bounded import ReplyTooLarge, ReplyTooSlow, size_text
+from loadgen.target.secrets import scrub_cut
 
 __all__ = ["SDK_BYTES", "LastAnswer", "cap_answers"]
 
@@ -34,11 +35,13 @@ class LastAnswer:
     content_type: str = ""
     head: bytes = b""
 
-    def text(self) -> str:
-        """One line: ``HTTP 200 text/event-stream, body 'data: {...'`` (raw text: the caller scrubs it)."""
+    def text(self, secrets: Sequence[str] = ()) -> str:
+        """One line: ``HTTP 200 text/event-stream, body 'data: {...'``, the body scrubbed of ``secrets``
+        before it is shown: it is the head of a longer body, and a secret it cuts is masked too."""
         if not self.status:
             return "no answer was read"
         body = " ".join(self.head.decode("utf-8", "replace").split())
+        body = scrub_cut(body, secrets, len(body), was_cut=len(self.head) >= HEAD_BYTES)
         kind = " ".join(self.content_type.split())[:60] or "no content type"
         return (
             f"HTTP {self.status} {kind}, body {body!r}" if body else f"HTTP {self.status} {kind}, empty body"

@@ -60,7 +60,7 @@ async def bad_request(session: Session) -> CheckResult:
             extra_body={"messages": BAD_MESSAGES},
         )
     except APIStatusError as exc:
-        shaped, said = _error_shape(exc.status_code, exc.response.text)
+        shaped, said = _error_shape(exc.status_code, session.scrub(exc.response.text))  # scrubbed, then cut
         if not 400 <= exc.status_code < 500:
             return CheckResult(
                 name, "fail", session.scrub(f"a malformed request got {said} (want a 4xx)"), True
@@ -90,7 +90,7 @@ async def context_overflow(session: Session) -> CheckResult:
         )
         reply = whole(raw.parse(), raw.headers)  # an SSE or HTML answer: NotOneObject, said as such
     except APIStatusError as exc:
-        shaped, said = _error_shape(exc.status_code, exc.response.text)
+        shaped, said = _error_shape(exc.status_code, session.scrub(exc.response.text))  # scrubbed, then cut
         if exc.status_code == 400 and shaped:
             return CheckResult(name, "pass", session.scrub(f"{words:,} words past {limit:,}: {said}"))
         return CheckResult(

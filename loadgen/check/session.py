@@ -100,11 +100,15 @@ class Session:
         """Keep the latest rate-limit headers (a later answer's replace an earlier one's, key by key)."""
         self.ratelimit.update(read_ratelimit(headers.items()))
 
-    def scrub(self, text: str) -> str:
-        """``text`` (an error, a reply) made safe to print: no key, no URL credentials, one line."""
+    def secrets(self) -> tuple[str, ...]:
+        """The key, the URL's password and the Basic token it is sent as."""
         sent = target_headers(self.target).get("Authorization", "")  # a URL's user:password, as Basic
-        secrets = (api_key(self.target.api_key_env), *url_secrets(self.target.url), sent.partition(" ")[2])
-        return " ".join(scrub(text, secrets).split())
+        return (api_key(self.target.api_key_env), *url_secrets(self.target.url), sent.partition(" ")[2])
+
+    def scrub(self, text: str) -> str:
+        """``text`` (an error, a reply) made safe to print: no key, no URL credentials, one line. Whole:
+        a caller cuts what this returns, never what it is given."""
+        return " ".join(scrub(text, self.secrets()).split())
 
     async def aclose(self) -> None:
         await self.sdk.close()

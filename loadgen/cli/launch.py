@@ -24,6 +24,8 @@ from loadgen.exits import EXIT_UNREACHABLE, UsageError
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
+from loadgen.target.http import scrub
+from loadgen.target.secrets import arg_secrets, env_secrets, scrub_lines
 
 if TYPE_CHECKING:
     from loadgen.run.config import RunConfig
@@ -111,8 +113,11 @@ class _Progress:
 
     FRAMES = "|/-\\"
 
-    def __init__(self, kind: str, stream: IO[str], check: Callable[[], None]) -> None:
+    def __init__(
+        self, kind: str, stream: IO[str], check: Callable[[], None], secrets: Sequence[str] = ()
+    ) -> None:
         self.kind = kind
+        self.secrets = tuple(secrets)  # the server's line is scrubbed before it is cut and shown
         self.stream = stream
         self.check = check  # raises when a stop signal came in (its own raise may have been swallowed)
         self.tty = stream.isatty()
@@ -122,6 +127,7 @@ class _Progress:
     def __call__(self, elapsed: float, line: str) -> None:
         self.check()
         self.n += 1
+        line = scrub(line, self.secrets)
         if self.tty:
             frame = self.FRAMES[self.n % len(self.FRAMES)]
             text = f"{frame} starting {self.kind}: {elapsed:5.1f} s  {line}"
@@ -179,7 +185,7 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
 def _start_and_run(
     launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_path: str | None, check: Callable[[], None]
 ) -> int:
-    progress = _Progress(launch.kind, sys.stderr, check)
+    progress = _Progress(launch.kind, sys.stderr, check, log_secrets(launch.server_args, config))
     srv: Launched | None = None
     try:
         try:
@@ -196,7 +202,7 @@ def _start_and_run(
             )
         except LaunchError as exc:
             progress.done()
-            print(f"ramp: {exc}", file=sys.stderr)
+            print(f"ramp: {scrub(str(exc), log_secrets(launch.server_args, config))}", file=sys.stderr)
             return EXIT_UNREACHABLE
         except KeyboardInterrupt as exc:
             progress.done()
@@ -223,7 +229,7 @@ def _stop(srv: Launched) -> None:
     died = _died(srv)
     code = srv.stop(say=lambda text: print(f"ramp: {text}", file=sys.stderr, flush=True))
     if died:
-        print(f"ramp: {srv.describe_exit()}", file=sys.stderr)
+        print(f"ramp: {scrub(srv.describe_exit(), log_secrets(srv.argv))}", file=sys.stderr)
     else:
         print(f"ramp: stopped the {srv.kind} server (pid {srv.pid}, exit {code})", file=sys.stderr)
     if srv.escaped_ended:  # a setsid and fork: outside its process group, found by its environment mark
@@ -245,14 +251,24 @@ def _died_message(srv: Launched) -> str:
 def _launched_config(config: RunConfig, srv: Launched) -> RunConfig:
     """The run's config (resolved before the start) against the launched server: its URL, cold, with the cold
     start in the record."""
+    secrets = log_secrets(srv.argv, config)
     return dataclasses.replace(
         config,
         target=dataclasses.replace(config.target, url=srv.url),
         cold=True,
         record_events=(("cold_start", srv.cold_start),),
-        server_log=lambda: srv.tail(40),
+        server_log=lambda: scrub_lines(srv.tail(40), secrets),  # shown, and shared by /snapshot
         server_exit=lambda: _died_message(srv) if _died(srv) else None,
     )
+
+
+def log_secrets(argv: Sequence[str], config: RunConfig | None = None) -> tuple[str, ...]:
+    """Every secret a launched server's output may hold: its arguments' keys (``--api-key X``), the keys in
+    ramp's environment (which it inherits), and the run's own (``--api-key-env``, the URL's password)."""
+    from loadgen.observe.share import target_secrets
+
+    own = target_secrets(config.target) if config is not None else ()
+    return (*arg_secrets(argv), *env_secrets(os.environ), *own)
 
 
 def _run_launched(resolved: RunConfig, srv: Launched, flags: RunFlags) -> int:

@@ -63,6 +63,14 @@ _SECRET_PARAMS = re.compile(
 _BEARER = re.compile(r"(?P<name>\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 # RFC 7617's token68 after "Basic": base64 of user:password, decodable, so as secret as the password itself.
 _BASIC = re.compile(r"(?P<name>\bBasic\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# A server logging its arguments or settings: "--api-key X", "--hf-token=X", "HF_TOKEN=X", vLLM's
+# "non-default args: {'api_key': 'X'}" (a list too: ['X']), a JSON "token": "X".
+_WORD = r"(?:api[_-]?key|token|secret|password|passwd)"
+_FLAG_VALUE = re.compile(rf"(?P<name>--?(?:[\w-]*[-_])?{_WORD}(?:=|\s+))(?!-)[^\s'\",]+", re.IGNORECASE)
+_ENV_VALUE = re.compile(
+    r"(?P<name>\b(?:[A-Z0-9_]*_)?(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)=)[^\s'\",;&#]+"
+)
+_DICT_VALUE = re.compile(rf"(?P<name>['\"]\w*{_WORD}['\"]\s*:\s*\[?\s*['\"])[^'\"]+", re.IGNORECASE)
 
 
 # ------------------------------------------------------------------------------------------- identity
@@ -146,7 +154,8 @@ def target_root(target: Target) -> str:
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with credentials masked: each of ``secrets`` verbatim, ``user:pass@`` in URLs, secret-looking
-    query parameters (``api_key=``, ``key=``, ``token=``...), Bearer tokens and Basic credentials."""
+    query parameters (``api_key=``, ``key=``, ``token=``...), Bearer tokens and Basic credentials, and the
+    values of key-like flags, variables and settings (``--api-key X``, ``HF_TOKEN=X``, ``'api_key': 'X'``)."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, MASK)
@@ -158,6 +167,8 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
         text = _BEARER.sub(lambda m: m["name"] + MASK, text)
     if "asic" in text:
         text = _BASIC.sub(lambda m: m["name"] + MASK, text)
+    for pattern in (_FLAG_VALUE, _ENV_VALUE, _DICT_VALUE):
+        text = pattern.sub(lambda m: m["name"] + MASK, text)
     return text
 
 

@@ -26,6 +26,7 @@ from loadgen.target.http import (
     target_url,
     url_secrets,
 )
+from loadgen.target.secrets import scrub_cut
 from loadgen.types import Target, replica_name
 
 if TYPE_CHECKING:
@@ -120,13 +121,20 @@ async def probe_one(target: Target, timeout_s: float = 5.0) -> ServerInfo:
     )
 
 
+def _secrets(target: Target) -> tuple[str, ...]:
+    return (api_key(target.api_key_env), *url_secrets(target.url))
+
+
 def _unreachable(target: Target, error: str, status: int | None = None) -> ServerInfo:
     return ServerInfo(
-        url=target_root(target),
-        reachable=False,
-        http_status=status,
-        error=scrub(error, (api_key(target.api_key_env), *url_secrets(target.url))),
+        url=target_root(target), reachable=False, http_status=status, error=scrub(error, _secrets(target))
     )
+
+
+def _shown(target: Target, body: bytes, chars: int) -> str:
+    """The start of an answer's body on one line, scrubbed before it is cut (a cut secret escapes its mask)."""
+    text = " ".join(body[:4096].decode("utf-8", "replace").split())
+    return scrub_cut(text, _secrets(target), chars, was_cut=len(body) > 4096)
 
 
 async def _models(
@@ -170,7 +178,7 @@ async def _models(
     except strict_json.JsonError as exc:  # nested past the recursion limit, an integer too long
         return _unreachable(target, f"{base}/v1/models did not return a model list ({exc})", resp.status_code)
     except (ValueError, KeyError, TypeError):
-        text = " ".join(body[:400].decode("utf-8", "replace").split())[:120]
+        text = _shown(target, body, 120)
         return _unreachable(
             target,
             f"{base}/v1/models did not return a model list ({text!r}): is this an OpenAI-compatible server?",
@@ -194,7 +202,7 @@ def _status_failure(target: Target, status: int, body: bytes) -> ServerInfo | No
             status,
         )
     if status != 200:
-        text = " ".join(body[:400].decode("utf-8", "replace").split())[:200]
+        text = _shown(target, body, 200)
         return _unreachable(target, f"{models_url} answered HTTP {status}: {text}", status)
     return None
 

@@ -16,6 +16,8 @@ behaves as the environment says:
     FAKE_ESCAPE_PID_FILE=F    fork twice, the middle one after setsid(): a grandchild outside the server's
                               process group, session and tree (handed to init), ignoring SIGTERM, its
                               stdout still the server's; its pid is written to F
+    FAKE_ARGV_EVERY_S=S       print its arguments (and $HF_TOKEN) again every S seconds, as a server that
+                              logs its settings, so that they stay in the last lines ramp keeps
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -118,6 +121,16 @@ def main(kind: str) -> None:
     model = _arg(argv, "--model-path" if kind == "sglang" else "--model", "fake-model")
     host, port = _arg(argv, "--host", "127.0.0.1"), int(_arg(argv, "--port", "0"))
     print("FAKE-ARGV " + json.dumps(argv), flush=True)
+    if os.environ.get("FAKE_ARGV_EVERY_S"):
+        every = float(os.environ["FAKE_ARGV_EVERY_S"])
+        said = f"FAKE-ARGV {json.dumps(argv)} HF_TOKEN={os.environ.get('HF_TOKEN', '')}"
+
+        def again() -> None:
+            while True:
+                time.sleep(every)  # the server's own logging pace
+                print(said, flush=True)
+
+        threading.Thread(target=again, daemon=True).start()
     if os.environ.get("FAKE_IGNORE_TERM"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if os.environ.get("FAKE_PID_FILE"):
