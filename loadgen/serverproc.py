@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import os
 import secrets
 import shlex
@@ -35,6 +34,7 @@ from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING
 
+from loadgen import strict_json
 from loadgen.childproc import LAUNCH_MARK, child_popen_args, ignores_signal, left_behind, signal_each
 from loadgen.runtimes import LAUNCHABLE
 
@@ -297,7 +297,7 @@ class Launched:
             # SGLang answers /health before its warm-up request is through; the model list is the
             # last thing both runtimes serve, and what the load needs.
             resp = client.get(self.url + "/v1/models")
-            return resp.status_code == 200 and bool(resp.json().get("data"))
+            return resp.status_code == 200 and bool(strict_json.loads(resp.content).get("data"))
         except (httpx.HTTPError, ValueError, AttributeError):
             return False
 
@@ -309,7 +309,7 @@ class Launched:
         try:
             with httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False) as client:
                 if not model:
-                    models = client.get(self.url + "/v1/models").json().get("data") or []
+                    models = strict_json.loads(client.get(self.url + "/v1/models").content).get("data") or []
                     model = models[0]["id"] if models else self.model
                 body = {
                     "model": model,
@@ -325,7 +325,7 @@ class Launched:
                         if not line.startswith("data:") or line.strip() == "data: [DONE]":
                             continue
                         try:
-                            doc = json.loads(line[5:])
+                            doc = strict_json.loads(line[5:])
                         except ValueError:
                             continue
                         choices = doc.get("choices") or []
