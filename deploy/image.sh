@@ -8,7 +8,12 @@
 #   deploy/image.sh smoke           in one `buildah run` of the image, as its user, with no terminal:
 #                                   `ramp --version`, then `ramp sim --port 0` and a headless two-step run
 #                                   against it, its record on a mounted folder; the record is checked here
-#   deploy/image.sh test [WHEEL]    build, smoke, then remove the image (.ci/run's step g)
+#   deploy/image.sh ray-smoke       (an image with the ray extra) in one `buildah run`, as its user: a Ray
+#                                   head on 127.0.0.1 (`ray start --head`, its job server) and `ray job submit`
+#                                   of a two-step headless `ramp run --ray` against `ramp sim`, through the Jobs
+#                                   API as KubeRay's RayJob submits it; the record is checked here
+#   deploy/image.sh test [WHEEL]    build, smoke (and ray-smoke when the extras hold ray), then remove the
+#                                   image (.ci/run's step g, with RAMP_IMAGE_EXTRAS=ray)
 #
 # The base tarball is cached under ~/.cache/llm-ramp (named for what it holds, made again when missing):
 # mmdebstrap is most of a cold build. RAMP_IMAGE=NAME:TAG names the image (default llm-ramp:0.1.0-ci);
@@ -133,16 +138,89 @@ print(f"image.sh: the record left in /runs: {len(steps)} steps, requests ok {[ok
 PY
 }
 
+# Inside the container: the simulator, then a Ray head on 127.0.0.1 only (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0:
+# otherwise Ray turns 127.0.0.1 into the machine's address and listens everywhere), every port of it free
+# ones, in a session of its own (setsid) that is killed at the end: `ray start --block` ignores SIGTERM, and
+# `ray stop` would stop every Ray on the machine (a chroot shares the host's processes). Then `ray job
+# submit` through the dashboard's Jobs API (ray[default]; minimal Ray has no job server) of a two-step
+# headless run with its workers as Ray actors; the job's exit is ramp's.
+# shellcheck disable=SC2016  # expanded inside the container
+inside_ray='set -e
+free() { python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])"; }
+ramp sim --preset fast --speed 20 --port 0 >/tmp/sim.out 2>&1 &
+sim=$!
+for _ in $(seq 100); do
+    url="$(sed -n "s/^READY \(http[^ ]*\).*/\1/p" /tmp/sim.out)"
+    [ -n "$url" ] && break
+    sleep 0.1
+done
+[ -n "$url" ] || { cat /tmp/sim.out; exit 3; }
+dash=$(free)
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 setsid ray start --head --block --node-ip-address 127.0.0.1 \
+    --port "$(free)" --dashboard-host 127.0.0.1 --dashboard-port "$dash" \
+    --dashboard-agent-listen-port "$(free)" --ray-client-server-port "$(free)" \
+    --num-cpus 2 --disable-usage-stats --temp-dir /tmp/ray >/tmp/head.out 2>&1 &
+head=$!
+up=""
+for _ in $(seq 240); do
+    python3 -c "import urllib.request as u; u.urlopen(\"http://127.0.0.1:$dash/api/version\", timeout=2)" 2>/dev/null && { up=1; break; }
+    kill -0 $head 2>/dev/null || break
+    sleep 0.5
+done
+[ -n "$up" ] || { tail -30 /tmp/head.out; kill -KILL -$head 2>/dev/null; exit 3; }
+rc=0
+timeout 240 ray job submit --address "http://127.0.0.1:$dash" --submission-id ramp-image-smoke -- \
+    ramp run "$url" --headless --ray --workers 2 --steps 1,2 --step-seconds 1.5 --warmup 0.5 --seed 1 \
+    --out /runs/ray-job.jsonl </dev/null || rc=$?
+kill -KILL -$head  # its whole session (dash: no "--" before a negative pid)
+kill $sim
+cp /runs/ray-job.jsonl /out/ 2>/dev/null || true
+exit $rc'
+
+ray_smoke() {
+    local out rc=0 ctr
+    out="$(mktemp -d "${TMPDIR:-/tmp}/ramp-image-ray.XXXXXX")"
+    chown 10001:10001 "$out"
+    ctr="$(buildah from --quiet "$image")"
+    buildah run --isolation chroot --env OPENAI_API_KEY=sk-ci-not-a-real-key-0123456789 \
+        --volume "$out:/out" "$ctr" -- sh -c "$inside_ray" </dev/null >"$out/output.txt" 2>&1 || rc=$?
+    buildah rm "$ctr" >/dev/null
+    tail -25 "$out/output.txt"
+    # the job's exit is ramp's: 0 (every step met the SLO) or 1 (one did not) are both a finished run
+    if [ $rc -ne 0 ] && ! grep -q "failed with exit code 1" "$out/output.txt"; then
+        say "the Ray job in the image exited $rc"
+        rm -rf "$out"
+        return 1
+    fi
+    grep -rq "sk-ci-not-a-real-key" "$out" && { say "the key was printed or saved"; rm -rf "$out"; return 1; }
+    "$python" - "$out/ray-job.jsonl" <<'PY' || rc=$?
+import json, sys
+(path,) = sys.argv[1:]
+lines = [json.loads(line) for line in open(path, encoding="utf-8")]
+fleet = lines[0]["fleet"]
+assert fleet["kind"] == "ray" and fleet["workers"] == 2 and fleet["address"].startswith("127.0.0.1:"), fleet
+steps = [(s["level"], s["ok"]) for s in lines if s.get("type") == "step"]
+assert len(steps) == 2 and all(ok > 0 for _level, ok in steps), f"steps (level, ok): {steps}"
+print(f"image.sh: the Ray job's record: {len(steps)} steps on {fleet['workers']} Ray actors, requests ok {[ok for _, ok in steps]}")
+PY
+    rm -rf "$out"
+    return $rc
+}
+
 case "${1:-}" in
 build) build "${2:-}" ;;
 smoke) smoke ;;
+ray-smoke) ray_smoke ;;
 test)
     trap 'buildah rmi "$image" >/dev/null 2>&1 || true' EXIT
     build "${2:-}"
     smoke
+    if [[ ",$extras," == *,ray,* ]]; then
+        ray_smoke
+    fi
     ;;
 *)
-    echo "usage: deploy/image.sh build [WHEEL] | smoke | test [WHEEL]" >&2
+    echo "usage: deploy/image.sh build [WHEEL] | smoke | ray-smoke | test [WHEEL]" >&2
     exit 2
     ;;
 esac

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,67 @@ def test_every_rayjob_pod_is_restricted_with_the_key_from_a_secret() -> None:
     volumes = {v["name"]: v for v in head["volumes"]}
     _, claims = job_and_claims()
     assert volumes[mounts["/runs"]]["persistentVolumeClaim"]["claimName"] in claims
+
+
+def restricted(pod: dict[str, Any]) -> None:
+    """The "restricted" Pod Security profile's demands on one pod spec."""
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    for container in pod["containers"]:
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+        assert sc.get("privileged", False) is False and sc.get("runAsUser", 1) != 0
+
+
+def test_the_rayjob_submitter_is_restricted_runs_the_same_image_and_holds_no_key() -> None:
+    job = rayjob()
+    submitter = job["spec"]["submitterPodTemplate"]["spec"]
+    restricted(submitter)
+    assert submitter["restartPolicy"] == "Never" and submitter["automountServiceAccountToken"] is False
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    (container,) = submitter["containers"]
+    assert container["image"] == head["containers"][0]["image"]  # its `ray job submit` is the cluster's Ray
+    assert "command" not in container and "args" not in container  # KubeRay's own, from `entrypoint`
+    env = {e["name"] for e in container.get("env", [])}
+    assert not [
+        name for name in env if re.search(r"KEY|TOKEN|SECRET|PASSW", name)
+    ]  # the driver runs on the head
+    res = container["resources"]
+    assert res["requests"] == res["limits"]
+    if container["securityContext"].get("readOnlyRootFilesystem"):
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/tmp" in mounts and container["env"][0] == {"name": "HOME", "value": "/tmp"}
+
+
+def test_the_image_with_the_ray_extra_has_ray_s_job_server() -> None:
+    """KubeRay submits through the Jobs API, the dashboard's: minimal Ray has none, ray[default] does."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
+    project = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
+    (ray,) = project["optional-dependencies"]["ray"]
+    assert re.match(r"ray\[[^\]]*\bdefault\b[^\]]*\]", ray), ray
+    script = (DEPLOY / "image.sh").read_text()
+    assert "ray job submit" in script and "--dashboard-host 127.0.0.1" in script
+    ci = (DEPLOY.parent / ".ci" / "run").read_text()
+    assert "RAMP_IMAGE_EXTRAS=ray" in ci  # step g builds the ray image and submits a run to it
+
+
+def test_a_prometheus_operator_finds_the_jobs_metrics_through_a_podmonitor() -> None:
+    job, _ = job_and_claims()
+    (monitor,) = [d for d in yaml.safe_load_all((DEPLOY / "k8s" / "podmonitor.yaml").read_text()) if d]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1" and monitor["kind"] == "PodMonitor"
+    template = job["spec"]["template"]
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    assert wanted.items() <= template["metadata"]["labels"].items()  # it selects the Job's pod
+    (container,) = template["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    parsed = build_parser().parse_args(container["args"])
+    assert ports[endpoint["port"]] == parsed.metrics_port  # the port ramp's --metrics-port serves
+    assert endpoint["path"] == template["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    interval = int(endpoint["interval"].removesuffix("s"))
+    assert interval <= 15 and int(endpoint["scrapeTimeout"].removesuffix("s")) < interval
