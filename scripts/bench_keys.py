@@ -5,11 +5,16 @@ levels S, S+1, ... with steps of an hour) in a tmux session of its own, at each 
 key sends it with ``tmux send-keys`` and reads the screen with ``capture-pane`` as fast as it can until the
 key's effect shows: the level in the header (n: the plan's next level; ↑, ↓, l N⏎), the auto-ramp word
 (a), PAUSED (space), the loop's name (o), in a run at 160x48; the histogram's title (m, w), the help screen
-(?) and the tab's panel (1-6), in another run at 80x24. Each press's latency is from just before send-keys to the end of the first
+(?) and the tab's panel (1-6), in another run at 80x24; the modal screens (d opens a step's details, e the
+errors in full, escape closes each) in a third run at 80x24 (``--only modal``). Each press's latency is from just before send-keys to the end of the first
 capture that shows the effect, so it includes tmux's own round trip (a capture is a few ms); presses are
 spaced by 0.25-0.5 s, spread so that they land all over the console's refresh period.
 
     python scripts/bench_keys.py [--streams 256 1024] [--presses 10] [--timeout 5] [--trace] [--only steering]
+                                 [--cotenant 8]
+
+``--cotenant N`` runs N busy processes beside the console for the whole benchmark (a machine shared with
+other work: a load average of about N plus the run's own); they end with it.
 
 ``--trace`` runs the console with ``RAMP_KEY_TRACE`` (``tui.keytrace``) and prints, per key, the median
 time of each stage: tmux and the pty (key: the app parsed the bytes), the app's queue (keyin), the action
@@ -135,6 +140,12 @@ def help_open(screen: list[str]) -> object:
     return any("ramp — keys" in line for line in screen)
 
 
+def modal_title(screen: list[str]) -> object:
+    """Which detail screen is open ("Step details", "Errors in full"), or None over the console."""
+    text = "\n".join(screen)
+    return "step" if "Step details" in text else "errors" if "Errors in full" in text else None
+
+
 def panel_title(screen: list[str]) -> object:
     """The first panel's title under the tabs (80x24: the line under the tabs' underline)."""
     return found(r"╭─ (.+?) ─", screen[7]) if len(screen) > 7 else None
@@ -203,6 +214,15 @@ def local_presses(presses: int) -> list[Press]:
     return out
 
 
+def modal_presses(presses: int) -> list[Press]:
+    """d opens a step's details, escape closes them; e the errors in full, escape closes them."""
+    out: list[Press] = []
+    for _ in range(presses):
+        out += [Press("d", ("d",), modal_title, want="step"), Press("escape (d)", ("Escape",), modal_title)]
+        out += [Press("e", ("e",), modal_title, want="errors"), Press("escape (e)", ("Escape",), modal_title)]
+    return out
+
+
 def gap(i: int) -> float:
     """0.25-0.5 s, spread evenly over the refresh period (the golden ratio's fractional steps)."""
     return 0.25 + 0.25 * ((i * 0.6180339887) % 1.0)
@@ -214,8 +234,12 @@ def run_at(
     """The steering keys in one run at 160x48, then the local keys in another at 80x24, both at ``streams``."""
     results: dict[str, Result] = {}
     count = 0
-    runs = [(WIDE, steering_presses(streams, presses)), (SMALL, local_presses(presses))]
-    runs = runs[:1] if only == "steering" else runs[1:] if only == "local" else runs
+    kinds = {
+        "steering": (WIDE, steering_presses(streams, presses)),
+        "local": (SMALL, local_presses(presses)),
+        "modal": (SMALL, modal_presses(presses)),
+    }
+    runs = list(kinds.values()) if only == "all" else [kinds[only]]
     for size, todo in runs:
         levels = ",".join(str(streams + i) for i in range(presses + 1))
         args = ["demo", "--preset", preset, "--steps", levels, "--step-seconds", "3600", "--warmup", "1"]
@@ -273,9 +297,9 @@ def stage_table(results: list[Result], trace: list[tuple[float, str]]) -> str:
         cells.append(ms(statistics.median(r.times_s)) if r.times_s else "–")
         rows.append(f"| {r.label} | " + " | ".join(cells) + " |")
         for sent in r.missed:  # where a press that timed out got to: the stages stamped after it was sent
-            seen = [f"{name} +{(at - sent) * 1000:.0f}" for at, name in trace if sent <= at <= sent + 30]
+            stamped = [f"{name} +{(at - sent) * 1000:.0f}" for at, name in trace if sent <= at <= sent + 30]
             rows.append(
-                f"|   {r.label} timed out, sent at {sent:.3f}: {', '.join(seen[:12]) or 'no stage'} |"
+                f"|   {r.label} timed out, sent at {sent:.3f}: {', '.join(stamped[:12]) or 'no stage'} |"
             )
     return "\n".join(rows)
 
@@ -312,7 +336,8 @@ def main() -> int:
         "--timeout", type=float, default=5.0, help="seconds a press waits for its effect (default 5)"
     )
     ap.add_argument("--preset", default="fast", help="the simulator's preset (default fast)")
-    ap.add_argument("--only", choices=("steering", "local", "all"), default="all", help="which keys")
+    ap.add_argument("--only", choices=("steering", "local", "modal", "all"), default="all", help="which keys")
+    ap.add_argument("--cotenant", type=int, default=0, help="busy processes beside the console (default 0)")
     ap.add_argument("--trace", action="store_true", help="time each stage (RAMP_KEY_TRACE, tui.keytrace)")
     opts = ap.parse_args()
     if shutil.which("tmux") is None:
@@ -322,15 +347,27 @@ def main() -> int:
         print("bench_keys: --presses and --streams must be at least 1, --timeout positive", file=sys.stderr)
         return 2
     results: list[Result] = []
-    with tempfile.TemporaryDirectory(prefix="ramp-bench-keys-") as tmp:
-        for streams in opts.streams:
-            results += run_at(
-                streams, opts.presses, opts.timeout, opts.preset, Path(tmp), opts.only, opts.trace
-            )
-            print(table([r for r in results if r.streams == streams]), flush=True)
-            print(flush=True)
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(0, opts.cotenant))
+    ]
+    try:
+        with tempfile.TemporaryDirectory(prefix="ramp-bench-keys-") as tmp:
+            results = run_all(opts, Path(tmp))
+    finally:
+        for hog in hogs:  # the co-tenant ends with the benchmark
+            hog.kill()
+            hog.wait()
     print(table(results))
     return 0
+
+
+def run_all(opts: argparse.Namespace, tmp: Path) -> list[Result]:
+    results: list[Result] = []
+    for streams in opts.streams:
+        results += run_at(streams, opts.presses, opts.timeout, opts.preset, tmp, opts.only, opts.trace)
+        print(table([r for r in results if r.streams == streams]), flush=True)
+        print(flush=True)
+    return results
 
 
 if __name__ == "__main__":

@@ -163,7 +163,10 @@ class RampApp(EngineActions):
         self._drawn = key
         self.shown_snapshot = snapshot
         console = self.screen_stack[0] if self.screen_stack else None
-        if isinstance(console, ConsoleScreen):
+        # Behind a detail or help screen the panels wait (dimmed, under the modal): their drawing would
+        # delay its keys under load. They catch up as it closes (``ConsoleScreen.on_screen_resume``).
+        covered = isinstance(self.screen, (DetailScreen, HelpScreen))
+        if isinstance(console, ConsoleScreen) and not covered:
             console.show(snapshot, self.view)
         if isinstance(self.screen, DetailScreen):
             self.screen.refresh_from(snapshot)

@@ -25,7 +25,7 @@ from tui.control import ControlPanel
 from tui.curve import CurvePanel
 from tui.errors import ErrorsPanel
 from tui.histogram_panel import HistogramPanel
-from tui.panel import SnapshotPanel
+from tui.panel import PanelHost, SnapshotPanel
 from tui.prompt import LinePrompt
 from tui.replicas import ReplicasPanel
 from tui.server import ServerPanel
@@ -183,6 +183,13 @@ class ConsoleScreen(Screen[None]):
         for panel in self.query(SnapshotPanel):
             if panel.STEERED or not steered_only:
                 panel.show(snapshot, view)
+
+    def on_screen_resume(self) -> None:
+        """Back from a modal: the panels, left as they were while it was open, draw the app's latest
+        snapshot just after this frame (the screen answers escape first)."""
+        app = self.app
+        if isinstance(app, PanelHost):
+            self.call_after_refresh(app.redraw, True)
 
     def show_again(self) -> None:
         if self.shown is not None:

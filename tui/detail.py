@@ -3,11 +3,16 @@
 Modal screens, so that no steering key reaches the engine while one is open; each redraws from the
 snapshot the app shows (``refresh_from``, called by the app on every redraw) and scrolls when its text is
 longer than the terminal. In the step view ← and → move between the finished steps and b jumps to the best.
+
+Under load (a loaded machine, many streams) building a report takes a while: the screen is pushed with a
+placeholder and filled after its first paint, so that d and e answer at once; the step view rebuilds only
+when what it shows changed (a finished step never does), the errors view at most every ``REBUILD_S``.
 """
 
 from __future__ import annotations
 
 import io
+import time
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
@@ -24,6 +29,8 @@ from tui.panel import PanelHost
 from tui.step_report import Look, step_report
 from tui.steps import starred
 
+REBUILD_S = 1.0  # the errors view's figures move with every snapshot: redrawn at most this often
+
 
 class DetailScreen(ModalScreen[None]):
     """A scrolling report over the latest snapshot; escape (or the key that opened it) closes it."""
@@ -35,17 +42,26 @@ class DetailScreen(ModalScreen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.report: RenderableType = Text("")
+        self.built: object = None  # what the report was built from (``content_key``)
+        self.built_at = 0.0
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog detail"):
             yield Label(self.TITLE, classes="dialog-title", id="detail-title")
-            yield Static(id="detail-body")
+            yield Static(Text("…"), id="detail-body")  # filled after the first paint (``on_mount``)
             yield Static("escape closes · ↑ ↓ pgup pgdn scroll", classes="dialog-help", id="detail-keys")
 
     def on_mount(self) -> None:
+        self.call_after_refresh(self.fill)
+
+    def fill(self) -> None:
         host = self.app
-        if isinstance(host, PanelHost) and host.shown_snapshot is not None:
-            self.refresh_from(host.shown_snapshot)
+        if isinstance(host, PanelHost) and host.shown_snapshot is not None and self.is_attached:
+            self.refresh_from(host.shown_snapshot, force=True)
+
+    def content_key(self, snapshot: Snapshot) -> object:
+        """What the report is built from: the same key, no rebuild. None: rebuilt at most every REBUILD_S."""
+        return None
 
     def look(self) -> Look:
         get = self.get_component_rich_style
@@ -57,7 +73,17 @@ class DetailScreen(ModalScreen[None]):
             dim=get("detail--dim", partial=True),
         )
 
-    def refresh_from(self, snapshot: Snapshot) -> None:
+    def refresh_from(self, snapshot: Snapshot, force: bool = False) -> None:
+        if not self.query("#detail-body"):
+            return  # pushed but not composed yet, or being taken down (a redraw can fall in between)
+        key = self.content_key(snapshot)
+        now = time.monotonic()
+        if not force and self.built_at:
+            if key is not None and key == self.built:
+                return
+            if key is None and now - self.built_at < REBUILD_S:
+                return
+        self.built, self.built_at = key, now
         title, self.report = self.build(snapshot)
         self.query_one("#detail-title", Label).update(Text(title))  # names from a record: data
         self.query_one("#detail-body", Static).update(self.report)
@@ -94,6 +120,11 @@ class StepDetail(DetailScreen):
         self.position = position  # into Snapshot.steps; None follows the latest
         self.snapshot: Snapshot | None = None
 
+    def content_key(self, snapshot: Snapshot) -> object:
+        # finished steps never change: new ones, the best, the SLO and the step looked at do
+        errors = tuple(sorted(snapshot.latest_errors.items()))  # a step's kinds name the run's latest message
+        return (self.position, len(snapshot.steps), snapshot.best_step, snapshot.slo, errors)
+
     def build(self, snapshot: Snapshot) -> tuple[str, RenderableType]:
         self.snapshot = snapshot
         steps = snapshot.steps
@@ -117,7 +148,7 @@ class StepDetail(DetailScreen):
         last = len(self.snapshot.steps) - 1
         current = last if self.position is None else self.position
         self.position = max(0, min(last, current + by))
-        self.refresh_from(self.snapshot)
+        self.refresh_from(self.snapshot, force=True)
 
     def action_best(self) -> None:
         if self.snapshot is None:
@@ -127,7 +158,7 @@ class StepDetail(DetailScreen):
             self.notify("no best step under the SLO yet", timeout=2)
             return
         self.position = best
-        self.refresh_from(self.snapshot)
+        self.refresh_from(self.snapshot, force=True)
 
 
 class ErrorsDetail(DetailScreen):

@@ -49,6 +49,8 @@ class PanelHost(Protocol):
     view: ViewState
     basic_glyphs: bool
 
+    def redraw(self, force: bool = False) -> None: ...
+
 
 class SnapshotPanel(Widget):
     """A widget that renders a part of the latest ``Snapshot``."""

@@ -9,18 +9,23 @@ from dataclasses import replace
 
 import pytest
 from rich.color import ColorSystem
+from rich.console import RenderableType
 from rich.style import Style
+from textual.widgets import Label, Static
 from textual.widgets._footer import FooterKey
 from tui_fakes import FakeEngine, judged_steps, make_snapshot, server_telemetry, text_of, window
 
 from loadgen.report import format_step_table
-from loadgen.snapshot import GPUSample, HistogramView, Percentiles
+from loadgen.snapshot import GPUSample, HistogramView, Percentiles, Snapshot
 from tui.app import RampApp
+from tui.console import ConsoleScreen
+from tui.detail import ErrorsDetail, StepDetail
 from tui.histogram import render_histogram
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
 from tui.server import ServerPanel
 from tui.throughput import ThroughputPanel
+from tui.view import ViewState
 
 # Mocks of the first seconds of a step: 2, 6 and 12 samples in a narrow 52-72 ms span, where no 1-2-5
 # decade tick lies; p95 == p99 at a handful of samples (one column, one label).
@@ -193,3 +198,66 @@ def test_the_exit_table_says_wait_max_8_not_8_00() -> None:
     header, *rows = table.splitlines()
     assert "wait max" in header
     assert any(re.search(r"\b8\b", row) for row in rows) and "8.00" not in table, table
+
+
+# ---- modal screens under load -----------------------------------------------------------------------------
+
+
+async def test_a_detail_screen_is_drawn_first_and_rebuilt_only_when_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30: at load ~10 with 128 streams d, e and escape took 3-4 s: the report was built before the
+    screen was drawn, rebuilt on every redraw, and the panels behind the modal redrew too. Now the modal
+    comes up with a placeholder, the step view is built once per change, the panels wait behind it and
+    catch up as it closes."""
+    builds: list[str] = []
+    shows: list[int] = []
+    build, show = StepDetail.build, ConsoleScreen.show
+
+    def counted_build(self: StepDetail, snapshot: Snapshot) -> tuple[str, RenderableType]:
+        builds.append(str(self.query_one("#detail-body", Static).render()))  # what was on screen before
+        return build(self, snapshot)
+
+    def counted_show(self: ConsoleScreen, snapshot: Snapshot, view: ViewState, **kw: bool) -> None:
+        shows.append(snapshot.seq)
+        show(self, snapshot, view, **kw)
+
+    monkeypatch.setattr(StepDetail, "build", counted_build)
+    monkeypatch.setattr(ConsoleScreen, "show", counted_show)
+    app = RampApp(refresh_hz=4.0)
+    engine = FakeEngine(make_snapshot(steps=judged_steps()), on_snapshot=app.snapshot_callback)
+    app.attach(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, StepDetail)
+        assert builds == ["…"]  # pushed with a placeholder, filled after its first paint
+        shows.clear()
+        for seq in range(2, 7):  # new snapshots, the same finished steps
+            engine.snapshot = replace(engine.snapshot, seq=seq)
+            engine.publish()
+            app.redraw(force=True)
+            await pilot.pause()
+        assert len(builds) == 1 and shows == []
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ConsoleScreen) and shows and shows[-1] == 6
+
+
+async def test_a_redraw_between_pushing_a_detail_screen_and_its_compose_is_harmless() -> None:
+    """Under load the bench's e right after d ended the console: NoMatches '#detail-title' on StepDetail (a
+    redraw reached a detail screen that was pushed but not composed, or being taken down)."""
+    app = RampApp(refresh_hz=4.0)
+    engine = FakeEngine(make_snapshot(steps=judged_steps()), on_snapshot=app.snapshot_callback)
+    app.attach(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.action_step_detail()
+        app.redraw(force=True)  # before the screen composed
+        await pilot.pause()
+        app.action_error_detail()
+        app.redraw(force=True)
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ErrorsDetail) and app.is_running
+        assert "Errors in full" in str(app.screen.query_one("#detail-title", Label).render())
