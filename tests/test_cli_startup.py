@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-HEAVY = {"numpy", "textual", "rich", "hdrh", "httpx", "aiohttp", "openai", "asyncio", "loadgen.run.engine"}
+HEAVY = {"numpy", "textual", "rich", "hdrh", "httpx", "aiohttp", "openai", "loadgen.run.engine", "tui"}
 # the ramp entry point as its console script runs it, the loaded modules written to stderr at exit
 PROBE = (
     "import atexit, json, sys\n"

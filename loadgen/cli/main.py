@@ -31,9 +31,10 @@ import argparse
 import dataclasses
 import difflib
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from loadgen import __version__
 from loadgen.check.flags import DESCRIPTION as CHECK_HELP
@@ -89,44 +90,52 @@ def build_parser() -> argparse.ArgumentParser:
     return build_parsers()[0]
 
 
-def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The ``ramp`` parser and each subcommand's, by name (``ramp completion`` and the tests read them)."""
+def build_parsers(
+    sim: argparse.ArgumentParser | None = None, profile_names: Sequence[str] = ()
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``ramp`` parser and each subcommand's, by name (``ramp completion`` and the tests read them).
+    ``ramp completion`` gives the simulator's own parser (``sim``), whose flags ``ramp sim`` then shows, and
+    the built-in profiles' names, which ``ramp profiles show`` then offers."""
     parser = argparse.ArgumentParser(prog="ramp", description="Live load testing of LLM inference servers.")
     parser.add_argument("--version", action="version", version=f"ramp {__version__}")
     sub = parser.add_subparsers(dest="command")
+    # completing, a flag may be declared again with what to complete (`completion_script`): the later wins
+    handler = "resolve" if profile_names else "error"
 
-    demo = sub.add_parser("demo", help=DEMO_HELP, description=DEMO_HELP)
+    def add_parser(name: str, **options: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, conflict_handler=handler, **options)
+
+    demo = add_parser("demo", help=DEMO_HELP, description=DEMO_HELP)
     add_run_flags(demo, url=False)
     demo.add_argument_group("simulator").add_argument(
         "--preset", default="h200-llama8b", help="simulator preset (h200-llama8b, tiny-cpu, fast)"
     )
 
-    run = sub.add_parser("run", help="ramp a server (console, or --headless)")
+    run = add_parser("run", help="ramp a server (console, or --headless)")
     add_run_flags(run)
 
-    sub.add_parser("sim", help="serve the simulator (ramp sim --help: its engine and fault flags)")
+    sim_help = "serve the simulator (ramp sim --help: its engine and fault flags)"
+    add_parser("sim", help=sim_help, parents=[sim] if sim else [], add_help=sim is None)
 
-    prof = sub.add_parser("profiles", help="list built-in profiles, or show one")
+    prof = add_parser("profiles", help="list built-in profiles, or show one")
     prof.add_argument("action", nargs="?", choices=["list", "show"], default="list")
-    prof.add_argument("name", nargs="?")
+    prof.add_argument("name", nargs="?", choices=list(profile_names) or None)
 
-    _add_record_commands(sub.add_parser)
-    _add_selftest(sub.add_parser)
-    add_launch_flags(sub.add_parser("launch", help=LAUNCH_HELP, description=LAUNCH_DESCRIPTION))
-    check = sub.add_parser(
-        "check", help="spot-check a deployment through the OpenAI SDK", description=CHECK_HELP
-    )
+    _add_record_commands(add_parser)
+    _add_selftest(add_parser)
+    add_launch_flags(add_parser("launch", help=LAUNCH_HELP, description=LAUNCH_DESCRIPTION))
+    check = add_parser("check", help="spot-check a deployment through the OpenAI SDK", description=CHECK_HELP)
     add_check_flags(check)
 
-    replay = sub.add_parser("replay", help="the console on a finished record: ← → between its steps")
+    replay = add_parser("replay", help="the console on a finished record: ← → between its steps")
     replay.add_argument("file", metavar="RECORD", help="a run record (JSONL)")
-    attach = sub.add_parser(
+    attach = add_parser(
         "attach", help="a read-only console on a running ramp (its --metrics-port): steers nothing"
     )
     attach.add_argument(
         "target", metavar="TARGET", help="HOST:PORT (or http://HOST:PORT) of the run's --metrics-port"
     )
-    completion = sub.add_parser(
+    completion = add_parser(
         "completion", help='shell completion: eval "$(ramp completion bash)" (zsh, fish alike)'
     )
     completion.add_argument(
@@ -138,30 +147,18 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
 def completion_script(shell: str) -> str:
     """``ramp completion SHELL``: shtab's script from this parser, with what parsing alone does not know —
     ``ramp sim``'s own flags (it parses them itself: ``loadgen.sim.__main__``) and the built-in profile
-    names for ``--profile`` and ``ramp profiles show`` (a profile's .toml file still completes in bash)."""
+    names for ``--profile`` and ``ramp profiles show``. The parser built here completes and never parses."""
     import shtab
 
     from loadgen.profile import builtin_profile_names
     from loadgen.sim.__main__ import build_parser as sim_parser
 
-    parser, commands = build_parsers()
-    sim = commands["sim"]
-    for action in sim_parser()._actions:  # argparse has no public way to copy a parser's flags
-        if action.option_strings and "-h" not in action.option_strings:
-            sim._add_action(action)
-    names = " ".join(builtin_profile_names())
-    complete = {  # shtab's form: what each shell runs to complete, and a bash function it defines once
-        "bash": "_ramp_profiles",
-        "zsh": f"({names})",
-        "fish": f"(printf '%s\\n' {names})",
-        "preamble": {"bash": f'_ramp_profiles() {{ compgen -W "{names}" -- "$1"; compgen -f -- "$1"; }}'},
-    }
+    names = builtin_profile_names()
+    parser, commands = build_parsers(sim=sim_parser(), profile_names=names)
     for command in commands.values():
-        for action in command._actions:
-            if "--profile" in action.option_strings or (
-                command is commands["profiles"] and action.dest == "name"
-            ):
-                action.complete = complete  # type: ignore[attr-defined]  # shtab reads this attribute
+        if command.get_default("profile") is not None:  # run, demo, launch, check
+            # the same flag again, now with the names to complete (it replaces the first)
+            command.add_argument("--profile", choices=names, help="a built-in profile (or a .toml file)")
     return str(shtab.complete(parser, shell=shell))
 
 
@@ -281,8 +278,8 @@ def _looks_like_a_target(word: str) -> bool:
 def _unknown_arguments(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> NoReturn:
     """Arguments the command does not take, said under that command's usage (exit 2), each unknown flag with
     the nearest one it has. A flag's value is masked when it may be a secret (``--api-key X``)."""
-    # argparse has no public list of a parser's flags; its actions are what `--help` prints
-    known = sorted({opt for action in parser._actions for opt in action.option_strings})
+    # argparse has no public list of a parser's flags: they are the ones its --help prints
+    known = sorted(set(re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", parser.format_help())))
     hints = []
     for arg in unknown:
         flag = arg.partition("=")[0]
