@@ -316,6 +316,9 @@ def _step_line(metrics: object, _clauses: object) -> tuple[StepKey, ...]:
             only_if=lambda s: s.client_bound and bool(s.bound_reason),
         ),
         StepKey("server", _step(lambda s: dict(s.server)), dict, "server", {}),
+        # the client's TTFT beside the server's queue, prefill and TTFT; and the limit's diagnosis (analysis/)
+        StepKey("ttft_split", _step(lambda s: dict(s.ttft_split)), dict, "ttft_split", {}, only_if=lambda s: bool(s.ttft_split)),
+        StepKey("diagnosis", _step(lambda s: dict(s.diagnosis)), dict, "diagnosis", {}, only_if=lambda s: bool(s.diagnosis)),
         StepKey("marks", _step(lambda s: list(s.marks)), tuple, "marks", ()),
         # Every metric's percentiles and its encoded histogram: read back together into ``stats.hist`` (the
         # drawing bins are recomputed from the histogram), see ``_views``.

@@ -229,6 +229,10 @@ class StepSummary:
     # each step-line percentile and rate with its 95 % interval (``loadgen.metrics.slices``): ttft_p95_ms,
     # out_tok_s ...; empty for a record written before margins existed
     margins: Mapping[str, Interval] = EMPTY
+    # the client's TTFT beside the server's own TTFT, queue and prefill time (``loadgen.analysis.ttft_split``)
+    ttft_split: Mapping[str, object] = EMPTY
+    # the limiting mechanism: kind, confidence, evidence, first_checks (``loadgen.analysis.diagnosis``)
+    diagnosis: Mapping[str, object] = EMPTY
 
     @property
     def clean(self) -> bool:

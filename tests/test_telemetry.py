@@ -40,7 +40,7 @@ def test_vllm_under_load_gauges_counters_and_conditions() -> None:
     assert r.counters["preemptions"] == 0
     assert r.counters["requests_finished"] == 18 and r.counters["finished.length"] == 18
     assert r.histograms["ttft_s"].count == 26
-    assert set(r.histograms) == {"ttft_s", "itl_s", "queue_s", "e2e_s"}
+    assert set(r.histograms) == {"ttft_s", "itl_s", "queue_s", "prefill_s", "e2e_s"}
     assert "spec_accepted" not in r.counters  # no speculative decoding: absent, not zero
     assert r.info["model"] == "tiny"
     assert r.info["block_size"] == "128" and r.info["kv_cache_tokens"] == "4096"

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from loadgen import measures
+from loadgen.analysis.diagnosis import StepFigures, diagnose
+from loadgen.analysis.ttft_split import ttft_split
 from loadgen.config import SLO, EndedBy, Mode, Phase
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.metrics.replicas import idle_replicas
@@ -436,7 +438,10 @@ class Steps:
             lost_requests=seg.lost_requests,
             settling_s=round(end.settling_s, 3),
             margins=margins,
+            ttft_split=ttft_split(stats.pct(measures.TTFT_MS), self.link.ttft_histograms(seg.t0_ns, t1_ns)),
         )
+        before = [StepFigures.of(s) for s in self.summaries]
+        summary = replace(summary, diagnosis=diagnose(StepFigures.of(summary), before))
         self.summaries.append(summary)
         self.best = best_step(self.summaries)
         return summary

@@ -18,6 +18,7 @@ from loadgen.snapshot import KVHeadroom, ServerTelemetry
 
 if TYPE_CHECKING:
     from loadgen.telemetry import TelemetryHub
+    from loadgen.telemetry.reading import CumulativeHistogram
 
 HUB_STOP_S = 10.0
 FIRST_SCRAPE_S = 3.0
@@ -168,6 +169,15 @@ class TelemetryLink:
             None if room is None or room.seqs_at_mean is None else float(room.seqs_at_mean)
         )
         return out
+
+    def ttft_histograms(self, t0_ns: int, t1_ns: int) -> dict[str, CumulativeHistogram]:
+        """The server's TTFT, queue and prefill histograms over a step's window (empty: none, or no hub)."""
+        if self.hub is None:
+            return {}
+        try:
+            return self.hub.ttft_histograms(t0_ns, t1_ns)
+        except Exception:
+            return {}
 
     def latest(self, step_t0_ns: int | None) -> ServerTelemetry | None:
         """The server panel's figures; with the measured step's start, its TTFT over that step too."""

@@ -42,6 +42,7 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "ttft_s": ("vllm:time_to_first_token_seconds",),
     "itl_s": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
     "queue_s": ("vllm:request_queue_time_seconds",),
+    "prefill_s": ("vllm:request_prefill_time_seconds",),  # scheduled -> first token (the TTFT split)
     "e2e_s": ("vllm:e2e_request_latency_seconds",),
 }
 BREAKDOWNS: dict[str, tuple[str, str, BreakdownKind]] = {

@@ -123,6 +123,8 @@ class SimCollector:
     def _histograms(self) -> Iterator[Metric]:
         st = self.server.engine.stats
         model = self.server.config.model
+        # the fixed-latency engine admits each request as it arrives (queue time 0): its prefill is its TTFT
+        prefill = st.ttft if self.server.engine.params.kind == "fixed" else st.prefill
         for name, doc, h in (
             ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", st.ttft),
             ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", st.itl),
@@ -130,6 +132,11 @@ class SimCollector:
                 "vllm:request_queue_time_seconds",
                 "Histogram of time spent in WAITING phase for request.",
                 st.queue,
+            ),
+            (
+                "vllm:request_prefill_time_seconds",
+                "Histogram of time spent in PREFILL phase for request.",
+                prefill,
             ),
             ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", st.e2e),
         ):

@@ -234,6 +234,7 @@ class GpuEngine:
         if seq.first_token_ns is None:
             seq.first_token_ns = end_ns
             self.stats.ttft.observe((end_ns - seq.arrival_ns) / 1e9)
+            self.stats.prefill.observe((end_ns - (seq.admitted_ns or seq.arrival_ns)) / 1e9)
         else:
             self.stats.itl.observe((end_ns - (seq.last_token_ns or end_ns)) / 1e9)
         seq.last_token_ns = end_ns

@@ -68,4 +68,6 @@ class EngineStats:
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS_S))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS_S))
     queue: Histogram = field(default_factory=lambda: Histogram(REQUEST_BUCKETS_S))
+    # admitted -> first token (vLLM's request_prefill_time_seconds); queue + prefill = TTFT for each request
+    prefill: Histogram = field(default_factory=lambda: Histogram(REQUEST_BUCKETS_S))
     e2e: Histogram = field(default_factory=lambda: Histogram(REQUEST_BUCKETS_S))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from loadgen.snapshot import KVHeadroom, ServerTelemetry
 from loadgen.telemetry import headroom, window
-from loadgen.telemetry.reading import Reading, SourceError
+from loadgen.telemetry.reading import CumulativeHistogram, Reading, SourceError
 from loadgen.telemetry.sources import Source
 
 log = logging.getLogger(__name__)
@@ -353,6 +353,10 @@ class TelemetryHub:
     def window_summary(self, t0_ns: int, t1_ns: int) -> dict[str, float | None]:
         """Figures for a step record line over ``[t0_ns, t1_ns]`` (see ``window.window_summary``)."""
         return window.window_summary(self._series(ok_only=False), t0_ns, t1_ns)
+
+    def ttft_histograms(self, t0_ns: int, t1_ns: int) -> dict[str, CumulativeHistogram]:
+        """The server's TTFT, queue and prefill histograms over a window (``window.ttft_histograms``)."""
+        return window.ttft_histograms(self._series(ok_only=False), t0_ns, t1_ns)
 
     def conditions(self) -> dict[str, object | None]:
         """The run's conditions for the record header; ``None`` where unknown (fill with ``--tag``)."""

@@ -39,7 +39,7 @@ COUNTERS = (
     "requests_finished",  # all finished requests (any reason)
     "requests_aborted",
 )
-HISTOGRAMS = ("ttft_s", "itl_s", "queue_s", "e2e_s")
+HISTOGRAMS = ("ttft_s", "itl_s", "queue_s", "prefill_s", "e2e_s")
 
 # Which panels a source may feed: a server's counters, GPU samples, or both (a page with both kinds of names).
 SourceKind = Literal["server", "gpu", "mixed"]

@@ -213,20 +213,32 @@ def window_summary(entries: Sequence[Series], t0_ns: int, t1_ns: int) -> dict[st
     return out
 
 
-def _server_window(server_all: list[Reading], t0_ns: int, t1_ns: int) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    inside = [r for r in server_all if t0_ns <= r.t_ns <= t1_ns]
+def edges(server_all: list[Reading], t0_ns: int, t1_ns: int) -> tuple[Reading, Reading] | None:
+    """The samples nearest the window's edges (the engine pokes the hub at each boundary, so these are
+    usually within a scrape's time of them): counters and histograms are their differences."""
     slack = int(max(5.0, 3 * interval_of(server_all)) * NS)
-    # Counters and histograms: the difference between the samples nearest the window's edges (the
-    # engine pokes the hub at each boundary, so these are usually within a scrape's time of them).
     start = min(
-        (r for r in server_all if t0_ns - slack <= r.t_ns <= t1_ns), key=lambda r: abs(r.t_ns - t0_ns)
+        (r for r in server_all if t0_ns - slack <= r.t_ns <= t1_ns),
+        key=lambda r: abs(r.t_ns - t0_ns),
+        default=None,
     )
+    if start is None:
+        return None
     last = min(
         (r for r in server_all if start.t_ns < r.t_ns <= t1_ns + slack),
         key=lambda r: abs(r.t_ns - t1_ns),
         default=start,
     )
+    return start, last
+
+
+def _server_window(server_all: list[Reading], t0_ns: int, t1_ns: int) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    inside = [r for r in server_all if t0_ns <= r.t_ns <= t1_ns]
+    found = edges(server_all, t0_ns, t1_ns)
+    if found is None:
+        return out
+    start, last = found
     span = [r for r in server_all if start.t_ns <= r.t_ns <= last.t_ns]
     if last is not start:
         out["server_span_s"] = (last.t_ns - start.t_ns) / NS
@@ -246,6 +258,32 @@ def _server_window(server_all: list[Reading], t0_ns: int, t1_ns: int) -> dict[st
     out["server_queue_p95_ms"] = ms(queue, 0.95)
     out["gen_tok_s"] = rate(span, "gen_tokens")
     out["prompt_tok_s"] = rate(span, "prompt_tokens")
+    return out
+
+
+# The parts of the server's TTFT, by their Reading names: the TTFT split (``loadgen.analysis.ttft_split``).
+TTFT_PARTS = (("server", "ttft_s"), ("queue", "queue_s"), ("prefill", "prefill_s"))
+
+
+def ttft_histograms(entries: Sequence[Series], t0_ns: int, t1_ns: int) -> dict[str, CumulativeHistogram]:
+    """The server's TTFT, queue-time and prefill-time histograms over ``[t0_ns, t1_ns]``: the differences
+    between the samples nearest the window's edges, as ``window_summary`` takes them ("server", "queue",
+    "prefill"; a part the server does not export, or that a restart or a change of buckets broke, is
+    absent)."""
+    server_all = first(
+        rs
+        for rs in ([r for r in rs if r.has_server] for rs in preferred(entries, "server"))
+        if any(t0_ns <= r.t_ns <= t1_ns for r in rs)
+    )
+    found = edges(server_all, t0_ns, t1_ns) if server_all is not None else None
+    if server_all is None or found is None or found[0] is found[1]:
+        return {}
+    span = [r for r in server_all if found[0].t_ns <= r.t_ns <= found[1].t_ns]
+    out = {}
+    for part, key in TTFT_PARTS:
+        hist = hist_window(span, key)
+        if hist is not None:
+            out[part] = hist
     return out
 
 
