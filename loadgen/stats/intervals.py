@@ -9,7 +9,8 @@ The method here is batch means over time slices of the step's window:
   token);
 * slices are grouped into ``batches`` consecutive batches (at most ``MAX_BATCHES``); while the batches'
   residuals are still correlated from one batch to the next (lag-1 autocorrelation above its 5 % critical
-  value), neighbours are merged and the number of batches halves, down to ``MIN_BATCHES``;
+  value), neighbours are merged and the number of batches halves, down to ``MIN_MERGED`` (an interval
+  merged below ``MIN_BATCHES`` is wider and flagged untrusted: correlation outlasts the step);
 * a **rate** (out tok/s, req/s, goodput) is a ratio of sums, Σ amount / Σ seconds: its variance is the
   ratio estimator's, from each batch's residual ``amount_b - R * seconds_b``;
 * a **percentile** ``q_p`` is read from the pooled histogram; its interval comes from the variance of the
@@ -50,6 +51,7 @@ FloatArray = npt.NDArray[np.float64]
 LEVEL = 0.95
 MAX_BATCHES = 32
 MIN_BATCHES = 8
+MIN_MERGED = 4  # merging for correlation stops here (such an interval is not trusted)
 # values beyond a percentile (on its far side) that its interval needs to be trusted
 MIN_TAIL = 8
 
@@ -108,13 +110,13 @@ def _lag1(e: FloatArray) -> float:
     return float(np.dot(e[:-1], e[1:])) / denom
 
 
-def _choose_batches(residuals: FloatArray, max_batches: int, min_batches: int) -> tuple[int, FloatArray]:
+def _choose_batches(residuals: FloatArray, max_batches: int, merge_to: int) -> tuple[int, FloatArray]:
     """The number of batches and their residual sums: merged while neighbours stay correlated."""
     b = min(residuals.size, max_batches)
     if b < 2:
         return b, batch_sums(residuals, max(b, 1))
     e = batch_sums(residuals, b)
-    while b >= 2 * min_batches and _lag1(e) > 1.645 / math.sqrt(b):
+    while b >= 2 * merge_to and _lag1(e) > 1.645 / math.sqrt(b):
         b //= 2
         e = batch_sums(residuals, b)
     return b, e
@@ -127,15 +129,17 @@ def ratio_interval(
     *,
     max_batches: int = MAX_BATCHES,
     min_batches: int = MIN_BATCHES,
+    merge_to: int = MIN_MERGED,
 ) -> Interval:
-    """Σ amounts / Σ seconds over time slices (a rate), with its batch-means interval."""
+    """Σ amounts / Σ seconds over time slices (a rate), with its batch-means interval. ``min_batches``: the
+    fewest batches an interval is trusted with; ``merge_to``: the fewest that merging for correlation leaves."""
     num = np.asarray(amounts, dtype=np.float64)
     den = np.asarray(seconds, dtype=np.float64)
     total = float(den.sum())
     if num.size == 0 or total <= 0:
         return Interval(math.nan, None, None, why="no window")
     rate = float(num.sum()) / total
-    b, e = _choose_batches(num - rate * den, max_batches, min_batches)
+    b, e = _choose_batches(num - rate * den, max_batches, merge_to)
     if b < 2:
         return Interval(rate, None, None, batches=b, n=num.size, why="one batch")
     se = math.sqrt(b / (b - 1) * float(np.dot(e, e))) / total
@@ -160,6 +164,7 @@ def quantile_interval(
     max_batches: int = MAX_BATCHES,
     min_batches: int = MIN_BATCHES,
     min_tail: int = MIN_TAIL,
+    merge_to: int = MIN_MERGED,
 ) -> Interval:
     """The ``p`` quantile (0 < p < 1) of histograms per time slice, with its batch-means interval.
 
@@ -182,7 +187,7 @@ def quantile_interval(
     value = float(hi_val[j])
     below = c[:, : j + 1].sum(axis=1).astype(np.float64)
     share = float(cum[j]) / total
-    b, e = _choose_batches(below - share * per_slice, max_batches, min_batches)
+    b, e = _choose_batches(below - share * per_slice, max_batches, merge_to)
     if b < 2:
         return Interval(value, None, None, batches=b, n=total, why="one batch")
     se = math.sqrt(b / (b - 1) * float(np.dot(e, e))) / total

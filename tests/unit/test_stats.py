@@ -76,7 +76,7 @@ def test_the_same_data_taken_as_independent_samples_is_not_covered(
     per-token ITL interval is) covers far less than 95 %: the coverage test above can fail."""
     counts = sliced_counts(correlated[:40, :600], 600)
     naive = [
-        quantile_interval(c, EDGES[1:], 0.5, lower=EDGES[:-1], max_batches=600, min_batches=600)
+        quantile_interval(c, EDGES[1:], 0.5, lower=EDGES[:-1], max_batches=600, min_batches=600, merge_to=600)
         for c in counts
     ]
     assert sum(iv.contains(0.0) for iv in naive) / 40 < 0.75
@@ -91,7 +91,7 @@ def test_rate_intervals_cover_the_true_mean(correlated: npt.NDArray[np.float64])
     coverage = sum(iv.contains(3.0) for iv in intervals) / REPS
     assert COVERAGE[0] <= coverage <= COVERAGE[1], coverage
     naive = [
-        ratio_interval(a, np.ones(SAMPLES), max_batches=SAMPLES, min_batches=SAMPLES)
+        ratio_interval(a, np.ones(SAMPLES), max_batches=SAMPLES, min_batches=SAMPLES, merge_to=SAMPLES)
         for a in correlated[:100] + 3.0
     ]
     assert sum(iv.contains(3.0) for iv in naive) / 100 < 0.7
@@ -150,3 +150,12 @@ def test_repeats_that_disagree_widen_their_combined_interval() -> None:
     assert agree.half_width is not None and apart.half_width is not None
     assert agree.half_width < 1.0  # two agreeing repeats: narrower than either
     assert apart.lo is not None and apart.hi is not None and apart.lo < 50.0 and apart.hi > 56.0
+
+
+def test_a_short_step_whose_slices_stay_correlated_is_merged_and_not_trusted() -> None:
+    """Ten slices, the rate shifting half-way (a server drifting within the step): neighbouring batches are
+    correlated, so they merge (five batches, a wider interval) and the interval is flagged."""
+    drifting = ratio_interval([1.0] * 5 + [3.0] * 5, [1.0] * 10)
+    assert drifting.batches == 5 and not drifting.trusted and drifting.why == "5 batches"
+    steady = ratio_interval([1.0, 3.0] * 5, [1.0] * 10)
+    assert steady.batches == 10 and steady.trusted
