@@ -32,6 +32,9 @@ PHASE_BADGES = {
     "idle": ("IDLE", "dim"),
 }
 IDLE_HINT = "idle: press ↑ or l to start a step"
+# ramp replay: the step looked at ("step 2/3") outlasts the run's message and the client verdict on a
+# narrow line (they are the same for every step; the step is what ← → change)
+REPLAY_STEP_KEEP = 9
 # An attached console that has not reached a live run's ramp for this long says the run may have ended.
 MAY_HAVE_ENDED_S = 15.0
 
@@ -175,7 +178,7 @@ def progress_line(
         piece(
             (DOT, dim),
             (step_label(snapshot.step_index, snapshot.step_count, None, auto=snapshot.auto_ramp), ""),
-            keep=7,
+            keep=7 if snapshot.selected is None else REPLAY_STEP_KEEP,  # a replay's "step 2/3" is where it is
         ),
     ]
     counting_down = snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure")

@@ -16,7 +16,7 @@ from textual.widgets._footer import FooterKey
 from tui_fakes import FakeEngine, judged_steps, make_snapshot, server_telemetry, text_of, window
 
 from loadgen.report import format_step_table
-from loadgen.snapshot import GPUSample, HistogramView, Percentiles, Snapshot
+from loadgen.snapshot import ClientHealth, GPUSample, HistogramView, Percentiles, Snapshot
 from tui.app import RampApp
 from tui.console import ConsoleScreen
 from tui.detail import ErrorsDetail, StepDetail
@@ -24,6 +24,7 @@ from tui.histogram import render_histogram
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
 from tui.server import ServerPanel
+from tui.status import progress_line
 from tui.throughput import ThroughputPanel
 from tui.view import ViewState
 
@@ -261,3 +262,19 @@ async def test_a_redraw_between_pushing_a_detail_screen_and_its_compose_is_harml
         await pilot.pause(0.2)
         assert isinstance(app.screen, ErrorsDetail) and app.is_running
         assert "Errors in full" in str(app.screen.query_one("#detail-title", Label).render())
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_replay_header_keeps_its_step_n_of_m(width: int) -> None:
+    """docs/console.md: in replay "the header says REPLAY and step 2/3"; a record that ended with a message
+    and a client-bound step lost it below 120 columns (the message's piece outlasted it, then went too)."""
+    looked_at = make_snapshot(
+        selected=1,
+        step_index=1,
+        step_count=3,
+        state="stopped",
+        message="stopped by the operator (q) after 2 of 3 steps",
+        health=ClientHealth(client_bound=True, reason="load worker at 99% CPU"),
+    )
+    line = progress_line(looked_at, width, {}).plain
+    assert "REPLAY" in line and "step 2/3" in line, line
