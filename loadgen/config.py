@@ -75,20 +75,28 @@ class SLO:
         lacking the figure misses a ceiling (no first token: never good) but is not held to a floor (no
         decode speed) nor to a clause over a subset it is not in (no tool call: TTFTC). ITL and the error
         rate are step-level figures, not judged per request."""
-        limits = self.as_dict()
+        for metric, bound, at_most, misses in self.per_request_limits():
+            value = values.get(metric)
+            if value is None:
+                if misses:
+                    return False
+            elif value > bound if at_most else value < bound:
+                return False
+        return True
+
+    def per_request_limits(self) -> tuple[tuple[str, float, bool, bool], ...]:
+        """What ``good`` holds a request to: (metric, limit in the metric's display unit, whether it is a
+        ceiling, whether a request lacking the figure misses it), for each clause that applies per request.
+        A worker reads it once (``Recorder``), not per request."""
+        limits = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = []
         for clause in measures.per_request_clauses():
             limit = limits[clause.key]
             if limit is None or (clause.yields_to and limits[clause.yields_to] is not None):
                 continue
-            value = values.get(clause.metric)
-            if value is None:
-                if clause.at_most and not clause.subset:
-                    return False
-                continue
-            bound = limit * clause.per
-            if value > bound if clause.at_most else value < bound:
-                return False
-        return True
+            bound = limit * clause.per if clause.per != 1.0 else limit
+            out.append((clause.metric, bound, clause.at_most, clause.at_most and not clause.subset))
+        return tuple(out)
 
 
 # The SLO's clauses in catalogue order (``measures.CLAUSES``); a unit test holds them equal to SLO's fields.

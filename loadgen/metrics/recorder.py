@@ -208,24 +208,32 @@ _SENT = measures.derived(
 _OK = measures.derived(
     lambda ms, _cs: tuple((m.name, m.value, m.splits) for m in ms if m.value is not None and not m.every_sent)
 )
-# The metrics a request is judged on per request (goodput: the SLO's per-request clauses), with how many
-# source units make one display unit.
-_GOODPUT = measures.derived(
-    lambda ms, cs: tuple(
-        (m.name, m.value, m.source_per_unit)
-        for m in ms
-        if m.value is not None and any(c.per_request and c.metric == m.name for c in cs)
-    )
-)
+Judged = tuple[tuple[Callable[[RequestResult], float | None], float, float, bool, bool], ...]
 
 
-def _judged(result: RequestResult) -> dict[str, float | None]:
-    """A success's figures the SLO judges per request, in display units (ms, tok/s)."""
-    judged: dict[str, float | None] = {}
-    for name, value_of, per_unit in _GOODPUT():
+def _judged(slo: SLO) -> Judged:
+    """What goodput holds a success to (``SLO.per_request_limits``), with how each figure is read from a
+    request: (its value, source units per display unit, limit, ceiling?, missing misses?), read once."""
+    out = []
+    for name, bound, at_most, misses in slo.per_request_limits():
+        metric = measures.metric(name)
+        if metric.value is not None:
+            out.append((metric.value, metric.source_per_unit, bound, at_most, misses))
+    return tuple(out)
+
+
+def _good(judged: Judged, result: RequestResult) -> bool:
+    """``SLO.good`` of one success, its figures read straight from the result (the hot path's)."""
+    for value_of, per_unit, bound, at_most, misses in judged:
         value = value_of(result)
-        judged[name] = None if value is None else value / per_unit if per_unit != 1.0 else value
-    return judged
+        if value is None:
+            if misses:
+                return False
+            continue
+        shown = value / per_unit if per_unit != 1.0 else value
+        if shown > bound if at_most else shown < bound:
+            return False
+    return True
 
 
 _PER_TOKEN = measures.derived(lambda ms, _cs: next(m.name for m in ms if m.value is None))
@@ -237,6 +245,7 @@ class Recorder:
     def __init__(self, worker_id: int = 0, slo: SLO | None = None) -> None:
         self.worker_id = worker_id
         self.slo = slo if slo is not None and not slo.is_empty() else None  # goodput's per-request limits
+        self._judged = None if self.slo is None else _judged(self.slo)
         self._reset()
 
     def _reset(self) -> None:
@@ -303,7 +312,7 @@ class Recorder:
         if outcome is Outcome.OK:
             counters["ok"] = counters.get("ok", 0) + 1
             counters["output_tokens"] = counters.get("output_tokens", 0) + result.output_tokens
-            if self.slo is not None and self.slo.good(**_judged(result)):
+            if self._judged is not None and _good(self._judged, result):
                 counters["good"] = counters.get("good", 0) + 1
                 counters["good_tokens"] = counters.get("good_tokens", 0) + result.output_tokens
             if not result.tokens_exact:
