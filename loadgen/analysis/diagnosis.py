@@ -297,7 +297,8 @@ def _with_server(now: StepFigures, before: Sequence[StepFigures], trend: Trend) 
             words.append(grown)
         words.append(decode_words)
         if kv is not None and kv >= KV_BUSY and "kv_cache" not in signs:
-            words.append(f"KV cache {fmt_pct(kv, 0)} full")
+            # waiting beside a nearly full cache: they wait for KV room, not for a batch slot
+            signs["kv_cache"] = [f"KV cache {fmt_pct(kv, 0)} full"]
         signs["queueing"] = words
     share = outside_share(now.split)
     outside = now.split.get("outside")

