@@ -5,11 +5,14 @@ way ``ramp demo`` does, runs the real engine behind ``RampApp`` under Textual's 
 the way the console's ``s`` key does (``tui.screenshot``): the SVG with its spaces fixed, a text capture
 (``.txt``) and a PNG (``rsvg-convert``, ``apt-get install librsvg2-bin``) into ``screenshots/``: the main
 screen at 160x48, 120x36, 80x24 and 60x20, every tab at 80x24, the step and errors detail views, and ``ramp
-attach``'s read-only console at 80x24 (fed from the run's ``/snapshot``, as ``--metrics-port`` shares it). A mark is
+attach``'s read-only console at 80x24 (fed from the run's ``/snapshot``, as ``--metrics-port`` shares it), and
+``ramp replay``'s screens of ``tests/fixtures/replay/run.jsonl`` (``tui.replay.REPLAY_SCREENS``: drawn from
+the record alone, so ``tests/unit/test_screenshots_current.py`` holds their committed text to the code). A mark is
 placed (``k``) during the run, so that the timeline shows one; the last step is held (auto-ramp off) once
 it has measured a while, so that every screen shows it measuring.
 
     python scripts/screenshots.py [--preset h200-llama8b] [--out screenshots] [--only attach-80x24,...]
+    python scripts/screenshots.py --replay-only   # the replay screens alone: seconds, no run
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ from loadgen.sim import spawn_sim_process  # noqa: E402
 from loadgen.snapshot import Snapshot  # noqa: E402
 from tui.app import RampApp  # noqa: E402
 from tui.attach import AttachApp  # noqa: E402
+from tui.replay import replay_screens  # noqa: E402
 from tui.screenshot import Saved, save_all  # noqa: E402
 
 # The last step is held (auto-ramp off, as the operator would) once it has measured MEASURED_S (histograms
 # filled, the server's history a few samples long) with at least HOLD_S of its window left: every screen is
 # taken while it measures, however long the screens take on a busy machine.
 HOLD_S = 3.0
+REPLAY_RECORD = ROOT / "tests" / "fixtures" / "replay" / "run.jsonl"
 MEASURED_S = 10.0
 WARMUP_S = 2.0
 
@@ -166,9 +171,15 @@ def main() -> int:
     parser.add_argument("--step-seconds", default="20")
     parser.add_argument("--timeout", type=float, default=240.0)
     parser.add_argument("--only", default="", help="save only these screens (names, comma-separated)")
+    parser.add_argument("--replay-only", action="store_true", help="only the replay screens (no run)")
     opts = parser.parse_args()
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
+    only = {name for name in opts.only.split(",") if name}
+    replayed = [(svg, out / f"{name}.svg") for name, svg in asyncio.run(replay_screens(str(REPLAY_RECORD)))]
+    if opts.replay_only:
+        save(replayed, only)
+        return 0
     handle = spawn_sim_process(sim_config(opts.preset))
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -202,13 +213,16 @@ def main() -> int:
                 metrics.close()
     finally:
         handle.stop()
-    only = {name for name in opts.only.split(",") if name}
-    for svg, path in taken:  # written after the run: rendering PNGs must not take the run's CPU
+    save(taken + replayed, only)  # written after the run: rendering PNGs must not take the run's CPU
+    return 0
+
+
+def save(taken: list[tuple[str, Path]], only: set[str]) -> None:
+    for svg, path in taken:
         if only and path.stem not in only:
             continue
         saved: Saved = save_all(svg, path)
         print(saved.svg, saved.text.name, saved.png.name if saved.png else saved.note)
-    return 0
 
 
 if __name__ == "__main__":

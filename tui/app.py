@@ -79,9 +79,11 @@ SIXTEEN_COLOUR_THEME = dataclasses.replace(
 )
 
 
-def sixteen_colours(color_system: str | None) -> bool:
-    """Whether the terminal draws 16 colours or fewer (the Linux console's TERM=linux says so too)."""
-    return os.environ.get("TERM") == "linux" or color_system in ("standard", "windows")
+def sixteen_colours(color_system: str | None, headless: bool = False) -> bool:
+    """Whether the terminal draws 16 colours or fewer: TERM=linux (the Linux console), or a terminal Rich
+    drives in 16 colours. A headless app (tests, screenshots) has no terminal: only TERM=linux counts."""
+    sixteen = not headless and color_system in ("standard", "windows")
+    return os.environ.get("TERM") == "linux" or sixteen
 
 
 class RampApp(EngineActions):
@@ -131,7 +133,7 @@ class RampApp(EngineActions):
         return ConsoleScreen(open_baseline(self.config), Pricer.of(self.config))
 
     def on_mount(self) -> None:
-        if sixteen_colours(self.console.color_system):
+        if sixteen_colours(self.console.color_system, self.is_headless):
             self.theme = SIXTEEN_COLOUR_THEME.name
         if self.engine is not None and self.start_engine:
             self.engine.start()  # returns at once: the engine runs in its own thread and processes

@@ -225,6 +225,34 @@ class ReplayApp(RampApp):
         return None
 
 
+# The replay screens the docs and screenshots/ show, drawn from a record alone (no run, no clock): the same
+# record gives the same screens, so a test can hold the committed screenshots' text to today's code
+# (name, terminal size, keys pressed after opening)
+REPLAY_SCREENS: tuple[tuple[str, tuple[int, int], tuple[str, ...]], ...] = (
+    ("replay-120x36", (120, 36), ("right",)),
+    ("replay-80x24", (80, 24), ("right",)),
+    ("replay-80x24-steps", (80, 24), ("right", "4")),
+    ("replay-80x24-step-detail", (80, 24), ("right", "d")),
+)
+
+
+async def replay_screens(path: str, shown_as: str = "run.jsonl") -> list[tuple[str, str]]:
+    """Each of ``REPLAY_SCREENS`` of the record at ``path`` (named ``shown_as`` in its header), as (name,
+    SVG): toasts cleared (their fade is timing), every panel drawn from the step looked at."""
+    run = replace(load_replay(path), path=shown_as)
+    shots: list[tuple[str, str]] = []
+    for name, size, keys in REPLAY_SCREENS:
+        app = ReplayApp(run, basic_glyphs=False)
+        async with app.run_test(size=size) as pilot:
+            await pilot.press(*keys)
+            await pilot.pause()
+            app.clear_notifications()
+            app.redraw(force=True)
+            await pilot.pause()
+            shots.append((name, app.export_screenshot()))
+    return shots
+
+
 def replay_main(path: str) -> int:
     """``ramp replay RECORD``: a bad record is one line naming the file and line, exit 2."""
     try:

@@ -17,7 +17,7 @@ from tui_fakes import FakeEngine, judged_steps, make_snapshot, server_telemetry,
 
 from loadgen.report import format_step_table
 from loadgen.snapshot import ClientHealth, GPUSample, HistogramView, Percentiles, Snapshot
-from tui.app import RampApp
+from tui.app import RampApp, sixteen_colours
 from tui.console import ConsoleScreen
 from tui.detail import ErrorsDetail, StepDetail
 from tui.histogram import render_histogram
@@ -278,3 +278,13 @@ def test_a_replay_header_keeps_its_step_n_of_m(width: int) -> None:
     )
     line = progress_line(looked_at, width, {}).plain
     assert "REPLAY" in line and "step 2/3" in line, line
+
+
+def test_sixteen_colours_are_told_by_term_or_by_a_terminal_in_16_colours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    assert sixteen_colours("standard") and not sixteen_colours("truecolor") and not sixteen_colours("256")
+    assert not sixteen_colours("standard", headless=True)  # tests and screenshots: the same on every machine
+    monkeypatch.setenv("TERM", "linux")
+    assert sixteen_colours("truecolor", headless=True)
