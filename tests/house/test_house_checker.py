@@ -65,3 +65,17 @@ def test_the_state_check_sees_writers_and_only_them() -> None:
     assert sorted(found) == [2, 3, 4, 5, 6, 8, 10]
     assert not list(state_violations(parse_source(STATE_OWNER, code)))
     assert not list(state_violations(parse_source("tests/test_fake.py", code)))
+
+
+def test_the_size_rule_sees_a_long_module_class_and_function() -> None:
+    function = ["def f():"] + ["    x = 1"] * 60  # 61 lines
+    big = ["class C:"] + ["    y = 1"] * 300  # 301 lines
+    code = "\n".join([*function, *big, *["z = 1"] * 140]) + "\n"  # 502 lines
+    found = sorted((v.line, v.what) for v in RULES["size"](parse_source("tests/fake.py", code)))
+    assert found == [
+        (1, "function f has 61 lines (max 60)"),
+        (1, "module has 502 lines (max 500)"),
+        (62, "class C has 301 lines (max 300)"),
+    ]
+    at_the_limit = "\n".join(["def f():"] + ["    x = 1"] * 59) + "\n"
+    assert not list(RULES["size"](parse_source("tests/fake.py", at_the_limit)))
