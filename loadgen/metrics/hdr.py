@@ -134,7 +134,9 @@ class MetricSpec:
 
 # Each metric's spec, from the catalogue (``loadgen.measures``).
 _specs = derived(
-    lambda metrics, _clauses: {m.name: MetricSpec(m.lowest, m.highest, m.display_div, m.unit) for m in metrics}
+    lambda metrics, _clauses: {
+        m.name: MetricSpec(m.lowest, m.highest, m.display_div, m.unit) for m in metrics
+    }
 )
 
 
