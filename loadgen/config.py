@@ -103,13 +103,18 @@ class SLO:
 SLO_KEYS: tuple[str, ...] = tuple(c.key for c in measures.CLAUSES)
 
 
+# Every step's warm-up unless told otherwise: a plan's, and a step set by hand (a key, the Python API's
+# set_level) alike, so a level's figures do not depend on how it was reached.
+DEFAULT_WARMUP_S = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class RampPlan:
     """Levels are concurrencies in closed loop and arrival rates (req/s) in open loop (``mode``)."""
 
     levels: tuple[float, ...]
     step_s: float = 30.0
-    warmup_s: float = 5.0
+    warmup_s: float = DEFAULT_WARMUP_S
     early_stop: bool = False  # stop the plan at the first step that breaks the SLO
     mode: Mode = "closed"
     repeat: int = 1  # each level runs this many times in a row (each repeat its own step line)

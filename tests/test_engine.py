@@ -137,7 +137,7 @@ def test_plan_leaves_a_complete_record(sim: Any, tmp_path: Path) -> None:
 
 def test_live_commands_closed_loop(sim: Any, tmp_path: Path) -> None:
     out = tmp_path / "live.jsonl"
-    config = RunConfig(target=Target(url=sim.url), profile=profile(), level=1, out=str(out))
+    config = RunConfig(target=Target(url=sim.url), profile=profile(), level=1, out=str(out), warmup_s=0.0)
     engine, watch = run_engine(config)
     try:
         watch.until(lambda s: s.state == "running" and s.in_flight == 1, what="one stream")
@@ -189,7 +189,12 @@ def test_live_commands_closed_loop(sim: Any, tmp_path: Path) -> None:
 def test_lowering_with_cancel_counts_cancelled_not_errors(sim: Any, tmp_path: Path) -> None:
     out = tmp_path / "cancel.jsonl"
     config = RunConfig(
-        target=Target(url=sim.url), profile=profile(output=256), level=4, out=str(out), cancel_on_lower=True
+        target=Target(url=sim.url),
+        profile=profile(output=256),
+        level=4,
+        out=str(out),
+        cancel_on_lower=True,
+        warmup_s=0.0,
     )
     engine, watch = run_engine(config)
     try:
@@ -244,6 +249,7 @@ def test_open_loop_cap_queues_and_latency_includes_the_wait(sim: Any, tmp_path: 
         arrival="constant",
         level=2,
         out=str(out),
+        warmup_s=0.0,
     )
     engine, watch = run_engine(config)
     try:

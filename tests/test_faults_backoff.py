@@ -166,7 +166,9 @@ def test_a_refusing_server_is_backed_off_counted_and_named(tmp_path: Path) -> No
     sim = run_sim_in_thread(build_config("h200-llama8b", seed=3, error_rate=1.0))
     out = tmp_path / "run.jsonl"
     watch = Watch()
-    engine = Engine(RunConfig(target=Target(url=sim.url), profile=PROFILE, level=4, out=str(out)), watch)
+    engine = Engine(
+        RunConfig(target=Target(url=sim.url), profile=PROFILE, level=4, out=str(out), warmup_s=0.0), watch
+    )
     try:
         engine.start()
         snap = watch.until(

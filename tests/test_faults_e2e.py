@@ -38,7 +38,9 @@ def _run_until(
     target: Target, out: Path, kind: str, level: int = 4, on_running: Any = None
 ) -> dict[str, Any]:
     watch = Watch()
-    engine = Engine(RunConfig(target=target, profile=PROFILE, level=level, out=str(out)), on_snapshot=watch)
+    engine = Engine(
+        RunConfig(target=target, profile=PROFILE, level=level, out=str(out), warmup_s=0.0), on_snapshot=watch
+    )
     engine.start()
     try:
         if on_running is not None:

@@ -95,7 +95,7 @@ def test_total_failure_reads_no_throughput(
 
     config = RunConfig(
         target=Target(url=sim.url), profile=PROFILE, level=4, out=str(out), transport=transport,  # type: ignore[arg-type]
-        snapshot_hz=10.0, rolling_s=2.0,
+        snapshot_hz=10.0, rolling_s=2.0, warmup_s=0.0,
     )  # fmt: skip
     engine = Engine(config, sink)
     try:

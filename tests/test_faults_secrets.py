@@ -74,7 +74,9 @@ def test_credentials_reach_the_server_and_nothing_shows_them(tmp_path: Path) -> 
     server = answering()
     out = tmp_path / "run.jsonl"
     watch = Watch()
-    config = RunConfig(target=Target(url=secret_url(server.port)), profile=PROFILE, level=1, out=str(out))
+    config = RunConfig(
+        target=Target(url=secret_url(server.port)), profile=PROFILE, level=1, out=str(out), warmup_s=0.0
+    )
     engine = Engine(config, watch)
     try:
         engine.start()

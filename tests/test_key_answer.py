@@ -43,6 +43,7 @@ def test_the_engine_publishes_a_command_at_once_not_at_the_next_tick(sim: Any) -
         level=1,
         snapshot_hz=SLOW_HZ,
         telemetry=False,
+        warmup_s=0.0,
     )
     watch = Watch()
     engine = Engine(config, on_snapshot=watch)

@@ -70,6 +70,7 @@ def config(
         seed=11,
         telemetry=False,
         ray=ray,
+        warmup_s=0.0,
     )
 
 

@@ -137,6 +137,7 @@ def run_live(
         seed=12,
         after_plan="idle",
         snapshot_hz=snapshot_hz,
+        warmup_s=0.0,
     )
     watch = Watch()
     engine = Engine(config, on_snapshot=watch)

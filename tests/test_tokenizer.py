@@ -112,8 +112,10 @@ def test_the_server_tokenize_wins_and_the_estimate_is_named(tmp_path: Path) -> N
     sim = run_sim_in_thread(build_config("fast", seed=1))
     server = openai_like()
     try:
-        on_sim = asyncio.run(fit_sizer(RunConfig(Target(sim.url), PROFILE, tokenizer=path), "sim-llama-8b"))
-        bare = asyncio.run(fit_sizer(RunConfig(Target(server.url), PROFILE), "tiny"))
+        on_sim = asyncio.run(
+            fit_sizer(RunConfig(Target(sim.url), PROFILE, tokenizer=path, warmup_s=0.0), "sim-llama-8b")
+        )
+        bare = asyncio.run(fit_sizer(RunConfig(Target(server.url), PROFILE, warmup_s=0.0), "tiny"))
     finally:
         sim.stop()
         server.stop()

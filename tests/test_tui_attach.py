@@ -289,7 +289,7 @@ def test_the_run_s_share_keeps_its_secrets_and_answers_304_between_snapshots(
     masked in ``/snapshot``; a poll with the snapshot's ETag is a 304 without a body."""
     monkeypatch.setenv("RAMP_ATTACH_TEST_KEY", "sk-attach-secret-4242")
     target = Target(url="http://ops:pw-in-url-77@127.0.0.1:9/v1", api_key_env="RAMP_ATTACH_TEST_KEY")
-    config = RunConfig(target=target, profile=load_profile("chat"))
+    config = RunConfig(target=target, profile=load_profile("chat"), warmup_s=0.0)
     config, metrics = with_exporter(config, "127.0.0.1", 0, lambda text: None)
     assert metrics is not None and config.snapshot_sink is not None
     try:

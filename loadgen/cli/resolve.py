@@ -27,7 +27,7 @@ from loadgen.analysis.baseline import baseline_problem
 from loadgen.cli.checks import flag_problem, folder_writable, out_problem, plan_problem
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.sources import replay_plan, replay_profile, save_requests_problem
-from loadgen.config import Mode, RampPlan, fresh_seed
+from loadgen.config import DEFAULT_WARMUP_S, Mode, RampPlan, fresh_seed
 from loadgen.exits import UsageError
 from loadgen.profile import Pricing, Profile, ProfileError, load_profile
 from loadgen.run.config import RunConfig
@@ -36,7 +36,6 @@ from loadgen.target.tokenizer_file import tokenizer_problem
 from loadgen.target.urls import check_urls
 from loadgen.types import Target
 
-DEFAULT_WARMUP_S = 5.0
 # What --otel imports (loadgen.run.otel): the otel extra's packages
 OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
 

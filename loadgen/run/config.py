@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from loadgen.config import (
+    DEFAULT_WARMUP_S,
     SLO,
     AfterPlan,
     Api,
@@ -49,7 +50,9 @@ class RunConfig:
     snapshot_hz: float = 4.0
     seed: int = 0
     transport: Transport = "h1"  # hot streaming path: h1 (httptools protocol) or aiohttp
-    warmup_s: float = 0.0  # warm-up of steps without a plan (the CLI resolves one with the plan's, 5 s)
+    # Warm-up of the steps set by hand without a plan (with one, the plan's): the plan's default, so a
+    # level set by engine.set_level measures as that level run alone does (the CLI resolves the same).
+    warmup_s: float = DEFAULT_WARMUP_S
     auto_step_s: float = 30.0  # auto-ramp without a plan: double the level this often
     telemetry: bool = True  # poll the target's /metrics
     gpu_cmd: str | None = None
