@@ -22,7 +22,7 @@ from loadgen.record import read_record
 from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
-from loadgen.sim.params import StepCost
+from loadgen.sim.scenarios import BASE_PRESET, scenario_overrides, scenarios
 from loadgen.snapshot import StepSummary
 from loadgen.types import Target
 
@@ -34,19 +34,19 @@ output = {output}
 [sampling]
 ignore_eos = true
 """
-SERVER_SIDE = ("queueing", "kv_cache")
 
 
-def ramp(
-    tmp_path: Path, levels: tuple[int, ...], input: int = 24, output: int = 16, **sim: Any
-) -> list[dict[str, Any]]:
-    handle = run_sim_in_thread(build_config("h200-llama8b", seed=3, **sim))
+def ramp(tmp_path: Path, name: str, levels: tuple[int, ...], step_s: float = 1.5) -> list[dict[str, Any]]:
+    """A ramp over ``levels`` against the simulator in scenario ``name``: each step's line with its summary."""
+    scenario = scenarios()[name]
+    handle = run_sim_in_thread(build_config(BASE_PRESET, seed=3, **scenario_overrides(name)))
     try:
         out = tmp_path / "run.jsonl"
+        text = PROFILE.format(input=scenario.input_tokens, output=scenario.output_tokens)
         config = RunConfig(
             target=Target(url=handle.url),
-            profile=parse_profile(PROFILE.format(input=input, output=output), source="<diagnosis>"),
-            plan=RampPlan(levels, step_s=1.5, warmup_s=0.3),
+            profile=parse_profile(text, source="<diagnosis>"),
+            plan=RampPlan(levels, step_s=step_s, warmup_s=0.3),
             out=str(out),
         )
         engine = Engine(config)
@@ -79,48 +79,46 @@ def assert_named(steps: list[dict[str, Any]], want: str, limiting: tuple[int, ..
 
 
 def test_a_small_batch_is_queueing_and_the_split_adds_up(tmp_path: Path) -> None:
-    steps = ramp(tmp_path, (1, 4, 8), max_num_seqs=2)
+    steps = ramp(tmp_path, "queue", (2, 8, 16))
     last = steps[-1]
     assert last["diagnosis"]["kind"] == "queueing"  # the server's own figures: named even when client-bound
     assert any(e.endswith("waiting") for e in last["diagnosis"]["evidence"])
     assert_named(steps, "queueing", (1, 2))
     split = last["ttft_split"]
     # the simulator's queue + prefill is its TTFT, request by request: the means add up
-    assert split["queue"]["mean_ms"] + split["prefill"]["mean_ms"] == pytest.approx(
-        split["server"]["mean_ms"], abs=0.01
-    )
-    assert split["queue"]["mean_ms"] > 5 * split["prefill"]["mean_ms"]  # 6 of 8 streams wait
+    total = split["queue"]["mean_ms"] + split["prefill"]["mean_ms"]
+    assert total == pytest.approx(split["server"]["mean_ms"], abs=0.01)
+    assert split["queue"]["mean_ms"] > 5 * split["prefill"]["mean_ms"]  # 12 of 16 streams wait
     assert split["client"]["mean_ms"] == pytest.approx(last["summary"].stats.pct("ttft_ms").mean, rel=1e-6)
     assert 0 <= split["outside"]["mean_ms"] < 0.2 * split["client"]["mean_ms"]  # 127.0.0.1: little outside
 
 
-def test_a_small_kv_cache_is_kv_cache_with_its_preemptions(tmp_path: Path) -> None:
-    steps = ramp(tmp_path, (2, 8), input=200, output=64, kv_capacity_tokens=1024, max_model_len=512)
+def test_a_small_kv_cache_is_kv_cache(tmp_path: Path) -> None:
+    steps = ramp(tmp_path, "kv", (4, 16))
     last = steps[-1]
     assert last["diagnosis"]["kind"] == "kv_cache", last["diagnosis"]
     # preempted, or waiting beside a cache at least 85 % full
     assert last["server"]["preemptions"] > 0 or last["server"]["kv_usage_max"] >= 0.85
+    assert_named(steps, "kv_cache", (1,))
 
 
 def test_a_steep_batch_cost_is_decode_bound(tmp_path: Path) -> None:
-    steps = ramp(tmp_path, (1, 4, 8), cost=StepCost(5.0, 3.0, 0.0, ((0, 5.0), (1024, 35.0))))
-    assert steps[0]["diagnosis"]["kind"] in ("none", "client")
-    assert_named(steps, "decode_bound", (2,))
+    steps = ramp(tmp_path, "decode", (1, 4, 8))
+    assert_named(steps, "decode_bound", (1, 2))
 
 
 def test_a_slow_prefill_is_prefill_bound(tmp_path: Path) -> None:
-    slow = StepCost(5.0, 0.02, 0.0, ((0, 5.0), (1024, 100.0), (8192, 800.0)))
-    steps = ramp(tmp_path, (1, 4, 8), input=1000, output=4, cost=slow)
-    assert_named(steps, "prefill_bound", (2,))
+    steps = ramp(tmp_path, "prefill", (1, 4, 8), step_s=2.5)
+    assert_named(steps, "prefill_bound", (1, 2))
 
 
 def test_a_delay_before_the_server_is_network(tmp_path: Path) -> None:
-    steps = ramp(tmp_path, (2, 4), slow_ttft_rate=1.0, slow_ttft_s=0.1)
+    steps = ramp(tmp_path, "network", (2, 4))
     assert_named(steps, "network", (0, 1))
     outside = steps[-1]["ttft_split"]["outside"]["mean_ms"]
     assert 95.0 <= outside <= 140.0  # the 100 ms the simulator sleeps before its engine sees the request
 
 
 def test_nothing_limiting_is_none(tmp_path: Path) -> None:
-    steps = ramp(tmp_path, (1, 2, 4))
+    steps = ramp(tmp_path, "none", (1, 2, 4))
     assert_named(steps, "none", (1, 2))

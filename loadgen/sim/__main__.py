@@ -16,6 +16,7 @@ from typing import Any
 
 from .config import SimConfig, build_config
 from .presets import PRESETS
+from .scenarios import BASE_PRESET, scenario_overrides, scenarios
 from .server import SimServer
 
 # flag -> (build_config key, type)
@@ -49,7 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ramp sim", description="Serve the simulated OpenAI-compatible LLM engine (vLLM-shaped)."
     )
-    parser.add_argument("--preset", default="tiny-cpu", choices=sorted(PRESETS), help="engine preset")
+    parser.add_argument(
+        "--preset",
+        default=None,
+        choices=sorted(PRESETS),
+        help="engine preset (tiny-cpu; with --scenario h200-llama8b)",
+    )
+    parser.add_argument(
+        "--scenario",
+        default=None,
+        choices=sorted(scenarios()),
+        help="stop scaling for one known reason (queue, kv, decode, prefill, network): each diagnosis end to end",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on READY)")
     for flag, (key, kind) in _OVERRIDES.items():
@@ -63,10 +75,12 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     if args.config_json:
         return SimConfig.from_dict(json.loads(args.config_json))
     given = vars(args)
-    overrides: dict[str, Any] = {key: given[key] for key, _ in _OVERRIDES.values() if given[key] is not None}
+    overrides: dict[str, Any] = scenario_overrides(args.scenario) if args.scenario else {}
+    overrides.update({key: given[key] for key, _ in _OVERRIDES.values() if given[key] is not None})
     if args.no_prefix_caching:
         overrides["enable_prefix_caching"] = False
-    return build_config(args.preset, **overrides)
+    preset = args.preset or (BASE_PRESET if args.scenario else "tiny-cpu")
+    return build_config(preset, **overrides)
 
 
 async def _serve(config: SimConfig, host: str, port: int) -> None:
