@@ -9,6 +9,9 @@ scenario's cause; a queue or a full KV cache, shown by the server's own figures,
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,9 +19,11 @@ from typing import Any
 import pytest
 
 from loadgen.analysis.diagnosis import StepFigures, diagnose
+from loadgen.analysis.reports import load_report_run
 from loadgen.config import RampPlan
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.report.tables import csv_report, json_report, markdown_report
 from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
@@ -91,6 +96,13 @@ def test_a_small_batch_is_queueing_and_the_split_adds_up(tmp_path: Path) -> None
     assert split["queue"]["mean_ms"] > 5 * split["prefill"]["mean_ms"]  # 12 of 16 streams wait
     assert split["client"]["mean_ms"] == pytest.approx(last["summary"].stats.pct("ttft_ms").mean, rel=1e-6)
     assert 0 <= split["outside"]["mean_ms"] < 0.2 * split["client"]["mean_ms"]  # 127.0.0.1: little outside
+    # the reports carry both: CSV and JSON columns, a Markdown line per step
+    report = load_report_run(str(tmp_path / "run.jsonl"), "queue")
+    rows = list(csv.DictReader(io.StringIO(csv_report([report]))))
+    assert rows[-1]["diagnosis"] == "queueing" and "waiting" in rows[-1]["diagnosis_evidence"]
+    assert float(rows[-1]["ttft_queue_mean_ms"]) == pytest.approx(split["queue"]["mean_ms"], abs=1e-3)
+    assert json.loads(json_report([report]))["records"][0]["steps"][-1]["diagnosis"] == "queueing"
+    assert "step 3 (16): Limit: queueing — " in markdown_report([report])
 
 
 def test_a_small_kv_cache_is_kv_cache(tmp_path: Path) -> None:

@@ -183,6 +183,36 @@ def _server(key: str) -> Column:
     return _c(server_column(key), "number", f"the server's telemetry over the step: {key}", value)
 
 
+def _split_mean(part: str) -> Callable[[StepInput], object]:
+    def value(src: StepInput) -> object:
+        found = src.step.ttft_split.get(part)
+        return found.get("mean_ms") if isinstance(found, Mapping) else None
+
+    return value
+
+
+def _limit_columns() -> list[Column]:
+    """The TTFT split's means (``loadgen.analysis.ttft_split``) and the limit's diagnosis
+    (``loadgen.analysis.diagnosis``)."""
+    parts = {
+        "server": "the server's own mean TTFT (its /metrics histogram over the window), ms",
+        "queue": "the server's mean queue time (waiting for a slot), ms",
+        "prefill": "the server's mean prefill time (scheduled to first token), ms",
+        "outside": "mean TTFT outside the server (client mean - server mean: network, proxy, HTTP, client), ms",
+    }
+    return [
+        *(_c(f"ttft_{part}_mean_ms", "number", doc, _split_mean(part)) for part, doc in parts.items()),
+        _c("diagnosis", "string", "the limiting mechanism: none, queueing, kv_cache, decode_bound, prefill_bound, client, network, errors, unknown", lambda s: s.step.diagnosis.get("kind")),
+        _c("diagnosis_confidence", "string", "high, medium or low", lambda s: s.step.diagnosis.get("confidence")),
+        _c("diagnosis_evidence", "string", "what the diagnosis read, '; '-separated", lambda s: "; ".join(map(str, _listed(s.step.diagnosis.get("evidence")))), False),
+        _c("diagnosis_first_checks", "string", "what to check first, '; '-separated", lambda s: "; ".join(map(str, _listed(s.step.diagnosis.get("first_checks")))), False),
+    ]  # fmt: skip
+
+
+def _listed(value: object) -> list[object]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
 def _step_columns(_metrics: object, _clauses: object) -> tuple[Column, ...]:
     return (
         _c("step", "integer", "step number, 1-based, in the order run", lambda s: s.step.index + 1, False),
@@ -232,6 +262,7 @@ def _step_columns(_metrics: object, _clauses: object) -> tuple[Column, ...]:
         _c("client_bound", "boolean", "the load generator may have limited the step", lambda s: s.step.client_bound, False),
         _c("client_bound_reason", "string", "why it was flagged client-bound", lambda s: s.step.bound_reason, False),
         *(_server(key) for key in WINDOW_KEYS),
+        *_limit_columns(),
         _c("cost_gpu_usd", "number", "GPU-hour cost of the window, USD", _cost("gpu", "usd")),
         _c("cost_gpu_usd_per_1m_out", "number", "GPU-hour cost per 1M output tokens, USD", _cost("gpu", "per_1m_out")),
         _c("cost_gpu_usd_per_task", "number", "GPU-hour cost per task (cost_task), USD", _cost("gpu", "per_task")),

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from loadgen.analysis.curves import LATENCIES, curve_of, knee_of
+from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.analysis.figures import REPEAT_FIGURES
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.runs import levels_of, spread
@@ -169,6 +170,9 @@ def _md_record(report: ReportRun, heading: bool) -> list[str]:
     names = [f"{name} ({unit})" if unit else name for name, unit in columns]
     out += _md_table(names, rows)
     out += ["", *(_md_item(line) for line in verdict_lines(steps, report.best))]
+    limits = [f"step {s.index + 1} ({s.level}): {diagnosis_line(s.diagnosis)}" for s in steps if s.diagnosis]
+    if limits:
+        out += ["", "Why each step stops there (the diagnosis):", "", *(_md_item(line) for line in limits)]
     names_r, rows_r = repeat_rows(steps)
     if rows_r:
         out += [
