@@ -105,6 +105,32 @@ def test_a_scrape_reads_the_level_and_the_record_agrees(sim: Any, tmp_path: Path
     assert p50 == pytest.approx(step["ttft_ms"]["p50"] / 1000, rel=1e-9)
 
 
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="no promtool (Debian: prometheus)")
+def test_promtool_finds_nothing_to_say_of_a_scrape(sim: Any, tmp_path: Path) -> None:
+    """Issue 30: ``promtool check metrics`` said 60 "quantile label on a gauge" and that ``ramp_step_count``
+    was named like a histogram's count. A scrape after a two-step run (every window and histogram filled)
+    passes clean, and both steps' starts are in it, as far apart as the record says."""
+    cfg, metrics = with_exporter(
+        config(sim, tmp_path / "r.jsonl", RampPlan((2, 3), 1.5, 0.3)), "127.0.0.1", 0, lambda _: None
+    )
+    assert metrics is not None
+    try:
+        engine = Engine(cfg)
+        engine.start()
+        outcome = engine.wait(40)
+        assert outcome is not None and outcome.state == "finished", outcome
+        status, text = get(metrics.url)
+    finally:
+        metrics.close()
+    assert status == 200 and 'ramp_ttft_quantile_seconds{quantile="0.95",window="run"}' in text
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert (lint.returncode, lint.stdout + lint.stderr) == (0, ""), lint.stdout + lint.stderr
+    starts = samples(text)["ramp_step_start_timestamp_seconds"]
+    one, two = starts[(("step", "1"),)], starts[(("step", "2"),)]
+    steps = read_record(tmp_path / "r.jsonl").steps
+    assert two - one == pytest.approx(steps[1]["started_s"] - steps[0]["started_s"], abs=0.05)
+
+
 def test_a_port_taken_is_a_usage_error(sim: Any, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -38,7 +38,7 @@ def test_load_step_phase_and_client_state() -> None:
     s = scrape(collector)
     assert s["ramp_up"][()] == 1.0
     assert s["ramp_level"][()] == 16 and s["ramp_in_flight"][()] == 15
-    assert s["ramp_step"][()] == 3 and s["ramp_step_count"][()] == 5  # 1-based, as the record numbers steps
+    assert s["ramp_step"][()] == 3 and s["ramp_plan_steps"][()] == 5  # 1-based, as the record numbers steps
     assert s["ramp_phase"][(("phase", "measure"),)] == 1.0
     assert sum(s["ramp_phase"].values()) == 1.0 and len(s["ramp_phase"]) == 5
     assert s["ramp_state"][(("state", "running"),)] == 1.0 and sum(s["ramp_state"].values()) == 1.0
@@ -137,3 +137,23 @@ def test_worker_hosts_from_the_fleet_table() -> None:
     assert worker_hosts(fleet) == ("a", "b", "b")
     assert worker_hosts({}) == () and worker_hosts({"hosts": "junk"}) == ()
     assert worker_hosts({"hosts": [{"host": "x", "workers": [1]}]}) == ("", "x")
+
+
+def test_every_steps_start_stays_to_be_scraped() -> None:
+    """Issue 30: one gauge of the current step's start changed between two scrapes and was missed (at a
+    15 s scrape, 0 of 3 step changes showed). Each step's start stays, labelled with its number, for the
+    whole run: a scrape after three short steps still reads all three, at the same values every time."""
+    collector = SnapshotCollector()
+    collector.feed(snapshot(elapsed_s=1.0, step_index=0, step_starts_s=(0.5,)))
+    t0 = collector.t0_unix
+    assert t0 is not None
+    for elapsed, starts in ((4.0, (0.5, 2.0)), (9.0, (0.5, 2.0, 6.5))):  # never scraped meanwhile
+        collector.feed(snapshot(elapsed_s=elapsed, step_index=len(starts) - 1, step_starts_s=starts))
+    first = scrape(collector)["ramp_step_start_timestamp_seconds"]
+    assert first == {
+        (("step", "1"),): round(t0 + 0.5, 3),
+        (("step", "2"),): round(t0 + 2.0, 3),
+        (("step", "3"),): round(t0 + 6.5, 3),
+    }
+    collector.feed(snapshot(elapsed_s=12.0, step_index=2, step_starts_s=(0.5, 2.0, 6.5)))
+    assert scrape(collector)["ramp_step_start_timestamp_seconds"] == first

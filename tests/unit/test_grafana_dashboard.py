@@ -111,6 +111,10 @@ def test_step_boundaries_are_annotations_and_panels_have_the_datasource() -> Non
     dashboard = json.loads(DASHBOARD.read_text())
     steps = [a for a in dashboard["annotations"]["list"] if "ramp_step" in a.get("expr", "")]
     assert steps and steps[0]["enable"] is True
+    # Each step's start kept for the run, its value the annotation's time: no scrape interval misses one
+    # (a "changes(ramp_step[10s])" annotation showed none of 3 step changes at a 15 s scrape).
+    assert metric_names(steps[0]["expr"]) == {"ramp_step_start_timestamp_seconds"}
+    assert steps[0]["useValueForTime"] is True and "* 1000" in steps[0]["expr"]  # Grafana times are in ms
     for panel in dashboard["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"] and all(t["expr"] for t in panel["targets"]), panel["title"]
