@@ -200,6 +200,9 @@ def _level_lines(level: LevelComparison, comparison: Comparison) -> list[str]:
     bound = [run.label for run, b in zip(runs, level.client_bound, strict=True) if b]
     if bound:
         lines.append(f"! client-bound in {', '.join(bound)}: the load generator may have limited this level")
+    if any(level.limits):
+        said = [f"{run.label} {limit or 'n/a'}" for run, limit in zip(runs, level.limits, strict=True)]
+        lines.append(f"limit (diagnosis): {' · '.join(said)}")
     head = ["metric", runs[0].label]
     for run in runs[1:]:
         head += [run.label, f"Δ {run.label}", f"% {run.label}", ""]

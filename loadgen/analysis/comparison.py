@@ -92,6 +92,9 @@ class LevelComparison:
     steps: tuple[LevelSteps | None, ...]  # per run; None: that run has no step at this level
     client_bound: tuple[bool, ...]
     rows: tuple[MetricRow, ...]
+    # per run: the diagnosis of its steps at this level (``loadgen.analysis.diagnosis``), their kinds joined
+    # by " / " where repeats disagree; None: no step here, or none diagnosed (a record from before)
+    limits: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +226,15 @@ def _level(key: LevelKey, runs: Sequence[Run], costs: Sequence[Sequence[StepCost
         level is not None and any(run.steps[i].client_bound for i in level.at)
         for run, level in zip(runs, steps, strict=True)
     )
-    return LevelComparison(key, steps, bound, tuple(rows))
+    limits = tuple(
+        None if level is None else _limit(run, level.at) for run, level in zip(runs, steps, strict=True)
+    )
+    return LevelComparison(key, steps, bound, tuple(rows), limits)
+
+
+def _limit(run: Run, at: Sequence[int]) -> str | None:
+    kinds = [k for i in at if isinstance(k := run.steps[i].diagnosis.get("kind"), str)]
+    return " / ".join(dict.fromkeys(kinds)) if kinds else None
 
 
 def _knee(run: Run) -> Knee | None:
@@ -323,8 +334,11 @@ def _level_json(level: LevelComparison) -> dict[str, object]:
                 "left_out": steps.left_out,
                 "other_passes": steps.other_passes,
                 "client_bound": bound,
+                **({"diagnosis": limit} if limit else {}),  # a record from before diagnoses has none
             }
-            for steps, bound in zip(level.steps, level.client_bound, strict=True)
+            for steps, bound, limit in zip(
+                level.steps, level.client_bound, level.limits or (None,) * len(level.steps), strict=True
+            )
         ],
         "metrics": [
             {
