@@ -32,6 +32,7 @@ from rich.text import Text
 from loadgen import measures
 from loadgen.analysis.baseline import StepVerdict, slo_figure
 from loadgen.analysis.cost import step_cost, task_turns
+from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.analysis.runs import level_key, levels_of, spread
 from loadgen.format import NA, fmt_count, fmt_ms, fmt_range, fmt_rate, fmt_si, fmt_usd
 from loadgen.profile import Pricing
@@ -125,13 +126,15 @@ def columns(
         Column("err", lambda s: fmt_count(s.stats.error_count), False),
         Column("SLO", lambda s: verdict_cell(s.verdict, compact), True, left=True),
         *base,
+        Column(LIMIT, lambda s: str(s.diagnosis.get("kind") or ""), False, left=True),
         Column("notes", lambda s: step_notes(s.client_bound, s.carried_share, s.flags), True, left=True),
     )
 
 
+LIMIT = "limit"  # the step's diagnosis (loadgen.analysis.diagnosis): what stops it scaling
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
 # The first to give way on a narrow panel, before the SLO cell shortens and the gaps narrow to one cell
-EXTRA_ORDER = (TTFTC, TTFAT, COST, GOOD)
+EXTRA_ORDER = (LIMIT, TTFTC, TTFAT, COST, GOOD)
 # Core columns that still give way, last, on a panel narrower than a 120-column terminal gives the table
 # (level, tok/s, decode p50, TTFT p95, e2e p95 and SLO never do: the notes are cut to the room left).
 LAST_ORDER = ("TTFT p50", "err")
@@ -161,10 +164,11 @@ def fit_layout(
     """The columns that fit ``width`` (all of them when None), and the gap between them: the extra columns
     give way first, then the SLO cell shortens, then the gap narrows, then TTFT p50 and err; the notes count
     for at most ``NOTES_MIN`` (they are cut to what is left: see ``notes_width``); an empty notes column,
-    and goodput when no step has one, are left out."""
+    and goodput or the limit when no step has one, are left out."""
     has_goodput = any(s.stats.goodput_req_s is not None for s in steps)
     reasoned = any(s.stats.reasoned for s in steps)
     called = any(s.stats.tool_calls for s in steps)
+    diagnosed = any(s.diagnosis for s in steps)
 
     def total(chosen: list[Column], gap: int) -> int:
         widths = [
@@ -181,6 +185,7 @@ def fit_layout(
             and (c.header != GOOD or has_goodput)
             and (c.header != TTFAT or reasoned)
             and (c.header != TTFTC or called)
+            and (c.header != LIMIT or diagnosed)
         ]
 
     def without(chosen: list[Column], order: Sequence[str], gap: int) -> list[Column]:
@@ -369,6 +374,9 @@ class StepsPanel(SnapshotPanel):
             self.border_subtitle = "no step under the SLO yet" if snapshot.steps else ""
         if snapshot.steps:
             self.border_subtitle = f"{self.border_subtitle} · d: details"
+            latest = diagnosis_line(snapshot.steps[-1].diagnosis)
+            if latest:  # the last finished step's, in one line: the full evidence is in d
+                self.border_title = f"{self.border_title} · {latest}"
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Table | Text:
         styles = {name.removeprefix("steps--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
