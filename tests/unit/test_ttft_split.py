@@ -12,7 +12,7 @@ from telemetry_fakes import vllm_text
 from loadgen.analysis.ttft_split import bucket_of, outside_share, ttft_split
 from loadgen.snapshot import Percentiles
 from loadgen.telemetry.exposition import parse_exposition
-from loadgen.telemetry.reading import CumulativeHistogram
+from loadgen.telemetry.reading import CumulativeHistogram, Reading
 from loadgen.telemetry.window import Series, ttft_histograms
 
 NS = 1_000_000_000
@@ -68,3 +68,37 @@ def test_a_percentile_in_the_inf_bucket_says_its_upper_bound_is_unknown() -> Non
     assert split["server"]["p95_bucket_ms"] == [1000.0, None]
     assert "p50_range_ms" not in split["outside"]  # no bound to subtract
     assert outside_share(split) == pytest.approx(100.0 / 5100.0)
+
+
+def hist(
+    counts: tuple[float, ...], total: float, bounds: tuple[float, ...] = (0.1, 1.0, math.inf)
+) -> CumulativeHistogram:
+    return CumulativeHistogram(bounds, counts, total)
+
+
+def reading(t_s: int, ttft: CumulativeHistogram) -> Reading:
+    return Reading(t_s * NS, "vllm", gauges={"running": 1.0}, histograms={"ttft_s": ttft})
+
+
+def test_a_restart_inside_the_window_counts_what_came_after_it() -> None:
+    # 30 observations, then the server restarts (its counts fall) and sees 4 more: the window holds 4 + 2
+    series = [
+        reading(1, hist((10, 30, 30), 9.0)),
+        reading(2, hist((1, 4, 4), 1.2)),
+        reading(3, hist((2, 6, 6), 1.5)),
+    ]
+    hists = ttft_histograms([Series("server", "ok", series)], 1 * NS, 3 * NS)
+    assert hists["server"].count == 6 and hists["server"].sum == pytest.approx(1.5)
+    split = ttft_split(Percentiles(count=6, mean=260.0), hists)
+    assert split["server"]["mean_ms"] == pytest.approx(250.0) and split["outside"][
+        "mean_ms"
+    ] == pytest.approx(10.0)
+
+
+def test_buckets_that_change_shape_leave_the_part_out_and_telemetry_gone_leaves_no_split() -> None:
+    other = (0.2, 2.0, math.inf)
+    series = [reading(1, hist((10, 30, 30), 9.0)), reading(3, hist((10, 30, 30), 9.0, other))]
+    assert ttft_histograms([Series("server", "ok", series)], 1 * NS, 3 * NS) == {}
+    # no reading inside the window (the server went away before it): nothing to split, no exception
+    assert ttft_histograms([Series("server", "lost", series[:1])], 2 * NS, 3 * NS) == {}
+    assert ttft_histograms([], 1 * NS, 3 * NS) == {}
