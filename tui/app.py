@@ -307,11 +307,13 @@ class RampApp(EngineActions):
         if isinstance(self.screen, DetailScreen):
             self.screen.dismiss(None)
         self.push_screen(StepDetail())
+        self.traced("shown")  # RAMP_KEY_TRACE: the modal pushed; "painted" once it is on screen
 
     def action_error_detail(self) -> None:
         if isinstance(self.screen, DetailScreen):
             self.screen.dismiss(None)
         self.push_screen(ErrorsDetail())
+        self.traced("shown")
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
