@@ -105,6 +105,7 @@ class Client:
         self._http: HTTPTransport | None = None
         self._id_prefix = f"ramp-{os.getpid()}-"
         self._sent = 0
+        self.open_streams: set[Stream] = set()  # requests in flight: the ones with no token yet are read
 
     def __repr__(self) -> str:
         return f"Client(url={self.target.base_url!r}, transport={self.transport!r}, max_connections={self.max_connections})"
@@ -144,11 +145,13 @@ class Client:
         st = Stream(task, self.target, _monotonic_ns(), request_id, headers)
         if spec.keep_text:
             st.text = []
+        self.open_streams.add(st)
         try:
             try:
                 await http.exchange(st, spec.api, url, body, spec.keep_text, live)
             finally:
                 st.disarm()
+                self.open_streams.discard(st)
         except asyncio.CancelledError:
             if st.fired is None:
                 return self._result(spec, intended_ns, st, Outcome.CANCELLED)
@@ -169,6 +172,12 @@ class Client:
         return self._finish(
             spec, intended_ns, st, ErrorKind.STREAM_CUT, "stream ended before finish_reason/[DONE]"
         )
+
+    def first_token_waits(self, now_ns: int) -> tuple[int, int]:
+        """(requests in flight with no token yet, the longest such wait in ns): read a few times a second
+        by the worker, never per token (a stream stuck before its first token says so on the faces)."""
+        waits = [now_ns - st.sent_ns for st in self.open_streams if not st.chunk_times]
+        return len(waits), max(waits, default=0)
 
     # -- results -----------------------------------------------------------------------------------------
 

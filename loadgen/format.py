@@ -18,10 +18,12 @@ import math
 from collections.abc import Callable
 
 __all__ = [
+    "FIRST_WAIT_SAID_S",
     "NA",
     "csv_text",
     "fmt_count",
     "fmt_duration",
+    "fmt_first_wait",
     "fmt_gauge",
     "fmt_gib",
     "fmt_ms",
@@ -134,6 +136,19 @@ def fmt_duration(seconds: float | None) -> str:
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+FIRST_WAIT_SAID_S = 5.0  # a request waiting longer than this for its first token is said on the faces
+
+
+def fmt_first_wait(count: int, wait_s: float) -> str | None:
+    """Requests stuck before their first token, once the longest has waited ``FIRST_WAIT_SAID_S``:
+    '2 streams waiting for a first token for 5 s'; None before (a normal prefill is not news)."""
+    if count <= 0 or wait_s < FIRST_WAIT_SAID_S:
+        return None
+    streams = "1 stream" if count == 1 else f"{count:,} streams"
+    waited = f"{int(wait_s)} s" if wait_s < 120 else fmt_duration(wait_s)
+    return f"{streams} waiting for a first token for {waited}"
 
 
 def fmt_pct(fraction: float | None, digits: int = 1) -> str:

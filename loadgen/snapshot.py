@@ -358,6 +358,10 @@ class Snapshot:
     notices: tuple[tuple[int, str], ...] = ()  # (id, text): what the engine chose for the operator (toasts)
     latest_errors: Mapping[str, str] = EMPTY  # ErrorKind value -> the latest full (scrubbed) message of it
     backing_off: int = 0  # virtual users pausing after a refusal or a refused connection (a gauge)
+    # Requests in flight with no token yet, and the longest such wait (s): a server stuck before the first
+    # token says so ("2 streams waiting for a first token for 5 s"), where the figures have no data.
+    waiting_first: int = 0
+    first_wait_s: float = 0.0
     replicas: tuple[ReplicaStats, ...] = ()  # several replicas as one target: each one's last N s (rolling)
     selected: int | None = None  # ramp replay: the step looked at (a position in ``steps``); None live
     # Where ``n`` and the auto-ramp go next (level, or rate in open loop); None: nowhere (the plan's end,

@@ -41,6 +41,13 @@ LONG_REASON = (
 )
 
 
+def test_streams_stuck_before_a_first_token_are_on_the_steering_line() -> None:
+    """Issue 30: a server that answers nothing read only "not enough data" and n/a figures."""
+    assert "first token" not in steering_line(make_snapshot(waiting_first=2, first_wait_s=4.0), 160, {}).plain
+    line = steering_line(make_snapshot(waiting_first=2, first_wait_s=5.4), 160, {}).plain
+    assert "2 streams waiting for a first token for 5 s" in line
+
+
 def test_the_client_bound_advice_is_kept_at_120_columns() -> None:
     """The advice came last and was cut at 120 columns: the figures in parentheses give way first."""
     health = ClientHealth(loop_lag_ms_p99=48.0, cpu_pct=(41.0,), client_bound=True, reason=LONG_REASON)

@@ -14,7 +14,7 @@ from rich.style import Style
 from rich.text import Text
 
 from loadgen import measures
-from loadgen.format import fmt_count, fmt_ms, fmt_num_trimmed, fmt_pct, fmt_rate, fmt_si
+from loadgen.format import fmt_count, fmt_first_wait, fmt_ms, fmt_num_trimmed, fmt_pct, fmt_rate, fmt_si
 from loadgen.run.health import CLIENT_BOUND_CPU_PCT, CLIENT_BOUND_LAG_MS
 from loadgen.snapshot import ClientHealth, Snapshot, WindowStats
 from tui.format import snapshot_phase, window_label
@@ -56,6 +56,9 @@ def steering_line(snapshot: Snapshot, width: int, styles: Mapping[str, Style]) -
     ]
     if snapshot.backing_off:  # streams waiting after a refusal (429/503, a refused connection)
         parts += [("  ·  ", dim), (f"BACKING OFF {fmt_count(snapshot.backing_off)}", _s(styles, "warn"))]
+    stuck = fmt_first_wait(snapshot.waiting_first, snapshot.first_wait_s)
+    if stuck:  # a server that answers nothing yet: said where its figures read n/a
+        parts += [("  ·  ", dim), (stuck, _s(styles, "warn"))]
     rolling = snapshot.windows.get("rolling")
     lag = rolling.pct(measures.LAG_MS) if rolling is not None else None
     parts += [("  ·  schedule lag p50/p99 ", dim)]

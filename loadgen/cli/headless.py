@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from loadgen import measures
 from loadgen.config import SLO
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE, EXIT_WORKER_LOST
-from loadgen.format import fmt_ms_wide, fmt_num_wide
+from loadgen.format import fmt_first_wait, fmt_ms_wide, fmt_num_wide
 from loadgen.record import RecordError, read_record
 from loadgen.report import error_kinds
 from loadgen.run.config import RunConfig, RunOutcome
@@ -178,10 +178,11 @@ def progress_line(snap: Snapshot, closing_s: float | None = None, idle_timeout_s
     bound = "  CLIENT-BOUND" if snap.health.client_bound else ""
     out = rolling.out_tok_s if rolling is not None else None
     estimated = "~" if rolling is not None and rolling.approx_tokens and out is not None else ""
-    refused = ""
+    stuck = fmt_first_wait(snap.waiting_first, snap.first_wait_s)  # a server that answers nothing yet
+    refused = f" · {stuck}" if stuck else ""
     if snap.backing_off:
         said = refusal_text(snap.latest_errors)
-        refused = f" · backing off {snap.backing_off}" + (f" · {said}" if said else "")
+        refused += f" · backing off {snap.backing_off}" + (f" · {said}" if said else "")
     return (
         f"step {steps} · {load} · {phase}{remaining} · out {estimated}{fmt_num_wide(out)} tok/s · "
         f"TTFT p95 {fmt_ms_wide(ttft)} · ok {ok} err {errs}{kinds} · in flight {snap.in_flight}{refused}{bound}"

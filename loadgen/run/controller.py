@@ -238,6 +238,8 @@ class Controller:
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
                 self.steps.fold(wid, window, delta, closed, current, msg.in_flight)
                 self.live.add(wid, delta, current)
+                if current:
+                    self.live.waits(wid, msg.first_waits, self.clock())
                 self.record.detail.add(window, msg.rows)  # --save-requests-detail
 
     def _report_complete(self, force: bool = False) -> None:

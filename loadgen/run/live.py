@@ -37,6 +37,8 @@ class LiveFigures:
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
         self.latest_errors: dict[str, str] = {}  # error kind -> its latest message, whole and scrubbed
         self.rejections = RejectionStreak()  # every answer since the last success one permanent 4xx?
+        # worker -> (its requests with no token yet, the longest wait in s when shipped, received at ns)
+        self.first_waits: dict[int, tuple[int, float, int]] = {}
 
     def add(self, wid: int, delta: IntervalDelta, current: bool) -> None:
         self.rolling.add(delta)
@@ -64,11 +66,22 @@ class LiveFigures:
             self.recent_errors.append(str(err))
         self.latest_errors.update(latest_by_kind(delta.recent_errors))
 
+    def waits(self, wid: int, first_waits: tuple[int, float], now_ns: int) -> None:
+        """Worker ``wid``'s requests waiting for a first token, as its current delta said at ``now_ns``."""
+        count, wait_s = first_waits
+        self.first_waits[wid] = (int(count), float(wait_s), now_ns)
+
+    def waiting_first(self, now_ns: int) -> tuple[int, float]:
+        """(requests in flight with no token yet, the longest of their waits in s, grown since shipped)."""
+        live = [(n, s + (now_ns - at) / 1e9) for n, s, at in self.first_waits.values() if n]
+        return sum(n for n, _ in live), max((s for _, s in live), default=0.0)
+
     def lose(self, wid: int, why: str) -> None:
         """Worker ``wid`` died (``why``): said among the recent errors; its last gauges no longer count (a
         dead worker's streams in flight would hold a lowering's settling for ever)."""
         self.recent_errors.append(f"worker {wid} died: {why}")
         self.gauges.pop(wid, None)
+        self.first_waits.pop(wid, None)
         self.health.pop(wid, None)
         self.recent_health.pop(wid, None)
 

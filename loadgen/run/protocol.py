@@ -140,6 +140,9 @@ class WorkerDelta:
     delta: IntervalDelta
     in_flight: int = 0
     rows: tuple[RequestRow, ...] = ()  # --save-requests-detail: its requests finished since the last delta
+    # The current window's delta: the worker's requests in flight with no token yet, and the longest such
+    # wait in seconds when it was shipped (seconds, not a clock reading: a Ray worker's clock is its own).
+    first_waits: tuple[int, float] = (0, 0.0)
 
 
 WorkerMessage: TypeAlias = WorkerReady | WorkerFatal | WorkerDelta

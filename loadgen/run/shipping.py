@@ -36,6 +36,7 @@ class Outgoing:
     current: bool
     in_flight: int
     rows: tuple[RequestRow, ...]
+    first_waits: tuple[int, float] = (0, 0.0)
 
 
 class WindowBook:
@@ -152,9 +153,16 @@ class WindowBook:
         self.live_carry = max(0.0, self.live_carry)
         self.recorders.setdefault(window, Recorder(worker_id=self.worker_id, slo=self.slo))
 
-    def ship(self, queued: int, health: Callable[[], Mapping[str, float]], backing_off: int = 0) -> None:
-        """Ship every open window's delta: the current one with the live gauges, earlier ones (requests
-        still in flight from them) with their late results, closed once nothing of theirs is in flight."""
+    def ship(
+        self,
+        queued: int,
+        health: Callable[[], Mapping[str, float]],
+        backing_off: int = 0,
+        first_waits: tuple[int, float] = (0, 0.0),
+    ) -> None:
+        """Ship every open window's delta: the current one with the live gauges (and ``first_waits``:
+        requests with no token yet, the longest wait in s), earlier ones (requests still in flight from
+        them) with their late results, closed once nothing of theirs is in flight."""
         now = time.monotonic_ns()
         # Streamed units (chunks, or token_ids counts) become tokens at the ratio usage showed so far, so the
         # live rate — and a window's aggregate tok/s — follows tokens as they arrive even when a server packs
@@ -180,7 +188,8 @@ class WindowBook:
                     backing_off=backing_off,
                 )
                 inflight = self.window_inflight.get(window, 0)
-                self._send(Outgoing(steps, window, False, True, inflight, self.take_rows(window)))
+                rows = self.take_rows(window)
+                self._send(Outgoing(steps, window, False, True, inflight, rows, first_waits))
             else:
                 left = self.window_inflight.get(window, 0)
                 closed = left == 0
@@ -222,7 +231,14 @@ class WindowBook:
             delta = done.value
             self.put(
                 WorkerDelta(
-                    self.worker_id, out.window, out.closed, out.current, delta, out.in_flight, out.rows
+                    self.worker_id,
+                    out.window,
+                    out.closed,
+                    out.current,
+                    delta,
+                    out.in_flight,
+                    out.rows,
+                    out.first_waits,
                 )
             )
         return bool(outbox)

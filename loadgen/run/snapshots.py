@@ -67,6 +67,7 @@ class SnapshotBuilder:
         wheel: Wheel,
     ) -> Snapshot:
         phase = wheel.phase()
+        waiting_first, first_wait_s = live.waiting_first(now)
         return Snapshot(
             seq=self.next_seq(),
             elapsed_s=status.elapsed_s(now),
@@ -91,6 +92,8 @@ class SnapshotBuilder:
             in_flight=live.in_flight,
             queued=live.queued,
             backing_off=live.backing_off,
+            waiting_first=waiting_first,
+            first_wait_s=first_wait_s,
             windows=self.windows(now, status, steps, live),
             rolling_s=self.config.rolling_s,
             step_starts_s=tuple(steps.starts_s),

@@ -332,7 +332,12 @@ class Worker:
 
     def _ship(self) -> None:
         start_ns = time.monotonic_ns()
-        self.book.ship(len(self.open.backlog), self.health.take, len(self.closed.backing_off))
+        count, longest_ns = 0, 0
+        for client in self.clients:
+            waiting, wait_ns = client.first_token_waits(start_ns)
+            count, longest_ns = count + waiting, max(longest_ns, wait_ns)
+        backlog, backing_off = len(self.open.backlog), len(self.closed.backing_off)
+        self.book.ship(backlog, self.health.take, backing_off, (count, longest_ns / 1e9))
         if self.reads is not None:
             self.reads.shipped(start_ns)
 
