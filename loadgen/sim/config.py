@@ -53,6 +53,12 @@ class SimConfig:
     tool_call_rate: float = 1.0
     gpu_telemetry: bool = True
     version: str = "0.32.0-ramp-sim"  # the vLLM API it imitates, marked as the simulator
+    # A control for answer-quality tests: replies change (drawn from elsewhere in the output stream) while
+    # more than ``answer_change_above`` generations are open (0: never) or from ``answer_change_after_s``
+    # seconds after the server started (0: never); ``answer_change_share`` of those requests change.
+    answer_change_above: int = 0
+    answer_change_after_s: float = 0.0
+    answer_change_share: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -125,6 +131,10 @@ def validate(config: SimConfig) -> None:
         problems.append(f"reasoning_field must be one of {', '.join(REASONING_FIELDS)}")
     if not 0.0 <= config.tool_call_rate <= 1.0:
         problems.append(f"tool_call_rate must be within 0..1 (got {config.tool_call_rate})")
+    if config.answer_change_above < 0 or config.answer_change_after_s < 0:
+        problems.append("answer_change_above and answer_change_after_s must be >= 0 (0: never)")
+    if not 0.0 <= config.answer_change_share <= 1.0:
+        problems.append(f"answer_change_share must be within 0..1 (got {config.answer_change_share})")
     if config.stream_interval < 1:
         problems.append(f"stream_interval must be >= 1 (got {config.stream_interval})")
     f = config.faults

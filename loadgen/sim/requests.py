@@ -39,6 +39,8 @@ class GenerateRequest:
     # A request's own ``seed`` makes its reply depend on (seed, prompt) only: the same request gets the
     # same reply, streamed or not (as a seeded or greedy request does on a real server).
     seed: int | None = None
+    # ``temperature`` 0 is greedy: the reply then depends on the prompt alone (as if seeded with 0)
+    temperature: float | None = None
     stop: tuple[str, ...] = ()  # stop sequences: the reply ends before the first one it would contain
     tools: tuple[str, ...] = ()  # the function tools offered, by name (sim/tools.py)
     tool_choice: str | None = None  # "auto" | "none" | "required" | a function's name; None: not given
@@ -74,6 +76,7 @@ def parse_generate(raw: bytes, api: str, model: str, params: EngineParams) -> Ge
         or (bool(opts.get("include_usage")) if isinstance(opts, dict) else False),
         ignore_eos=bool(body.get("ignore_eos")),
         seed=_seed(body.get("seed")),
+        temperature=_temperature(body.get("temperature")),
         stop=_stop(body.get("stop")),
         tools=tools,
         tool_choice=tool_choice,
@@ -124,6 +127,12 @@ def _tool_messages(body: dict[str, Any], api: str) -> int:
 
 def _seed(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _temperature(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def _stop(value: object) -> tuple[str, ...]:

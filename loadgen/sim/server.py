@@ -46,6 +46,7 @@ def _ground_truth_record(request: web.Request, api: str, arrival_ns: int) -> dic
         "preemptions": 0, "fault": None, "finish_reason": None, "max_tokens": None,
         "reasoning_tokens": 0, "first_answer_ns": None, "traceparent": request.headers.get("traceparent"),
         "tools_offered": 0, "tool_messages": 0, "tool_call": None, "tool_tokens": 0, "first_tool_ns": None,
+        "answer_changed": None,
     }  # fmt: skip
 
 
@@ -95,6 +96,8 @@ class SimServer:
         self._gt: deque[dict[str, Any]] = deque(maxlen=self.config.ground_truth_limit)
         self._registry = make_registry(self)
         self._next_rid = 0
+        self._open = 0  # generations in flight (the answer-change control's batch size)
+        self._started_ns = time.monotonic_ns()
         self._runner: web.AppRunner | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self.url = ""
@@ -175,9 +178,11 @@ class SimServer:
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         raw = await request.read()
         gt = _ground_truth_record(request, api, time.monotonic_ns())
+        self._open += 1
         try:
             return await self._generate_inner(request, api, raw, gt)
         finally:
+            self._open -= 1
             gt["end_ns"] = time.monotonic_ns()
             self._gt.append(gt)
 
@@ -200,7 +205,7 @@ class SimServer:
         if refusal is not None:
             gt["status"] = refusal.status
             return refusal
-        draws = self._draws(req)
+        draws = self._draws(req, gt)
         st = self._new_stream(api, req, faults, draws)
         gt["id"] = st.rid
         gt["stream"] = st.streaming
@@ -230,13 +235,29 @@ class SimServer:
             gt["preemptions"] = seq.preemptions
             gt["finish_reason"] = seq.finish_reason if seq.state == "finished" else seq.state
 
-    def _draws(self, req: GenerateRequest) -> random.Random:
+    def _draws(self, req: GenerateRequest, gt: dict[str, Any]) -> random.Random:
         """Where a request's reply is drawn from: the server's generator, or one of its own when it gives a
-        ``seed`` (the same seed and prompt then get the same reply, streamed or not)."""
-        if req.seed is None:
+        ``seed`` or asks for temperature 0 (the same seed and prompt then get the same reply, streamed or
+        not), unless the answer-change control changes it (``gt["answer_changed"]``)."""
+        seed = req.seed if req.seed is not None else 0 if req.temperature == 0 else None
+        if seed is None:
             return self._rng
         prompt = zlib.crc32(array("q", req.ids).tobytes())
-        return random.Random(f"llm-ramp-sim:{req.seed}:{prompt}")
+        changed = self._answer_changes()
+        gt["answer_changed"] = changed
+        return random.Random(f"llm-ramp-sim:{seed}:{prompt}" + (":changed" if changed else ""))
+
+    def _answer_changes(self) -> bool:
+        """Whether this request's reply changes: more generations open than ``answer_change_above``, or
+        past ``answer_change_after_s``; then ``answer_change_share`` of them (the server's draw)."""
+        cfg = self.config
+        above = cfg.answer_change_above and self._open > cfg.answer_change_above
+        late = cfg.answer_change_after_s and (
+            time.monotonic_ns() - self._started_ns >= cfg.answer_change_after_s * 1e9
+        )
+        if not (above or late):
+            return False
+        return cfg.answer_change_share >= 1.0 or self._rng.random() < cfg.answer_change_share
 
     def _new_stream(
         self, api: str, req: GenerateRequest, faults: dict[str, float], draws: random.Random
