@@ -1,0 +1,144 @@
+"""Answer quality under load (pure): how far a probe's answer agrees with its reference answer (exact match,
+common prefix), and a step's summary ``{"n", "agree", "agree_lo", "agree_hi", "prefix_tokens_p50" or
+"prefix_chars_p50", "tasks_ok", "errors"}`` with a Wilson interval for the agreement, widened for probes that
+repeat the same prompt (clusters).
+
+The common prefix is counted in tokens when both answers come as token sequences (token ids or token
+strings), else in characters of the text; the summary's key names which (``prefix_tokens_p50`` or
+``prefix_chars_p50``). No I/O, nothing of the run: the run hands it answers, this hands back numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+# the two-sided 95 % normal quantile of every interval here
+Z95 = 1.959963984540054
+
+Answer = str | Sequence[str] | Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """One probe's answer against its reference: ``exact`` match, and the common prefix in ``unit``."""
+
+    exact: bool
+    prefix: int
+    unit: str  # "tokens" | "chars"
+    length: int  # the answer's length in ``unit``
+    reference_length: int
+
+
+def agreement(answer: Answer, reference: Answer) -> Agreement:
+    """Compare ``answer`` with ``reference``: both strings (characters) or both token sequences (tokens)."""
+    if isinstance(answer, str) != isinstance(reference, str):
+        raise TypeError("an answer and its reference must both be text or both be token sequences")
+    unit = "chars" if isinstance(answer, str) else "tokens"
+    prefix = common_prefix(answer, reference)
+    exact = prefix == len(answer) == len(reference)
+    return Agreement(exact, prefix, unit, len(answer), len(reference))
+
+
+def common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many leading items ``a`` and ``b`` share (strings compared a block at a time)."""
+    n = min(len(a), len(b))
+    if isinstance(a, str) and isinstance(b, str):
+        if a[:n] == b[:n]:
+            return n
+        lo, hi = 0, n  # the longest equal prefix by halving: a[:lo] == b[:lo], a[:hi] != b[:hi]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if a[:mid] == b[:mid]:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``k`` of ``n`` (``n`` may be an effective, fractional size)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = k / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(max(p * (1 - p) / n + z2 / (4 * n * n), 0.0))
+    lo = 0.0 if k <= 0 else max(0.0, centre - half)
+    return (lo, 1.0 if k >= n else min(1.0, centre + half))
+
+
+def effective_n(hits: Sequence[bool], clusters: Sequence[Hashable] | None) -> float:
+    """The sample size the agreement's interval may count on: ``n`` for independent probes; with
+    ``clusters`` (the probe's prompt), ``n`` over the design effect of the clustered (ratio) estimator,
+    kept within [clusters, n]. With every probe agreeing (or none) the variance says nothing, so only the
+    clusters count: repeats of one prompt on a deterministic server are one observation."""
+    n = len(hits)
+    if clusters is None or n == 0:
+        return float(n)
+    if len(clusters) != n:
+        raise ValueError("one cluster per probe")
+    groups: dict[Hashable, list[int]] = {}
+    for hit, c in zip(hits, clusters, strict=True):
+        g = groups.setdefault(c, [0, 0])
+        g[0] += int(hit)
+        g[1] += 1
+    count = len(groups)
+    p = sum(hits) / n
+    if p in (0.0, 1.0) or count < 2:
+        return float(count)
+    resid = sum((y - p * m) ** 2 for y, m in groups.values())
+    var_cluster = count / (count - 1) * resid / (n * n)
+    var_simple = p * (1 - p) / n
+    deff = var_cluster / var_simple
+    return float(min(n, max(count, n / deff if deff > 0 else n)))
+
+
+def step_quality(
+    agreements: Sequence[Agreement],
+    clusters: Sequence[Hashable] | None = None,
+    tasks: Sequence[bool] = (),
+    errors: int = 0,
+) -> dict[str, float | int | None]:
+    """A step's quality: ``n`` probes compared, the share that matched exactly with its 95 % interval,
+    the median common prefix (in the agreements' unit), the share of verifiable ``tasks`` passed (None
+    without any) and the probes that ``errors`` kept from an answer (not compared, not counted in ``n``)."""
+    units = {a.unit for a in agreements}
+    if len(units) > 1:
+        raise ValueError("a step's agreements must share one unit (tokens or chars)")
+    unit = units.pop() if units else "tokens"
+    hits = [a.exact for a in agreements]
+    n = len(hits)
+    agree = sum(hits) / n if n else None
+    lo: float | None = None
+    hi: float | None = None
+    if n:
+        n_eff = effective_n(hits, clusters)
+        lo, hi = wilson(sum(hits) / n * n_eff, n_eff)
+        lo, hi = min(lo, sum(hits) / n), max(hi, sum(hits) / n)
+    prefix = statistics.median(a.prefix for a in agreements) if n else None
+    return {
+        "n": n,
+        "agree": agree,
+        "agree_lo": lo,
+        "agree_hi": hi,
+        f"prefix_{unit}_p50": prefix,
+        "tasks_ok": sum(tasks) / len(tasks) if tasks else None,
+        "errors": errors,
+    }
+
+
+def agreement_text(q: dict[str, float | int | None] | None) -> str:
+    """``0.62 (0.55–0.69)`` for a step's quality; ``n/a`` without probes compared."""
+    if not q or not q.get("n") or q.get("agree") is None:
+        return "n/a"
+    agree, lo, hi = q["agree"], q.get("agree_lo"), q.get("agree_hi")
+    if lo is None or hi is None:
+        return f"{agree:.2f}"
+    return f"{agree:.2f} ({lo:.2f}–{hi:.2f})"
