@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"
 PROBE_TIMEOUT_S = 1.0
+REFUSED, NO_HOST = "connection refused", "host not found"  # nothing there for sure (a timeout may be slow)
 
 
 def traces_endpoint() -> str:
@@ -47,9 +48,9 @@ def unreachable(endpoint: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None
         with socket.create_connection((host, port), timeout=timeout_s):
             return None
     except ConnectionRefusedError:
-        return "connection refused"
+        return REFUSED
     except socket.gaierror:
-        return "host not found"
+        return NO_HOST
     except TimeoutError:
         return f"no answer within {timeout_s:g} s"
     except OSError as exc:

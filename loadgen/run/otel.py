@@ -34,7 +34,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from loadgen.config import Phase
 from loadgen.run.clock import read_clocks
-from loadgen.run.collector import traces_endpoint, unreachable
+from loadgen.run.collector import NO_HOST, REFUSED, traces_endpoint, unreachable
 from loadgen.run.protocol import Flush
 from loadgen.types import Outcome, RequestResult, RequestSpec, Target
 
@@ -156,8 +156,8 @@ class RequestSpans:
         hold the worker's exit (its spans are then lost, as the SDK would lose them). Where nothing listens
         at the endpoint (the run said so at its start) the exporter's retries are not waited for at all:
         without this a run with no collector ended ~4 s late."""
-        if self.endpoint is not None and unreachable(self.endpoint, NOBODY_TIMEOUT_S) is not None:
-            timeout_s = min(timeout_s, NOBODY_TIMEOUT_S)
+        if self.endpoint is not None and unreachable(self.endpoint) in (REFUSED, NO_HOST):
+            timeout_s = min(timeout_s, NOBODY_TIMEOUT_S)  # a slow or far collector still gets the wait
         done = threading.Thread(target=self.provider.shutdown, name="ramp-otel-close", daemon=True)
         done.start()
         done.join(timeout_s)
