@@ -17,7 +17,7 @@ from loadgen import measures
 Mode = Literal["closed", "open"]  # closed loop: levels are concurrencies; open loop: arrival rates (req/s)
 Arrival = Literal["constant", "poisson", "gamma"]
 RunState = Literal["starting", "running", "paused", "finished", "stopped", "failed"]
-EndedBy = Literal["plan", "next", "level", "mode", "pause", "stop", "slo", "error"]
+EndedBy = Literal["plan", "next", "level", "mode", "pause", "stop", "slo", "error", "precision"]
 Window = Literal["step", "rolling", "run"]
 # Where the current step stands: warming up, measuring, closing (its window ended: the load holds until its
 # counted requests are done), settling (after a lowering: in flight comes down to the new level before the
@@ -121,6 +121,9 @@ class RampPlan:
     # One step length per level, overriding step_s (a trace's steps over time scales: each pass of its
     # window lasts window / scale); empty: every step lasts step_s.
     step_seconds: tuple[float, ...] = ()
+    # --precision PCT: a step's window ends once out tok/s and every figure the SLO judges have a trusted 95 %
+    # interval within this many % of their value (``ended_by: "precision"``), or at its length at the latest
+    precision_pct: float | None = None
 
     @property
     def positions(self) -> int:
@@ -148,6 +151,7 @@ class RampPlan:
             "early_stop": self.early_stop,
             "repeat": self.repeat,
             **({"step_seconds": list(self.step_seconds)} if self.step_seconds else {}),
+            **({"precision_pct": self.precision_pct} if self.precision_pct is not None else {}),
         }
 
 

@@ -169,6 +169,14 @@ class RunFlags:
     step_seconds: float | None = flag(None, "steps", "seconds per step (default: profile or 30)", type=float)
     warmup: float | None = flag(None, "steps", "warm-up seconds per step, excluded (default 5)", type=float)
     repeat: int = flag(1, "steps", "run each level N times in a row (median and range)", type=int)
+    precision: float | None = flag(
+        None,
+        "steps",
+        "end a step once out tok/s and every figure the SLO judges are known within PCT %% (95 %% interval), "
+        "or at --step-seconds at the latest",
+        type=float,
+        metavar="PCT",
+    )
     reset_prefix_cache: CacheResets = flag(
         "never",
         "steps",

@@ -81,6 +81,8 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
         levels = (flags.find_max[0],)
     if flags.repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {flags.repeat}")
+    if flags.precision is not None and not 0 < flags.precision < 100:
+        raise UsageError(f"--precision is a percentage between 0 and 100, got {flags.precision:g}")
     fractional = [v for v in levels or () if mode == "closed" and v != int(v)]
     if fractional:
         raise UsageError(
@@ -98,6 +100,7 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
             early_stop=flags.find_max is None and (flags.early_stop or (base.early_stop if base else False)),
             mode=mode,
             repeat=flags.repeat,
+            precision_pct=flags.precision,
         )
     return LoadShape(
         plan=plan,

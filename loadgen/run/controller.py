@@ -51,6 +51,7 @@ from loadgen.snapshot import Snapshot, StepSummary
 from loadgen.target.cache import reset_prefix_cache
 
 UNREACHABLE_AFTER_S = 10.0
+PRECISION_CHECK_NS = 1_000_000_000  # --precision: how often a step's intervals are read while it measures
 Clock = Callable[[], int]
 MONOTONIC: Clock = time.monotonic_ns
 Publish = Callable[[Snapshot], None]
@@ -76,6 +77,7 @@ class Controller:
         self.live = LiveFigures(config.rolling_s, self.status.t0_ns)
         self.snapshots = SnapshotBuilder(config, self.slo)
         self.wheel = Wheel(config, self.status, self.load, self.steps, self.fleet, self.live)
+        self.precision_checked_ns = 0
         self.record = RunRecord()  # none until setup opens one (--out)
         self.stop_requested: bool | None = None  # None, or the cancel flag of the stop asked for
         self.wake = asyncio.Event()
@@ -216,7 +218,20 @@ class Controller:
         self.steps.end_warmup(now)
         if self.steps.step_due(now) and self.steps.current is not None:
             self.wheel.window_due()
+        elif self._precise_enough(now):
+            self.wheel.window_due("precision")
         self.wheel.check_settled()
+
+    def _precise_enough(self, now: int) -> bool:
+        """--precision: the planned step measuring now knows its figures well enough (checked once a second:
+        reading the intervals costs a few ms)."""
+        plan = self.load.plan
+        if plan is None or plan.precision_pct is None or self.steps.end_ns is None:
+            return False
+        if now < self.precision_checked_ns + PRECISION_CHECK_NS:
+            return False
+        self.precision_checked_ns = now
+        return self.steps.precise(now, plan.precision_pct, self.slo)
 
     def pump(self) -> None:
         for msg in self.fleet.drain():
@@ -283,7 +298,7 @@ class Controller:
             plan is not None
             and plan.early_stop
             and verdict.met is False
-            and summary.ended_by == "plan"
+            and summary.ended_by in ("plan", "precision")
             and self.status.state == "running"
         ):
             self.status.say(

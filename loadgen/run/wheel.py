@@ -164,9 +164,9 @@ class Wheel:
             self.begin()
 
     # ---- the plan ---------------------------------------------------------------------------------------
-    def window_due(self) -> None:
-        """The step's window ends on its timer: it closes under its own load."""
-        seg = self.steps.end("plan", hold=True)
+    def window_due(self, ended_by: EndedBy = "plan") -> None:
+        """The step's window ends on its timer (or once precise enough): it closes under its own load."""
+        seg = self.steps.end(ended_by, hold=True)
         self.next_after_close = True
         if seg is None:  # nothing was measured (cannot normally happen): move on at once
             self.after_close()
