@@ -25,10 +25,10 @@ from loadgen.config import SLO
 from loadgen.format import fmt_duration, fmt_num_trimmed
 from loadgen.metrics.hdr import spec_for
 from loadgen.metrics.recorder import IntervalDelta
-from loadgen.snapshot import SLOVerdict
+from loadgen.snapshot import SLOVerdict, WindowStats
 from loadgen.stats import Interval, decide, quantile_interval, ratio_interval
 
-__all__ = ["MAX_SLICES", "RATES", "SLICE_S", "SliceBook", "figure_name", "judge"]
+__all__ = ["MAX_SLICES", "RATES", "SLICE_S", "SliceBook", "figure_name", "judge", "precise", "step_margins"]
 
 SLICE_S = 0.5  # a worker ships a delta every ~250 ms: a slice holds at least one of each worker's
 MAX_SLICES = 64
@@ -233,3 +233,30 @@ def judge(slo: SLO, verdict: SLOVerdict, margins: Mapping[str, Interval], elapse
     if outcome == "met" and verdict.met is False:
         outcome = "missed"
     return replace(verdict, undecided=tuple(undecided), on_intervals=outcome)
+
+
+def step_margins(book: SliceBook | None, t1_ns: int, stats: WindowStats) -> dict[str, Interval]:
+    """A finished window's margins: each step-line percentile (``measures.line_metrics``) and each rate."""
+    if book is None:
+        return {}
+    points = [(m.name, m.step_points) for m in measures.line_metrics()]
+    return book.margins(t1_ns, points, failed_only=stats.ok == 0 and not stats.out_tok_s)
+
+
+def precise(book: SliceBook | None, now_ns: int, pct: float, slo: SLO) -> bool:
+    """--precision: a trusted 95 % interval within ``pct`` % of its value, so far, for out tok/s and for every
+    figure ``slo`` judges (``measures.CLAUSES`` with a limit set)."""
+    if book is None:
+        return False
+    limits = slo.as_dict()
+    judged = [(c.metric, c.point) for c in measures.CLAUSES if c.metric and limits.get(c.key) is not None]
+    points: dict[str, tuple[str, ...]] = {}
+    for metric, point in judged:
+        points[metric] = (*points.get(metric, ()), point)
+    margins = book.margins(now_ns, points.items())
+    for name in ["out_tok_s", *(figure_name(metric, point) for metric, point in judged)]:
+        iv = margins.get(name)
+        share = None if iv is None else iv.rel_half_width
+        if iv is None or not iv.trusted or share is None or share > pct / 100:
+            return False
+    return True

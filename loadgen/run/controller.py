@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from loadgen.config import FINAL_STATES, SetupError
+from loadgen.metrics.slices import precise
 from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.fleet import Fleet, ProcessFleet
 from loadgen.run.live import LiveFigures
@@ -231,7 +232,12 @@ class Controller:
         if now < self.precision_checked_ns + PRECISION_CHECK_NS:
             return False
         self.precision_checked_ns = now
-        return self.steps.precise(now, plan.precision_pct, self.slo)
+        seg = self.steps.current
+        return (
+            seg is not None
+            and seg.phase == "measure"
+            and precise(seg.slices, now, plan.precision_pct, self.slo)
+        )
 
     def pump(self) -> None:
         for msg in self.fleet.drain():
@@ -252,9 +258,7 @@ class Controller:
                 self.live.lose(wid, text)
             case WorkerDelta(worker_id=wid, window=window, closed=closed, current=current, delta=delta):
                 self.steps.fold(wid, window, delta, closed, current, msg.in_flight)
-                self.live.add(wid, delta, current)
-                if current:
-                    self.live.waits(wid, msg.first_waits, self.clock())
+                self.live.add(wid, delta, current, msg.first_waits, self.clock())
                 self.record.detail.add(window, msg.rows)  # --save-requests-detail
 
     def _report_complete(self, force: bool = False) -> None:
@@ -277,13 +281,12 @@ class Controller:
 
     def say_telemetry(self, step: int | None = None) -> None:
         """Telemetry lost mid-run (a /metrics dropped, or gone slow, trickling or junk after good answers),
-        said once per source: a toast, a warning in the snapshot (headless prints it on stderr at once) and
-        an event of ``step`` (by default the step the header names) in the record."""
+        said once per source: a toast, a snapshot warning (headless stderr) and an event of ``step`` (by
+        default the step the header names) in the record."""
         for text in self.link.new_drops():
             self.wheel.notify(text)
             self.status.warnings.append(text)
-            shown = step if step is not None else self.steps.shown_index() + 1
-            self.record.event("warning", {"note": text, "step": shown})
+            self.record.event("warning", {"note": text, "step": step or self.steps.shown_index() + 1})
 
     def say_dropped(self) -> None:
         """A step a key cut under a second into its window is no step (``Steps.end``): said, not silent."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Iterable
+from typing import TypedDict
 
 from loadgen.metrics import IntervalDelta, RollingWindow
 from loadgen.run.health import RECENT_HEALTH, client_health
@@ -21,6 +22,16 @@ from loadgen.types import ErrorKind
 RATE_HORIZON_S = 2.0  # the live rates are taken over the last this many seconds
 RECENT_ERRORS = 8
 CONNECT_ERRORS_KEY = "err:" + ErrorKind.CONNECT.value  # the rolling window's counter of refused connections
+
+
+class LiveGauges(TypedDict):
+    """The load gauges a snapshot takes from ``LiveFigures`` (``Snapshot``'s fields of these names)."""
+
+    in_flight: int
+    queued: int
+    backing_off: int
+    waiting_first: int
+    first_wait_s: float
 
 
 class LiveFigures:
@@ -40,9 +51,18 @@ class LiveFigures:
         # worker -> (its requests with no token yet, the longest wait in s when shipped, received at ns)
         self.first_waits: dict[int, tuple[int, float, int]] = {}
 
-    def add(self, wid: int, delta: IntervalDelta, current: bool) -> None:
+    def add(
+        self,
+        wid: int,
+        delta: IntervalDelta,
+        current: bool,
+        first_waits: tuple[int, float] = (0, 0.0),
+        now_ns: int = 0,
+    ) -> None:
+        """A worker's delta; ``current``: its live gauges too (``first_waits`` as ``waits`` takes them)."""
         self.rolling.add(delta)
         if current:
+            self.waits(wid, first_waits, now_ns)
             self.gauges[wid] = (int(delta.in_flight), int(delta.queued), int(delta.backing_off))
             self.health[wid] = dict(delta.health or {})
             self.recent_health.setdefault(wid, collections.deque(maxlen=RECENT_HEALTH)).append(
@@ -75,6 +95,17 @@ class LiveFigures:
         """(requests in flight with no token yet, the longest of their waits in s, grown since shipped)."""
         live = [(n, s + (now_ns - at) / 1e9) for n, s, at in self.first_waits.values() if n]
         return sum(n for n, _ in live), max((s for _, s in live), default=0.0)
+
+    def gauges_now(self, now_ns: int) -> LiveGauges:
+        """The snapshot's load gauges, summed over the workers."""
+        waiting, longest = self.waiting_first(now_ns)
+        return LiveGauges(
+            in_flight=self.in_flight,
+            queued=self.queued,
+            backing_off=self.backing_off,
+            waiting_first=waiting,
+            first_wait_s=longest,
+        )
 
     def lose(self, wid: int, why: str) -> None:
         """Worker ``wid`` died (``why``): said among the recent errors; its last gauges no longer count (a

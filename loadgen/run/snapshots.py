@@ -67,7 +67,6 @@ class SnapshotBuilder:
         wheel: Wheel,
     ) -> Snapshot:
         phase = wheel.phase()
-        waiting_first, first_wait_s = live.waiting_first(now)
         return Snapshot(
             seq=self.next_seq(),
             elapsed_s=status.elapsed_s(now),
@@ -89,11 +88,7 @@ class SnapshotBuilder:
             step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.t0_step_ns else 0.0,
             step_remaining_s=remaining_s(now, status, steps),
             warming_up=phase == "warmup",
-            in_flight=live.in_flight,
-            queued=live.queued,
-            backing_off=live.backing_off,
-            waiting_first=waiting_first,
-            first_wait_s=first_wait_s,
+            **live.gauges_now(now),  # in flight, queued, backing off, waiting for a first token
             windows=self.windows(now, status, steps, live),
             rolling_s=self.config.rolling_s,
             step_starts_s=tuple(steps.starts_s),

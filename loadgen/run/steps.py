@@ -19,7 +19,7 @@ from loadgen.analysis.ttft_split import ttft_split
 from loadgen.config import SLO, EndedBy, Mode, Phase
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.metrics.replicas import idle_replicas
-from loadgen.metrics.slices import SliceBook, figure_name, judge
+from loadgen.metrics.slices import SliceBook, judge, step_margins
 from loadgen.run.fleet import Fleet
 from loadgen.run.health import BoundJudge, first_reason
 from loadgen.run.live import latest_by_kind
@@ -349,26 +349,6 @@ class Steps:
             self.current = self._new_segment("measure", now)
             self.segments.pop(cur.seg_id, None)
 
-    def precise(self, now: int, pct: float, slo: SLO) -> bool:
-        """--precision: the window measuring now has a trusted 95 % interval within ``pct`` % of its value
-        for out tok/s and for every figure its SLO judges (``loadgen.measures.CLAUSES`` with a limit set)."""
-        seg = self.current
-        if seg is None or seg.phase != "measure" or seg.slices is None:
-            return False
-        limits = slo.as_dict()
-        judged = [(c.metric, c.point) for c in measures.CLAUSES if c.metric and limits.get(c.key) is not None]
-        points: dict[str, tuple[str, ...]] = {}
-        for metric, point in judged:
-            points[metric] = (*points.get(metric, ()), point)
-        margins = seg.slices.margins(now, points.items())
-        wanted = ["out_tok_s", *(figure_name(metric, point) for metric, point in judged)]
-        for name in wanted:
-            iv = margins.get(name)
-            share = None if iv is None else iv.rel_half_width
-            if iv is None or not iv.trusted or share is None or share > pct / 100:
-                return False
-        return True
-
     def step_due(self, now: int) -> bool:
         return self.end_ns is not None and now >= self.end_ns
 
@@ -414,15 +394,7 @@ class Steps:
             self.closing = None
         closed_ns = seg.closed_ns if seg.closed_ns is not None else self.clock()
         verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
-        margins = (
-            seg.slices.margins(
-                t1_ns,
-                [(m.name, m.step_points) for m in measures.line_metrics()],
-                failed_only=stats.ok == 0 and not stats.out_tok_s,
-            )
-            if seg.slices is not None
-            else {}
-        )
+        margins = step_margins(seg.slices, t1_ns, stats)
         verdict = judge(slo, verdict, margins, window_s)
         bound = seg.bound_reason()
         target = self.fleet.config.target

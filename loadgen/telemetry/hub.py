@@ -140,13 +140,6 @@ class TelemetryHub:
             with contextlib.suppress(Exception):
                 await st.source.aclose()
 
-    async def __aenter__(self) -> TelemetryHub:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
     # --- polling -----------------------------------------------------------------------------------
 
     async def _run(self, st: _State) -> None:
@@ -298,11 +291,7 @@ class TelemetryHub:
     def failing(self) -> dict[str, tuple[str, int, bool]]:
         """Each source failing now: (its reason, its failed polls in a row, whether it had answered before)."""
         with self._lock:
-            return {
-                name: (st.status, st.failures, st.answered)
-                for name, st in self._states.items()
-                if st.failures
-            }
+            return {n: (st.status, st.failures, st.answered) for n, st in self._states.items() if st.failures}
 
     def readings(self, name: str) -> list[Reading]:
         with self._lock:
