@@ -227,8 +227,7 @@ class Client:
         chunk_tokens = _chunk_tokens(st)
         first_answer = st.first_answer()
         reasoning_tokens, reasoning_exact = _reasoning_tokens(st, chunk_tokens)
-        if message:
-            message = scrub(message, self._secrets)
+        message = scrub(message, self._secrets) if message else message
         end_ns = st.end_ns if st.end_ns is not None else _monotonic_ns()
         return RequestResult(
             outcome=outcome,
@@ -254,6 +253,7 @@ class Client:
             input_tokens_target=spec.input_tokens_target,
             max_tokens=spec.max_tokens,
             output_text="".join(st.text) if st.text is not None else None,
+            probe=spec.probe,
             request_id=st.request_id,
             retry_after_s=retry_after_s(st.retry_after) if st.retry_after is not None else None,
             ratelimit=tuple(st.ratelimit) if st.ratelimit else (),

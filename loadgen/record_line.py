@@ -224,6 +224,8 @@ _TAIL: tuple[StepKey, ...] = (
     # the client's TTFT beside the server's queue, prefill and TTFT; and the limit's diagnosis (analysis/)
     StepKey("ttft_split", _step(lambda s: dict(s.ttft_split)), dict, "ttft_split", {}, only_if=lambda s: bool(s.ttft_split)),
     StepKey("diagnosis", _step(lambda s: dict(s.diagnosis)), dict, "diagnosis", {}, only_if=lambda s: bool(s.diagnosis)),
+    # answer probes (--quality): agreement with the reference answers (loadgen.analysis.quality)
+    StepKey("quality", _step(lambda s: dict(s.quality)), dict, "quality", {}, only_if=lambda s: bool(s.quality)),
     StepKey("marks", _step(lambda s: list(s.marks)), tuple, "marks", ()),
     # Every metric's percentiles and its encoded histogram: read back together into ``stats.hist`` (the
     # drawing bins are recomputed from the histogram), see ``_views``.

@@ -233,6 +233,9 @@ class StepSummary:
     ttft_split: Mapping[str, object] = EMPTY
     # the limiting mechanism: kind, confidence, evidence, first_checks (``loadgen.analysis.diagnosis``)
     diagnosis: Mapping[str, object] = EMPTY
+    # answer probes (--quality): n, agree with its interval, the median common prefix, tasks_ok, errors
+    # (``loadgen.analysis.quality``); empty without probes
+    quality: Mapping[str, object] = EMPTY
 
     @property
     def clean(self) -> bool:

@@ -68,6 +68,7 @@ class RequestSpec:
     # Extra keys of some messages, by their index in ``messages``: an assistant turn's ``tool_calls``, a
     # ``tool`` message's ``tool_call_id`` (a session answering tool calls, loadgen.workload.tools).
     message_extras: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
+    probe: int = -1  # an answer probe's index in the probe set (loadgen.workload.probes); -1: not a probe
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,7 @@ class RequestResult:
     first_tool_args_ns: int | None = None
     last_tool_args_ns: int | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    probe: int = -1  # the spec's ``probe``: its answer is compared with its reference (-1: not a probe)
 
     @property
     def ttft_ns(self) -> int | None:

@@ -142,3 +142,47 @@ def agreement_text(q: dict[str, float | int | None] | None) -> str:
     if lo is None or hi is None:
         return f"{agree:.2f}"
     return f"{agree:.2f} ({lo:.2f}–{hi:.2f})"
+
+
+# a probe's answer as shipped from a worker: (probe index, its text; None when the probe failed)
+ProbeAnswer = tuple[int, str | None]
+
+
+class QualityBook:
+    """The run's reference answers and each step's comparison with them. ``reference``: answers loaded
+    from a file (``--quality-reference``); without it, the first step that gets a probe's answer sets that
+    probe's reference (level 1 in a ramp), and its other answers in that step are compared with it."""
+
+    def __init__(self, reference: dict[int, str] | None = None) -> None:
+        self.reference: dict[int, str] = dict(reference or {})
+        self.loaded = reference is not None
+
+    def step(self, answers: Sequence[ProbeAnswer]) -> dict[str, object] | None:
+        """The step's quality (``step_quality``'s keys, plus ``reference`` when this step set some), or None
+        when the step had no probes."""
+        if not answers:
+            return None
+        taken: dict[int, str] = {}
+        if not self.loaded:
+            for index, text in answers:
+                if text is not None and index not in self.reference and index not in taken:
+                    taken[index] = text
+            self.reference.update(taken)
+        compared: list[Agreement] = []
+        clusters: list[int] = []
+        errors = unmatched = 0
+        for index, text in answers:
+            ref = self.reference.get(index)
+            if text is None:
+                errors += 1
+            elif ref is None:
+                unmatched += 1
+            else:
+                compared.append(agreement(text, ref))
+                clusters.append(index)
+        out: dict[str, object] = dict(step_quality(compared, clusters, errors=errors))
+        if unmatched:
+            out["unreferenced"] = unmatched
+        if taken:
+            out["reference"] = {str(i): t for i, t in sorted(taken.items())}
+        return out

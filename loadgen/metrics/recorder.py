@@ -44,6 +44,7 @@ MAX_ERRORS_PER_INTERVAL = 5
 MAX_ERROR_TEXT = (
     2000  # an error's message as the server said it, whole enough to read (the console shows it all)
 )
+PROBE_TEXT_LIMIT = 4096  # an answer probe's text is kept up to this many characters (loadgen.workload.probes)
 # Past this many buffered values a Recorder folds its buffers into sparse counts, so that a worker that is
 # never asked for a delta (a script, a stalled controller) stays bounded in memory.
 SPILL_AT = 65_536
@@ -81,6 +82,7 @@ class IntervalDelta:
     backing_off: int = 0  # a gauge: virtual users pausing after a refusal (loadgen.run.loops.Backoff)
     recent_errors: tuple[str, ...] = ()  # "kind: message", the last few of the interval
     ratelimit: tuple[tuple[str, str], ...] = ()  # the interval's latest x-ratelimit-* headers, if any came
+    probes: tuple[tuple[int, str | None], ...] = ()  # answer probes done: (index, text; None: it failed)
 
     @property
     def ok(self) -> int:
@@ -257,6 +259,7 @@ class Recorder:
         self._buffered = 0
         self._errors: deque[str] = deque(maxlen=MAX_ERRORS_PER_INTERVAL)
         self._ratelimit: tuple[tuple[str, str], ...] = ()
+        self._probes: list[tuple[int, str | None]] = []
 
     def _push(self, key: str, value: float) -> None:
         bucket = self._values.get(key)
@@ -307,6 +310,9 @@ class Recorder:
         if result.cached_tokens:
             counters["cached_tokens"] = counters.get("cached_tokens", 0) + result.cached_tokens
         outcome = result.outcome
+        if result.probe >= 0 and outcome is not Outcome.CANCELLED:  # an answer probe (analysis/quality.py)
+            text = result.output_text if outcome is Outcome.OK else None
+            self._probes.append((result.probe, None if text is None else text[:PROBE_TEXT_LIMIT]))
         if self.slo is not None:
             counters["judged"] = counters.get("judged", 0) + 1  # goodput is known (0 if none was good)
         if outcome is Outcome.OK:
@@ -490,4 +496,5 @@ class Recorder:
             backing_off=backing_off,
             recent_errors=tuple(self._errors),
             ratelimit=self._ratelimit,
+            probes=tuple(self._probes),
         )

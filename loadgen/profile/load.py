@@ -30,6 +30,7 @@ from loadgen.profile.model import (
     Sampling,
     SessionSpec,
 )
+from loadgen.profile.quality import read_quality
 from loadgen.profile.ramp import read_ramp
 from loadgen.profile.source import read_source
 from loadgen.profile.tools import read_tools
@@ -54,6 +55,7 @@ TOP_KEYS = (
     "dataset",
     "trace",
     "tools",
+    "quality",
 )
 
 
@@ -211,6 +213,7 @@ class ProfileReader(FieldReader):
             pricing=self.pricing(self.section(doc, "pricing")),
             replay=read_source(self, self.section(doc, "dataset"), self.section(doc, "trace"), source),
             tools=read_tools(self, self.section(doc, "tools"), api),
+            quality=read_quality(self, self.section(doc, "quality")),
         )
 
     def prefix_groups(self, tables: list[dict[str, object]]) -> tuple[PrefixGroup, ...]:

@@ -181,6 +181,22 @@ TOOL_CHOICES = ("auto", "none", "required")
 
 
 @dataclass(frozen=True, slots=True)
+class Quality:
+    """``[quality]`` (or ``--quality``): probe requests mixed into the load to check the answers under load
+    (``loadgen.workload.probes``, ``loadgen.analysis.quality``): ``share`` of each user's requests are probes,
+    drawn in turn from ``probes`` fixed prompts, sent at temperature 0 with ``seed``, ``max_tokens`` each; only
+    a probe keeps its answer (``loadgen.metrics.recorder.PROBE_TEXT_LIMIT`` characters at most)."""
+
+    share: float = 0.05
+    probes: int = 8
+    max_tokens: int = 32
+    seed: int = 1234
+
+    def to_dict(self) -> dict[str, object]:
+        return {"share": self.share, "probes": self.probes, "max_tokens": self.max_tokens, "seed": self.seed}
+
+
+@dataclass(frozen=True, slots=True)
 class Pricing:
     usd_per_1m_input: float | None = None
     usd_per_1m_output: float | None = None
@@ -241,6 +257,7 @@ class Profile:
     # [trace], --dataset, --trace, --requests): loadgen.workload.replay. None: synthetic.
     replay: Source | None = None
     tools: Tools | None = None  # [tools]: function tools offered with each request (chat, responses)
+    quality: Quality | None = None  # [quality] or --quality: answer probes in the load (None: off)
 
     def prefix_group(self, name: str) -> PrefixGroup:
         for group in self.prefix_groups:
@@ -270,4 +287,5 @@ class Profile:
             "pricing": None if self.pricing is None else self.pricing.to_dict(),
             **({} if self.replay is None else {"replay": self.replay.to_dict()}),
             **({} if self.tools is None else {"tools": self.tools.to_dict()}),
+            **({} if self.quality is None else {"quality": self.quality.to_dict()}),
         }

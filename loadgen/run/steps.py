@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from loadgen import measures
 from loadgen.analysis.diagnosis import StepFigures, diagnose
+from loadgen.analysis.quality import ProbeAnswer, QualityBook
 from loadgen.analysis.ttft_split import ttft_split
 from loadgen.config import SLO, EndedBy, Mode, Phase
 from loadgen.metrics import Accumulator, IntervalDelta
@@ -28,7 +29,7 @@ from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.slo import best_step, evaluate
-from loadgen.snapshot import STEP_FLAGS, SLOVerdict, StepFlag, StepSummary
+from loadgen.snapshot import EMPTY, STEP_FLAGS, SLOVerdict, StepFlag, StepSummary
 from loadgen.target.ratelimit import read_ratelimit
 
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
@@ -81,6 +82,7 @@ class Segment:
     lost_requests: int = 0  # its requests in flight on workers lost before they shipped them
     clock: Callable[[], int] = time.monotonic_ns  # the controller's (a fake one in unit tests)
     slices: SliceBook | None = None  # a measurement window's deltas by time slice: its margins of error
+    probes: list[ProbeAnswer] = field(default_factory=list)  # answer probes' texts (loadgen.analysis.quality)
 
     def fold(self, wid: int, delta: IntervalDelta, closed: bool, current: bool, in_flight: int = 0) -> None:
         self.acc.add(delta)
@@ -90,6 +92,8 @@ class Segment:
             self.latest_errors.update(latest_by_kind(delta.recent_errors))
         if delta.ratelimit:
             self.ratelimit.update(read_ratelimit(delta.ratelimit))
+        if delta.probes:
+            self.probes.extend(delta.probes)
         if current and delta.health:
             self.judges.setdefault(wid, BoundJudge()).add(delta.health)
         self.in_flight[wid] = 0 if closed else in_flight
@@ -166,6 +170,7 @@ class Steps:
         # Steps a key cut under MIN_STEP_S into their window, dropped by design: said (a toast and a record
         # warning, ``RunController.say_dropped``) so that a step the operator saw never vanishes unsaid
         self.dropped: list[str] = []
+        self.quality = QualityBook() if fleet.config.profile.quality is not None else None  # --quality
 
     # ---- deltas -----------------------------------------------------------------------------------------
     def fold(
@@ -433,7 +438,10 @@ class Steps:
             ttft_split=ttft_split(stats.pct(measures.TTFT_MS), self.link.ttft_histograms(seg.t0_ns, t1_ns)),
         )
         before = [StepFigures.of(s) for s in self.summaries]
-        summary = replace(summary, diagnosis=diagnose(StepFigures.of(summary), before))
+        quality = self.quality.step(seg.probes) if self.quality is not None else None
+        summary = replace(
+            summary, diagnosis=diagnose(StepFigures.of(summary), before), quality=quality or EMPTY
+        )
         self.summaries.append(summary)
         self.best = best_step(self.summaries)
         return summary

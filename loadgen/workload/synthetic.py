@@ -25,7 +25,8 @@ from loadgen.distributions import sample_seconds, sample_tokens
 from loadgen.profile import Bucket, PrefixGroup, Profile
 from loadgen.sources import Source
 from loadgen.types import Outcome, RequestResult, RequestSpec
-from loadgen.workload.replay import Replay, RequestSession
+from loadgen.workload.probes import Probes
+from loadgen.workload.replay import OneShot, Replay, RequestSession
 from loadgen.workload.sizing import TRANSCRIPT_LABEL_TOKENS, PromptSizer, as_api
 from loadgen.workload.text import FRESH_WORDS, VOCABULARY, TextPool, stable_offset, text_pool
 from loadgen.workload.tools import MessageExtras, ToolRounds
@@ -66,6 +67,8 @@ class Workload:
         self._next_session_id = 0
         self.source: Source | None = profile.replay
         self.replay = Replay(self, profile.replay, worker) if profile.replay is not None else None
+        q = profile.quality
+        self.probes = Probes(q, self.api, model, self.extra_body) if q is not None else None
 
     @property
     def pool(self) -> TextPool:
@@ -121,6 +124,8 @@ class Workload:
         if session_id is None:
             session_id = self._next_session_id
             self._next_session_id += 1
+        if self.probes is not None and self.probes.due():
+            return OneShot(self.probes.next_spec(session_id))
         if self.replay is not None:
             return self.replay.next_session(rng, session_id)
         return Session(self, rng, session_id)

@@ -1,0 +1,93 @@
+"""Answer probes (issue 34): a small share of the load's requests are fixed prompts sent at temperature 0
+with a fixed seed, whose answers are kept (bounded) and compared with their reference answers
+(``loadgen.analysis.quality``). A probe is sent exactly like any other request — it loads the server, is
+timed and counted like the rest — and only a probe keeps its reply text.
+
+``Probes.due()`` says when a worker's next session is a probe instead: every ``1/share``-th session, and at
+least one every ``MIN_EVERY_S`` seconds, so that a short step at a low level still gets a few. Probe ``i``
+cycles through ``probes`` prompts in turn, so every probe of the set is answered in every step long enough.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from loadgen.config import Api, chat_like
+from loadgen.profile import Quality
+from loadgen.types import RequestSpec
+
+# fixed probe prompts: short, with one right answer each where the model can give it
+PROMPTS = (
+    "Count from one to ten in words, separated by commas.",
+    "Repeat exactly: The quick brown fox jumps over the lazy dog.",
+    "What is 17 plus 25? Answer with the number only.",
+    "Name the days of the week, starting with Monday.",
+    "Spell the word 'benchmark' backwards.",
+    "List the first five prime numbers.",
+    "Translate to French: good morning, my friend.",
+    "Write the alphabet from A to J, separated by spaces.",
+)
+MIN_EVERY_S = 2.0  # at least one probe in this long, per worker, whatever the share
+# sampling keys a probe sets itself (or must not carry: a probe answers in text, not with a tool call)
+_OWN_KEYS = frozenset({"temperature", "top_p", "seed", "tools", "tool_choice"})
+
+
+def probe_prompt(index: int) -> str:
+    """Probe ``index``'s prompt: the fixed prompts, numbered beyond the first round."""
+    base = PROMPTS[index % len(PROMPTS)]
+    return base if index < len(PROMPTS) else f"{base} ({index // len(PROMPTS) + 1})"
+
+
+class Probes:
+    """One worker's probes: when the next is due, and its request."""
+
+    def __init__(
+        self,
+        quality: Quality,
+        api: Api,
+        model: str,
+        extra_body: tuple[tuple[str, object], ...] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.quality = quality
+        self.api = api
+        self.model = model
+        self.every = max(1, round(1 / quality.share))
+        kept = tuple((k, v) for k, v in extra_body if k not in _OWN_KEYS)
+        self.extra_body = (*kept, ("temperature", 0.0), ("seed", quality.seed))
+        self.sessions = 0
+        self.sent = 0
+        self.last_s: float | None = None
+        self._clock = clock
+
+    def due(self) -> bool:
+        """Whether the next session is a probe (counts the session either way)."""
+        self.sessions += 1
+        now = self._clock()
+        if self.sessions % self.every == 1 % self.every or (
+            self.last_s is not None and now - self.last_s >= MIN_EVERY_S
+        ):
+            self.last_s = now
+            return True
+        if self.last_s is None:
+            self.last_s = now
+        return False
+
+    def next_spec(self, session_id: int) -> RequestSpec:
+        index = self.sent % self.quality.probes
+        self.sent += 1
+        text = probe_prompt(index)
+        chat = chat_like(self.api)
+        return RequestSpec(
+            api=self.api,
+            model=self.model,
+            max_tokens=self.quality.max_tokens,
+            messages=(("user", text),) if chat else (),
+            prompt="" if chat else text,
+            input_tokens_target=0,
+            session_id=session_id,
+            keep_text=True,
+            extra_body=self.extra_body,
+            probe=index,
+        )
