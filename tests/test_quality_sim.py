@@ -4,11 +4,19 @@ record's step lines."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from loadgen.cli.flags import RunFlags
+from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan
-from loadgen.profile import parse_profile
+from loadgen.exits import UsageError
+from loadgen.profile import Quality, parse_profile
+from loadgen.profile.quality import load_reference
 from loadgen.record import read_record
 from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
@@ -29,13 +37,19 @@ max_tokens = 12
 """
 
 
-def ramp(tmp_path: Path, levels: tuple[int, ...], share: float, **sim: Any) -> list[dict[str, Any]]:
+def ramp(
+    tmp_path: Path, levels: tuple[int, ...], share: float, reference: str = "", **sim: Any
+) -> list[dict[str, Any]]:
     handle = run_sim_in_thread(build_config("tiny-cpu", seed=3, speed=4.0, **sim))
     try:
         out = tmp_path / "run.jsonl"
+        profile = parse_profile(PROFILE.format(share=share), source="<quality>")
+        if reference:
+            assert profile.quality is not None
+            profile = replace(profile, quality=load_reference(reference, profile.quality))
         config = RunConfig(
             target=Target(url=handle.url),
-            profile=parse_profile(PROFILE.format(share=share), source="<quality>"),
+            profile=profile,
             plan=RampPlan(levels, step_s=1.5, warmup_s=0.3),
             out=str(out),
         )
@@ -56,3 +70,35 @@ def test_agreement_holds_up_to_the_change_and_reads_it_above(tmp_path: Path) -> 
     assert [x["agree"] for x in q[:2]] == [1.0, 1.0], q
     assert q[2]["agree"] < 0.5 and q[2]["agree_hi"] < 1.0, q[2]  # 6 streams > 2: the answers changed
     assert q[0]["prefix_chars_p50"] > 0 and q[2]["prefix_chars_p50"] < q[0]["prefix_chars_p50"]
+
+
+def test_another_runs_answers_as_the_reference(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ramp(tmp_path / "a", (1,), share=0.25)  # the baseline server's answers, in its record
+    record = str(tmp_path / "a" / "run.jsonl")
+    # another server (the same model, its answers changed from the start): no step reads 1.00
+    steps = ramp(tmp_path / "b", (1, 2), share=0.25, reference=record, answer_change_after_s=0.001)
+    q = [s["quality"] for s in steps]
+    assert all(x["n"] >= 3 and x["agree"] < 0.2 and "reference" not in x for x in q), q
+    header = json.loads((tmp_path / "b" / "run.jsonl").read_text().splitlines()[0])
+    assert sorted(header["profile_content"]["quality"]["reference"]) == ["0", "1"]  # recorded in the header
+
+
+def test_a_reference_asked_differently_is_refused(tmp_path: Path) -> None:
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps({"model": "m1", "max_tokens": 12, "seed": 1234, "reference": {"0": "a"}}))
+    assert load_reference(str(ref), Quality(max_tokens=12)).reference == ((0, "a"),)
+    with pytest.raises(
+        ValueError, match=r"ref.json: its probes were asked with max_tokens 12, this run's with 32"
+    ):
+        load_reference(str(ref), Quality())
+    with pytest.raises(ValueError, match=r"ref.json: its answers are 'm1''s, this run's model is 'm2'"):
+        load_reference(str(ref), Quality(max_tokens=12), "m2")
+    ref.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="no reference answers"):
+        load_reference(str(ref), Quality())
+    config = resolve(RunFlags(quality=True), "http://127.0.0.1:9")
+    assert config.profile.quality == Quality()
+    with pytest.raises(UsageError, match="nothing.json: cannot read"):
+        resolve(RunFlags(quality_reference=str(tmp_path / "nothing.json")), "http://127.0.0.1:9")

@@ -226,6 +226,14 @@ class RunFlags:
     requests: str | None = flag(
         None, "workload", "replay a --save-requests file: the same requests", metavar="FILE"
     )
+    quality: bool = flag(
+        False,
+        "workload",
+        "mix answer probes into the load (a 5 percent share, [quality]): each step's agreement with level 1's",
+    )
+    quality_reference: str | None = flag(
+        None, "workload", "--quality's reference answers: a record or a reference JSON file", metavar="FILE"
+    )
     # ---- SLO: what the profile's [slo] is used for: stopping, searching, holding the run against another
     early_stop: bool = flag(False, "SLO", "stop at the first step that breaks the SLO")
     find_max: tuple[float, float] | None = flag(

@@ -29,7 +29,8 @@ from loadgen.cli.flags import RunFlags
 from loadgen.cli.sources import replay_plan, replay_profile, save_requests_problem
 from loadgen.config import DEFAULT_WARMUP_S, Mode, RampPlan, fresh_seed
 from loadgen.exits import UsageError
-from loadgen.profile import Pricing, Profile, ProfileError, load_profile
+from loadgen.profile import Pricing, Profile, ProfileError, Quality, load_profile
+from loadgen.profile.quality import load_reference
 from loadgen.run.config import RunConfig
 from loadgen.run.detail import detail_path
 from loadgen.target.tokenizer_file import tokenizer_problem
@@ -125,6 +126,23 @@ def _profile(name: str) -> Profile:
         return load_profile(name)
     except ProfileError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _quality(flags: RunFlags, profile: Profile) -> Profile:
+    """``--quality`` turns the answer probes on ([quality]'s settings, else the defaults);
+    ``--quality-reference`` (which implies it) loads their reference answers, refused with one line when
+    they were asked differently or of another model."""
+    q = profile.quality
+    if q is None and not (flags.quality or flags.quality_reference):
+        return profile
+    q = q or Quality()
+    if flags.quality_reference:
+        model = flags.model or ("" if profile.model in ("", "auto") else profile.model)
+        try:
+            q = load_reference(flags.quality_reference, q, model)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return replace(profile, quality=q)
 
 
 def _target(flags: RunFlags, url: str, profile: Profile) -> Target:
@@ -308,6 +326,7 @@ def resolve(flags: RunFlags, url: str, server_args: Sequence[str] = ()) -> RunCo
     flags = with_server_revision(flags, server_args)
     urls = _urls(url, flags)
     profile = replay_profile(flags, _profile(flags.profile))  # --dataset, --trace, --requests (sourceargs)
+    profile = _quality(flags, profile)  # --quality, --quality-reference
     problem = flag_problem(flags, profile.ramp.mode if profile.ramp is not None else None)
     if problem is not None:
         raise UsageError(problem)

@@ -191,9 +191,16 @@ class Quality:
     probes: int = 8
     max_tokens: int = 32
     seed: int = 1234
+    # answers loaded with --quality-reference (probe index, text); empty: level 1's answers are the reference
+    reference: tuple[tuple[int, str], ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        return {"share": self.share, "probes": self.probes, "max_tokens": self.max_tokens, "seed": self.seed}
+        out: dict[str, object] = {
+            "share": self.share, "probes": self.probes, "max_tokens": self.max_tokens, "seed": self.seed,
+        }  # fmt: skip
+        if self.reference:
+            out["reference"] = {str(i): text for i, text in self.reference}
+        return out
 
 
 @dataclass(frozen=True, slots=True)

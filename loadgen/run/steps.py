@@ -170,7 +170,8 @@ class Steps:
         # Steps a key cut under MIN_STEP_S into their window, dropped by design: said (a toast and a record
         # warning, ``RunController.say_dropped``) so that a step the operator saw never vanishes unsaid
         self.dropped: list[str] = []
-        self.quality = QualityBook() if fleet.config.profile.quality is not None else None  # --quality
+        q = fleet.config.profile.quality  # --quality: the reference answers and each step's agreement
+        self.quality = None if q is None else QualityBook(dict(q.reference) if q.reference else None)
 
     # ---- deltas -----------------------------------------------------------------------------------------
     def fold(
