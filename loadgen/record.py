@@ -202,19 +202,33 @@ class Record:
     truncated: bool = False  # the last line was cut short (the run was killed mid-write) and skipped
 
 
-def read_record(path: str | os.PathLike[str]) -> Record:
-    """Read a record; a truncated last line is skipped, any other bad line is a ``RecordError``."""
-    name = os.fspath(path)
+def _record_text(name: str) -> str:
+    """The record file's text; a missing, unreadable or binary file is one ``RecordError`` line."""
     try:
         with open(name, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except FileNotFoundError:
         raise RecordError(f"{name}: no such file") from None
     except UnicodeDecodeError as exc:
         raise RecordError(f"{name}: not a text file ({exc.reason}); is it a run record?") from None
     except OSError as exc:
         raise RecordError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    lines = text.split("\n")
+
+
+def _readable_header(name: str, obj: JsonObject) -> JsonObject:
+    """The header line, unless its schema is newer than this ramp reads."""
+    schema = obj.get("schema")
+    if isinstance(schema, int) and schema > SCHEMA_VERSION:
+        raise RecordError(
+            f"{name}: record schema {schema} is newer than this ramp reads ({SCHEMA_VERSION}); upgrade llm-ramp"
+        )
+    return obj
+
+
+def read_record(path: str | os.PathLike[str]) -> Record:
+    """Read a record; a truncated last line is skipped, any other bad line is a ``RecordError``."""
+    name = os.fspath(path)
+    lines = _record_text(name).split("\n")
     # a record ends with "\n": whatever follows the last one is a line that was being written
     tail = lines.pop()
     truncated = False
@@ -245,12 +259,7 @@ def read_record(path: str | os.PathLike[str]) -> Record:
                 raise RecordError(
                     f"{name} line {number}: expected the header line first, found type {kind!r}"
                 )
-            schema = obj.get("schema")
-            if isinstance(schema, int) and schema > SCHEMA_VERSION:
-                raise RecordError(
-                    f"{name}: record schema {schema} is newer than this ramp reads ({SCHEMA_VERSION}); upgrade llm-ramp"
-                )
-            header = obj
+            header = _readable_header(name, obj)
         elif kind == "step":
             steps.append(obj)
         elif kind == "event":
