@@ -12,7 +12,6 @@ from rich.color import ColorSystem
 from rich.console import RenderableType
 from rich.style import Style
 from textual.widgets import Label, Static
-from textual.widgets._footer import FooterKey
 from tui_fakes import FakeEngine, judged_steps, make_snapshot, server_telemetry, text_of, window
 
 from loadgen.report import format_step_table
@@ -112,7 +111,7 @@ async def test_sixteen_colours_keep_p95_sparklines_and_keys_off_the_breach_red(
             "bar": hist.style_of("histogram--bar"),
             "sparkline": app.screen.query_one(ThroughputPanel).style_of("throughput--spark"),
             "server sparkline": app.screen.query_one(ServerPanel).style_of("server--spark"),
-            "footer key": app.screen.query(FooterKey).first().get_component_rich_style("footer-key--key"),
+            "footer key": app.screen.query("FooterKey").first().get_component_rich_style("footer-key--key"),
         }
         for name, style in parts.items():
             assert colour_number(style) != breach, name
