@@ -21,6 +21,7 @@ from loadgen.analysis.comparison import (
     warning_line,
 )
 from loadgen.analysis.conditions import CLIENT_BOUND, Difference, conditions_of, show
+from loadgen.analysis.quality import changed_text
 from loadgen.analysis.runs import Run, Spread
 from loadgen.format import NA, fmt_count, fmt_num_wide, fmt_pct_wide, fmt_range, fmt_signed
 
@@ -203,6 +204,7 @@ def _level_lines(level: LevelComparison, comparison: Comparison) -> list[str]:
     if any(level.limits):
         said = [f"{run.label} {limit or 'n/a'}" for run, limit in zip(runs, level.limits, strict=True)]
         lines.append(f"limit (diagnosis): {' · '.join(said)}")
+    lines += _quality_lines(level, runs)
     head = ["metric", runs[0].label]
     for run in runs[1:]:
         head += [run.label, f"Δ {run.label}", f"% {run.label}", ""]
@@ -214,6 +216,22 @@ def _level_lines(level: LevelComparison, comparison: Comparison) -> list[str]:
         rows.append(cells)
     marks = frozenset({0, *(5 + 4 * i for i in range(len(runs) - 1))})
     return lines + align(rows, marks)
+
+
+def _quality_lines(level: LevelComparison, runs: Sequence[Run]) -> list[str]:
+    """Each later run whose answers agree less than the first run's: ``B faster, but answers changed:
+    agreement 0.62 (0.55–0.69) vs 1.00`` (faster: its out tok/s marked better)."""
+    base = level.quality[0] if level.quality else None
+    out = next((row for row in level.rows if row.figure.key == "out_tok_s"), None)
+    lines = []
+    for i, (run, changed) in enumerate(zip(runs, level.changed, strict=False)):
+        q = level.quality[i]
+        if not changed or base is None or q is None:
+            continue
+        delta = out.deltas[i] if out is not None else None
+        faster = delta is not None and delta.mark.startswith("better")
+        lines.append("! " + changed_text(run.label, faster, base, q))
+    return lines
 
 
 def format_comparison(comparison: Comparison) -> str:

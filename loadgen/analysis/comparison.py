@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from loadgen.analysis.conditions import Difference, conditions_of, differences
 from loadgen.analysis.cost import StepCost, pricing_of, step_cost, task_turns
 from loadgen.analysis.figures import FIGURES, Figure
+from loadgen.analysis.quality import answers_changed, pooled
 from loadgen.analysis.runs import (
     LevelKey,
     LevelSteps,
@@ -95,6 +96,10 @@ class LevelComparison:
     # per run: the diagnosis of its steps at this level (``loadgen.analysis.diagnosis``), their kinds joined
     # by " / " where repeats disagree; None: no step here, or none diagnosed (a record from before)
     limits: tuple[str | None, ...] = ()
+    # per run: its answer probes at this level, pooled over repeats (``loadgen.analysis.quality.pooled``),
+    # and whether they agree less than the first run's (its "better" marks then say so)
+    quality: tuple[Mapping[str, object] | None, ...] = ()
+    changed: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +234,22 @@ def _level(key: LevelKey, runs: Sequence[Run], costs: Sequence[Sequence[StepCost
     limits = tuple(
         None if level is None else _limit(run, level.at) for run, level in zip(runs, steps, strict=True)
     )
-    return LevelComparison(key, steps, bound, tuple(rows), limits)
+    quality = tuple(
+        None if level is None else pooled([run.steps[i].quality for i in level.at])
+        for run, level in zip(runs, steps, strict=True)
+    )
+    changed = tuple(i > 0 and answers_changed(quality[0], q) for i, q in enumerate(quality))
+    if any(changed):  # never "better" alone where the answers changed
+        rows = [_said_changed(row, changed) for row in rows]
+    return LevelComparison(key, steps, bound, tuple(rows), limits, quality, changed)
+
+
+def _said_changed(row: MetricRow, changed: Sequence[bool]) -> MetricRow:
+    deltas = tuple(
+        replace(d, mark="better, but answers changed") if d is not None and c and d.mark == "better" else d
+        for d, c in zip(row.deltas, changed, strict=True)
+    )
+    return replace(row, deltas=deltas)
 
 
 def _limit(run: Run, at: Sequence[int]) -> str | None:
@@ -335,9 +355,15 @@ def _level_json(level: LevelComparison) -> dict[str, object]:
                 "other_passes": steps.other_passes,
                 "client_bound": bound,
                 **({"diagnosis": limit} if limit else {}),  # a record from before diagnoses has none
+                **({"quality": dict(q), "answers_changed": c} if q else {}),  # runs with --quality only
             }
-            for steps, bound, limit in zip(
-                level.steps, level.client_bound, level.limits or (None,) * len(level.steps), strict=True
+            for steps, bound, limit, q, c in zip(
+                level.steps,
+                level.client_bound,
+                level.limits or (None,) * len(level.steps),
+                level.quality or (None,) * len(level.steps),
+                level.changed or (False,) * len(level.steps),
+                strict=True,
             )
         ],
         "metrics": [

@@ -86,6 +86,11 @@ def _spec(step: StepSummary, _line: Mapping[str, object], _cost: StepCost | None
     return _number(step.server.get("spec_acceptance")) if step.server else None
 
 
+def _agreement(step: StepSummary, _line: Mapping[str, object], _cost: StepCost | None) -> float | None:
+    """The share of the step's answer probes that matched their reference (``--quality``), else None."""
+    return _number(step.quality.get("agree")) if step.quality else None
+
+
 def _per_1m(_step: StepSummary, _line: Mapping[str, object], cost: StepCost | None) -> float | None:
     primary = None if cost is None else cost.primary
     return None if primary is None else primary.per_1m_output
@@ -120,6 +125,10 @@ _ERROR_RATE = Figure(
 _OWN: tuple[tuple[int, Figure], ...] = (
     (0, Figure("out_tok_s", "out tok/s", "tok/s", True, lambda s, _l, _c: s.stats.out_tok_s)),
     (50, _ERROR_RATE),
+    (
+        55,
+        Figure("quality_agree", "answer agreement", "fraction", True, _agreement, fmt_num_wide, fmt_num_wide),
+    ),
     (75, Figure("reasoning_tokens_per_req", "reasoning tok/req", "tokens", False, _reasoning_per_req)),
     (
         105,

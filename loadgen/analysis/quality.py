@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 # the two-sided 95 % normal quantile of every interval here
@@ -134,11 +134,13 @@ def step_quality(
     }
 
 
-def agreement_text(q: dict[str, float | int | None] | None) -> str:
+def agreement_text(q: Mapping[str, object] | None) -> str:
     """``0.62 (0.55–0.69)`` for a step's quality; ``n/a`` without probes compared."""
     if not q or not q.get("n") or q.get("agree") is None:
         return "n/a"
-    agree, lo, hi = q["agree"], q.get("agree_lo"), q.get("agree_hi")
+    agree, lo, hi = _num(q["agree"]), _num(q.get("agree_lo")), _num(q.get("agree_hi"))
+    if agree is None:
+        return "n/a"
     if lo is None or hi is None:
         return f"{agree:.2f}"
     return f"{agree:.2f} ({lo:.2f}–{hi:.2f})"
@@ -186,3 +188,52 @@ class QualityBook:
         if taken:
             out["reference"] = {str(i): t for i, t in sorted(taken.items())}
         return out
+
+
+def pooled(steps: Sequence[Mapping[str, object]]) -> dict[str, float | int | None] | None:
+    """The quality of a level's repeats pooled: their probes together (one step's interval as it was;
+    several steps': Wilson over the pooled count). None when no step compared a probe."""
+    known = [
+        q for q in steps if isinstance(q.get("n"), int) and q["n"] and isinstance(q.get("agree"), float | int)
+    ]
+    if not known:
+        return None
+    if len(known) == 1:
+        q = known[0]
+        return {
+            "n": _int(q["n"]),
+            "agree": _num(q["agree"]),
+            "agree_lo": _num(q.get("agree_lo")),
+            "agree_hi": _num(q.get("agree_hi")),
+        }
+    n = sum(_int(q["n"]) for q in known)
+    k = sum(_int(q["n"]) * (_num(q["agree"]) or 0.0) for q in known)
+    lo, hi = wilson(k, n)
+    return {"n": n, "agree": k / n, "agree_lo": lo, "agree_hi": hi}
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def answers_changed(base: Mapping[str, object] | None, other: Mapping[str, object] | None) -> bool:
+    """Whether ``other``'s answers agree less than ``base``'s: its interval lies below ``base``'s agreement
+    (without an interval, its agreement is lower). False when either compared no probe."""
+    if not base or not other:
+        return False
+    b, o, hi = _num(base.get("agree")), _num(other.get("agree")), _num(other.get("agree_hi"))
+    if b is None or o is None:
+        return False
+    return hi < b if hi is not None else o < b
+
+
+def changed_text(name: str, faster: bool, base: Mapping[str, object], other: Mapping[str, object]) -> str:
+    """``B faster, but answers changed: agreement 0.62 (0.55–0.69) vs 1.00`` (``B answers changed: …``
+    when it is not faster)."""
+    head = f"{name} faster, but answers changed" if faster else f"{name} answers changed"
+    b = _num(base.get("agree"))
+    return f"{head}: agreement {agreement_text(dict(other))} vs {'n/a' if b is None else f'{b:.2f}'}"
