@@ -9,7 +9,7 @@ from __future__ import annotations
 from loadgen import strict_json
 from loadgen.check.api_checks import failure_text
 from loadgen.check.results import CheckResult
-from loadgen.check.session import Session, whole
+from loadgen.check.session import Session, usage_counts, whole
 from loadgen.runtimes import METRIC_RUNTIMES
 from loadgen.target.http import target_url
 from loadgen.target.ratelimit import ratelimit_line
@@ -98,7 +98,8 @@ async def context_overflow(session: Session) -> CheckResult:
         )
     except Exception as exc:
         return CheckResult(name, "fail", f"{words:,} words past {limit:,}: {failure_text(session, exc)}")
-    used = getattr(reply.usage, "prompt_tokens", None)  # the SDK does not check a reply's types
+    counts = usage_counts(reply.usage)  # the SDK does not check a reply's types
+    used = counts[0] if counts is not None else None
     return CheckResult(
         name,
         "fail",

@@ -31,7 +31,17 @@ if TYPE_CHECKING:
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletionMessageParam
 
-__all__ = ["SEED", "NotOneObject", "Reply", "Session", "WrongType", "open_session", "typed", "whole"]
+__all__ = [
+    "SEED",
+    "NotOneObject",
+    "Reply",
+    "Session",
+    "WrongType",
+    "open_session",
+    "typed",
+    "usage_counts",
+    "whole",
+]
 
 T = TypeVar("T")
 
@@ -238,6 +248,27 @@ def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def usage_counts(usage: object) -> tuple[object, object] | None:
+    """(prompt_tokens, completion_tokens) as the server sent them (the SDK does not check their types), or
+    None where ``usage`` is not the SDK's usage object: absent, or a string or a number in its place."""
+    from openai.types import CompletionUsage
+
+    if not isinstance(usage, CompletionUsage):
+        return None
+    return usage.prompt_tokens, usage.completion_tokens
+
+
+def _usage_fields(usage: object) -> list[tuple[str, object, bool]]:
+    """Each usage field for ``typed``: (name, value, of the API's type)."""
+    if usage is None:
+        return []
+    counts = usage_counts(usage)
+    if counts is None:
+        return [("usage", usage, False)]
+    names = ("usage.prompt_tokens", "usage.completion_tokens")
+    return [(name, value, isinstance(value, int)) for name, value in zip(names, counts, strict=True)]
+
+
 def typed(reply: Reply, text_field: str) -> Reply:
     """``reply`` with its streamed parts joined, once its fields are of the API's types; ``WrongType`` names
     the first that is not (a check would otherwise pass a dict as text, or compare a list with a count)."""
@@ -252,15 +283,7 @@ def typed(reply: Reply, text_field: str) -> Reply:
                 reply.finish_reason is None or isinstance(reply.finish_reason, str),
             ),
             ("delta.role", reply.first_role, reply.first_role is None or isinstance(reply.first_role, str)),
-            *(
-                (
-                    f"usage.{name}",
-                    getattr(reply.usage, name, None),
-                    isinstance(getattr(reply.usage, name, None), int),
-                )
-                for name in ("prompt_tokens", "completion_tokens")
-                if reply.usage is not None
-            ),
+            *_usage_fields(reply.usage),
         )
         if not ok
     ]
