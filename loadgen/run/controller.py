@@ -3,7 +3,8 @@ main loop (messages, timers, health, snapshots) and shutdown.
 
 It owns the run's parts and wires them: ``Fleet`` (the worker processes), ``Steps`` (windows and step
 lines), ``LiveFigures`` (what the deltas say about now), ``TelemetryLink`` (the server's side),
-``SnapshotBuilder`` and the record. ``loadgen.run.engine.Engine`` runs it in a thread of its own.
+``SnapshotBuilder``, ``Vitals`` (whether the run can go on) and the record. ``loadgen.run.engine.Engine``
+runs it in a thread of its own.
 
 ``Controller(config, publish, fleet=, clock=)``: the workers (by default processes, or Ray actors with
 ``--ray``) and the monotonic clock in ns that times the steps are given to it; unit tests give fakes of both
@@ -47,11 +48,11 @@ from loadgen.run.snapshots import SnapshotBuilder
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import NO_TIMER_NS, TELEMETRY_WAIT_S, Segment, Steps
 from loadgen.run.telemetry_link import TelemetryLink
+from loadgen.run.vitals import Vitals
 from loadgen.run.wheel import Wheel
-from loadgen.snapshot import Snapshot, StepSummary
+from loadgen.snapshot import Snapshot
 from loadgen.target.cache import reset_prefix_cache
 
-UNREACHABLE_AFTER_S = 10.0
 PRECISION_CHECK_NS = 1_000_000_000  # --precision: how often a step's intervals are read while it measures
 Clock = Callable[[], int]
 MONOTONIC: Clock = time.monotonic_ns
@@ -78,6 +79,9 @@ class Controller:
         self.live = LiveFigures(config.rolling_s, self.status.t0_ns)
         self.snapshots = SnapshotBuilder(config, self.slo)
         self.wheel = Wheel(config, self.status, self.load, self.steps, self.fleet, self.live)
+        self.vitals = Vitals(
+            config, self.status, self.fleet, self.live, lambda note: self.command(Mark(note))
+        )
         self.precision_checked_ns = 0
         self.record = RunRecord()  # none until setup opens one (--out)
         self.stop_requested: bool | None = None  # None, or the cancel flag of the stop asked for
@@ -204,7 +208,7 @@ class Controller:
             self.check_timers(now)
             if now >= deadline:
                 deadline += period_ns * max(1, (now - deadline) // period_ns + 1)
-                self._check_health(now)
+                self.vitals.check(now)
                 self.say_telemetry()
                 self._publish_snapshot()
             elif self.answer_due:  # the operator sees a key's effect now, not up to a tick later
@@ -273,7 +277,7 @@ class Controller:
         extra |= self.fleet.step_keys(seg.judges)  # Ray: each host's health, the flushes' round trips
         self.record.step(summary, seg.acc.encoded(), extra, seg.seg_id)  # and the per-request rows, if asked
         self.say_telemetry(summary.index + 1)  # lost during the step and not said yet: said as its own
-        self._early_stop(summary)
+        self.wheel.early_stop(summary)
         self.wheel.reported(summary, seg.end is not None and seg.end.held)
         if self.wheel.finished_search is not None:
             self.record.event("find_max", self.wheel.finished_search.event())
@@ -294,49 +298,6 @@ class Controller:
             self.wheel.notify(text)
             self.record.event("warning", {"note": text, "step": self.steps.shown_index() + 1})
         self.steps.dropped.clear()
-
-    def _early_stop(self, summary: StepSummary) -> None:
-        plan, verdict = self.load.plan, summary.verdict
-        if (
-            plan is not None
-            and plan.early_stop
-            and verdict.met is False
-            and summary.ended_by in ("plan", "precision")
-            and self.status.state == "running"
-        ):
-            self.status.say(
-                f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
-            )
-            self.wheel.next_after_close = False
-            self.wheel.finish_plan()
-
-    # ---- health -----------------------------------------------------------------------------------------
-    def _check_health(self, now: int) -> None:
-        status = self.status
-        if status.state in ("running", "paused") and self._server_died():
-            return
-        if self.fleet.fatal and not self.fleet.any_alive():
-            status.fail("all load workers died: " + self.fleet.fatal[0])
-            return
-        if status.state != "running":
-            return
-        gone = self.live.gone(now, self.config.target.base_url, UNREACHABLE_AFTER_S)
-        if gone is not None:  # refused connections, or every request rejected the same way: exit 3
-            status.fail(gone, unreachable=True)
-
-    def _server_died(self) -> bool:
-        """A server ramp launched has exited: the run fails at once (marked), its finished steps kept."""
-        if self.config.server_exit is None:
-            return False
-        try:
-            died = self.config.server_exit()
-        except Exception:
-            died = None
-        if not died:
-            return False
-        self.command(Mark(died))
-        self.status.fail(died, unreachable=True)
-        return True
 
     # ---- snapshot ---------------------------------------------------------------------------------------
     def _publish_snapshot(self) -> None:

@@ -176,6 +176,23 @@ class Wheel:
         if held and self.next_after_close and self.steps.closing is None:
             self.after_close(summary)
 
+    def early_stop(self, summary: StepSummary) -> None:
+        """A plan with early stop ends at its first step that broke the SLO (ended by the plan or by
+        --precision, not by a key)."""
+        plan, verdict = self.load.plan, summary.verdict
+        if (
+            plan is not None
+            and plan.early_stop
+            and verdict.met is False
+            and summary.ended_by in ("plan", "precision")
+            and self.status.state == "running"
+        ):
+            self.status.say(
+                f"stopped early: step {summary.index + 1} broke the SLO ({'; '.join(verdict.failures)})"
+            )
+            self.next_after_close = False
+            self.finish_plan()
+
     def after_close(self, summary: StepSummary | None = None) -> None:
         self.next_after_close = False
         if self.status.state != "running":
