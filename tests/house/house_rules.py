@@ -21,6 +21,10 @@ Rules (see ../shared/ARCHITECTURE.md, "Rules that keep the house standing"):
   name stands for (a metric name, an endpoint, a message) is its adapter's; everything else asks it.
   Docstrings and comments may name them: prose that says why, not knowledge the code acts on. Tests and
   benchmarks/ are outside the rule: they hold real servers' captures and measure against them.
+- metric: a metric's name (each histogram metric of loadgen/measures.py's catalogue) is written out as a string
+  in loadgen/ or tui/ only in loadgen/measures.py and loadgen/sim/ (which speaks the server's side); everywhere
+  else it is `measures.<NAME>`. A string that begins with a name and a class split's `|` counts too. Tests
+  and benchmarks/ are outside the rule.
 - state: the run's state has one writer, `loadgen/run/state.py`: no other module of loadgen/ or tui/
   assigns `RunStatus.state`/`.message` or a field of `Load` (it calls their methods). An object counts as
   one when its name says so (`status`, `load`, `self.status`, `ctl.load` ...), or the module annotates a
@@ -40,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from structure_state import OWNED_FIELDS, assigned_targets, last_name, owned_names
+
+from loadgen import measures
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED_DIRS = ("loadgen", "tui", "tests", "benchmarks")
@@ -322,6 +328,34 @@ def runtime_violations(p: Parsed) -> Iterator[Violation]:
             yield Violation(p.rel, node.lineno, "runtime", what)
 
 
+# ---- metric names ----------------------------------------------------------------------------------
+
+METRIC_DIRS = ("loadgen", "tui")
+METRIC_HOMES = ("loadgen/measures.py", "loadgen/sim/")  # the catalogue, and the server's side imitated
+
+
+@functools.cache
+def metric_names() -> frozenset[str]:
+    return frozenset(m.name for m in measures.histogram_metrics())
+
+
+def literal_names(nodes: tuple[ast.AST, ...], names: frozenset[str]) -> Iterator[tuple[int, str]]:
+    """Each string constant (f-string pieces included) that is a metric's name, or begins with one and a
+    class split's ``|``."""
+    for node in nodes:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if text in names or (text.split("|", 1)[0] in names and "|" in text):
+                yield node.lineno, text
+
+
+def metric_violations(p: Parsed) -> Iterator[Violation]:
+    if p.rel.split("/", 1)[0] not in METRIC_DIRS or p.rel.startswith(METRIC_HOMES):
+        return
+    for line, text in literal_names(p.nodes, metric_names()):
+        yield Violation(p.rel, line, "metric", f"{text!r} is a metric's name: write measures.<NAME> instead")
+
+
 # ---- the run state's one writer ---------------------------------------------------------------------
 
 STATE_OWNER = "loadgen/run/state.py"
@@ -355,6 +389,7 @@ RULES = {
     "ignore": ignore_violations,
     "reflection": reflection_violations,
     "runtime": runtime_violations,
+    "metric": metric_violations,
     "state": state_violations,
 }
 FILES = source_files()

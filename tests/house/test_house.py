@@ -1,4 +1,4 @@
-"""The house rules as six tests, one per rule of ../shared/ARCHITECTURE.md ("Rules that keep the house standing",
+"""The house rules as seven tests, one per rule of ../shared/ARCHITECTURE.md ("Rules that keep the house standing",
 and the rules steps 3 and 4 added), in the unit tier. Each test lists every violation in the house, each as
 `file:line: [rule] what`, not only the first; `python tests/house/house_rules.py [paths]` prints the same for
 a few files. The checkers are in house_rules.py, their exemptions (each with its reason) beside them.
@@ -10,6 +10,8 @@ a few files. The checkers are in house_rules.py, their exemptions (each with its
 4. no erased types: no reflection on the project's objects, no `type: ignore[attr-defined]` (nor a bare one).
 5. a runtime's name is its adapter's: "vllm"/"sglang" in product code only in runtimes/ and sim/.
 6. one owner: the run's state is written only by run/state.py.
+7. a metric's name is the catalogue's: written out as a string only in loadgen/measures.py, loadgen/sim/ and
+   tests (issue 29's catalogue).
 """
 
 from __future__ import annotations
@@ -74,4 +76,9 @@ def test_runtime_names_stay_in_their_adapters() -> None:
 
 def test_one_owner() -> None:
     found = every_violation("state")
+    assert not found, listed(found)
+
+
+def test_a_metric_name_is_written_out_only_in_the_catalogue() -> None:
+    found = every_violation("metric")
     assert not found, listed(found)

@@ -4,10 +4,13 @@ it, and the exemptions say why."""
 from __future__ import annotations
 
 from house_rules import (
+    METRIC_HOMES,
     PRIVATE_ALLOWED,
     REFLECTION_ALLOWED,
     RULES,
     STATE_OWNER,
+    literal_names,
+    metric_violations,
     parse_source,
     runtime_violations,
     state_violations,
@@ -79,3 +82,19 @@ def test_the_size_rule_sees_a_long_module_class_and_function() -> None:
     ]
     at_the_limit = "\n".join(["def f():"] + ["    x = 1"] * 59) + "\n"
     assert not list(RULES["size"](parse_source("tests/fake.py", at_the_limit)))
+
+
+def test_the_metric_rule_sees_a_name_where_it_is_written() -> None:
+    names = frozenset({"ttft_ms"})
+    code = 'a = "ttft_ms"\nb = f"{x}ttft_ms|cache:"\nc = "ttft_ms|bucket:x"\nd = "not_ttft_ms"\n'
+    p = parse_source("loadgen/fake.py", code)
+    assert sorted(literal_names(p.nodes, names)) == [
+        (1, "ttft_ms"),
+        (2, "ttft_ms|cache:"),
+        (3, "ttft_ms|bucket:x"),
+    ]
+    real = 'TTFT = "ttft_ms"\n'  # the catalogue's own name
+    assert [v.line for v in metric_violations(parse_source("tui/fake.py", real))] == [1]
+    for home in (*METRIC_HOMES, "tests/test_fake.py", "benchmarks/fake.py"):
+        where = home if home.endswith(".py") else home + "fake.py"
+        assert not list(metric_violations(parse_source(where, real))), where

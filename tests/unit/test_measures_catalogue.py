@@ -3,14 +3,13 @@
 A throwaway fixture metric put in the catalogue by the test alone (no product file touched) shows in every
 table derived from it: live as a histogram (a worker's delta, the window's view), in a record's step line, in
 the CSV and JSON reports (valid against the schema generated with it), in compare's figures and among the
-console's histogram choices. The house rule: a histogram metric's name is written out as a string only in
-the catalogue, the simulator and tests. The SLO's fields are the catalogue's clauses; the committed report
-schema is the generator's current output.
+console's histogram choices. The SLO's fields are the catalogue's clauses; the committed report schema is the
+generator's current output. (The house rule that a metric's name is written out as a string only in the
+catalogue, the simulator and tests is tests/house's "metric" rule.)
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
 import json
@@ -34,7 +33,6 @@ from loadgen.types import Outcome, RequestResult
 from tui.format import METRIC_TITLES, metric_title
 from tui.view import LEFT_METRICS, RIGHT_METRICS, ViewState
 
-ROOT = Path(__file__).resolve().parents[2]
 PROBE = "probe_ms"  # the fixture metric: time from the request's send to its end
 
 
@@ -179,49 +177,6 @@ def test_a_clause_judged_per_request_reads_the_catalogue() -> None:
 def test_the_committed_report_schema_is_current() -> None:
     """``python scripts/gen_report_schema.py`` rewrites it; run it after adding a metric or a column."""
     assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text()
-
-
-# ---- the house rule: a metric's name is written out only in the catalogue ---------------------------------
-
-# Where a name may be a string literal: the catalogue itself and the simulator (which speaks the server's
-# side). Tests are outside these packages.
-ALLOWED = ("loadgen/measures.py", "loadgen/sim/")
-
-
-def literal_names(source: str, names: set[str]) -> list[tuple[int, str]]:
-    """Each string constant (f-string pieces included) that is a metric's name, or begins with one and a
-    class split's ``|``."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value
-            if text in names or text.split("|", 1)[0] in names and "|" in text:
-                found.append((node.lineno, text))
-    return found
-
-
-def test_a_metric_name_is_a_literal_only_in_the_catalogue() -> None:
-    names = {m.name for m in measures.histogram_metrics()}
-    violations = []
-    for package in ("loadgen", "tui"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith(ALLOWED):
-                continue
-            violations += [
-                f"{rel}:{n}: {text!r}" for n, text in literal_names(path.read_text("utf-8"), names)
-            ]
-    assert not violations, "write measures.<NAME> instead:\n" + "\n".join(violations)
-
-
-def test_the_rule_sees_a_literal_where_it_is_written() -> None:
-    names = {"ttft_ms"}
-    source = 'a = "ttft_ms"\nb = f"{x}ttft_ms|cache:"\nc = "ttft_ms|bucket:x"\nd = "not_ttft_ms"\n'
-    assert sorted(literal_names(source, names)) == [
-        (1, "ttft_ms"),
-        (2, "ttft_ms|cache:"),
-        (3, "ttft_ms|bucket:x"),
-    ]
 
 
 def test_a_step_line_puts_each_metrics_summary_where_it_did() -> None:
