@@ -59,6 +59,7 @@ class SLO:
     itl_p99_ms: float | None = None
     e2e_p95_s: float | None = None
     max_error_rate: float | None = None  # 0.01 = 1 %
+    quality_agree_min: float | None = None  # at least, 0..1: the answer probes' agreement (--quality)
 
     def is_empty(self) -> bool:
         return all(value is None for value in self.as_dict().values())

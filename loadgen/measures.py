@@ -67,6 +67,7 @@ __all__ = [
     "POINTS",
     "SUBSET_NONE",
     "US_PER_HOUR",
+    "QUALITY_AGREE",
     "TTFT_MS",
     "TTFAT_MS",
     "REASONING_MS",
@@ -308,6 +309,14 @@ class Clause:
     per_request: bool = False
     yields_to: str = ""
     subset: Subset = ""  # the requests it is judged over; with none in a step it is not judged (n/a)
+    # a figure of the step itself rather than of a histogram (``metric`` ""): "quality_agree", the share of
+    # its answer probes that matched their reference (loadgen.analysis.quality); "" otherwise
+    step_figure: str = ""
+
+    @property
+    def error_rate(self) -> bool:
+        """The error-rate clause: a count of the step's requests, neither a histogram nor a step figure."""
+        return not self.metric and not self.step_figure
 
     @property
     def at_most(self) -> bool:
@@ -319,6 +328,8 @@ class Clause:
         return 1.0 / self.per
 
 
+QUALITY_AGREE = "quality_agree"  # a step's answer agreement (``StepSummary.quality["agree"]``)
+
 CLAUSES: tuple[Clause, ...] = (
     Clause("ttft_p95_ms", TTFT_MS, "p95", "at_most", "TTFT p95", "ms", per_request=True),
     Clause("ttft_p99_ms", TTFT_MS, "p99", "at_most", "TTFT p99", "ms", per_request=True, yields_to="ttft_p95_ms"),
@@ -329,6 +340,8 @@ CLAUSES: tuple[Clause, ...] = (
     Clause("itl_p99_ms", ITL_MS, "p99", "at_most", "ITL p99", "ms"),
     Clause("e2e_p95_s", E2E_MS, "p95", "at_most", "e2e p95", "s", per=1000.0, per_request=True),
     Clause("max_error_rate", "", "", "at_most", "error rate", "%"),
+    # a step whose answers differ from the reference is not the best however fast (--quality)
+    Clause("quality_agree_min", "", "", "at_least", "answer agreement", "", step_figure=QUALITY_AGREE),
 )  # fmt: skip
 
 # What a step lacking a clause's subset says instead of a verdict on it.

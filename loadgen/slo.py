@@ -11,14 +11,15 @@ decide ``met``, and ``met`` is ``None`` when no clause was judged at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from loadgen.config import SLO
 from loadgen.format import fmt_num_trimmed
 from loadgen.measures import CLAUSES, SUBSET_NONE, Clause
 from loadgen.snapshot import SLOVerdict, StepSummary, WindowStats
 
-__all__ = ["best_step", "clause_figure", "eligible", "evaluate", "margin"]
+__all__ = ["best_step", "clause_figure", "eligible", "evaluate", "judge_quality", "margin"]
 
 
 def _above(failures: list[str], label: str, value: float | None, limit: float | None, unit: str) -> None:
@@ -38,7 +39,10 @@ def _below(failures: list[str], label: str, value: float | None, limit: float, u
 
 
 def clause_figure(clause: Clause, stats: WindowStats) -> float | None:
-    """The window's figure a clause reads, in the limit's unit (the error rate as a fraction)."""
+    """The window's figure a clause reads, in the limit's unit (the error rate as a fraction); None for a
+    clause on a figure of the step itself (answer agreement: ``judge_quality``)."""
+    if clause.step_figure:
+        return None
     if not clause.metric:
         done = stats.ok + stats.error_count
         return stats.error_count / done if done else None
@@ -82,14 +86,15 @@ def evaluate(slo: SLO, stats: WindowStats, min_requests: int = 1) -> SLOVerdict:
                 _below(failures, clause.label, value, limit, clause.unit)
     for clause in CLAUSES:
         limit = limits[clause.key]
-        if clause.metric or limit is None:
+        if not clause.error_rate or limit is None:
             continue
         rate = stats.error_count / done
         if rate > limit:
             failures.append(
                 f"{clause.label} {fmt_num_trimmed(rate * 100)} {clause.unit} > {fmt_num_trimmed(limit * 100)} {clause.unit}"
             )
-    set_clauses = sum(value is not None for value in limits.values())
+    # answer agreement is judged apart (``judge_quality``), once the step's probes are compared
+    set_clauses = sum(limits[c.key] is not None for c in CLAUSES if not c.step_figure)
     met = False if failures else None if len(not_judged) == set_clauses else True
     return SLOVerdict(met=met, failures=tuple(failures), not_judged=tuple(not_judged))
 
@@ -117,12 +122,34 @@ def margin(slo: SLO, stats: WindowStats) -> float | None:
         limit = limits[clause.key]
         if limit is None or (clause.metric and stats.ok == 0):
             continue
-        # a clause over an empty subset (TTFTC without a tool call) is not judged: no room either way
-        if _subset_empty(clause, stats):
+        # a clause over an empty subset (TTFTC without a tool call) is not judged: no room either way; nor
+        # is answer agreement here (a step figure, judged once the step's probes are compared)
+        if clause.step_figure or _subset_empty(clause, stats):
             continue
         rooms.append(_room(clause_figure(clause, stats), limit, clause.at_most))
     known = [r for r in rooms if r is not None]
     return min(known) if known and len(known) == len(rooms) else None
+
+
+def judge_quality(slo: SLO, verdict: SLOVerdict, quality: Mapping[str, object] | None) -> SLOVerdict:
+    """``verdict`` with the answer-agreement clause (``quality_agree_min``) judged on the step's probes:
+    below the limit it is missed ("answer agreement 0.62 < 0.95"); with no probe compared it is not judged
+    (n/a). The point value decides (its interval is in the step line's ``quality``)."""
+    limit = slo.quality_agree_min
+    if limit is None or verdict.met is None and verdict.failures:
+        return verdict
+    agree = quality.get("agree") if quality else None
+    label = next(c.label for c in CLAUSES if c.key == "quality_agree_min")
+    if not isinstance(agree, int | float):
+        why = f"{label} n/a (no answer probe compared: --quality; at least {fmt_num_trimmed(limit)})"
+        return replace(verdict, not_judged=(*verdict.not_judged, why))
+    if agree >= limit:
+        return verdict if verdict.met is not None else replace(verdict, met=True)
+    failure = f"{label} {agree:.2f} < {fmt_num_trimmed(limit)}"
+    failures = (*verdict.failures, failure)
+    if verdict.on_intervals is None:
+        return replace(verdict, met=False, failures=failures)
+    return replace(verdict, met=False, failures=failures, on_intervals="missed")
 
 
 def eligible(step: StepSummary) -> bool:

@@ -17,10 +17,11 @@ from loadgen.config import RampPlan
 from loadgen.exits import UsageError
 from loadgen.profile import Quality, parse_profile
 from loadgen.profile.quality import load_reference
-from loadgen.record import read_record
+from loadgen.record import read_record, step_from_line
 from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
+from loadgen.slo import best_step
 from loadgen.types import Target
 
 PROFILE = """
@@ -38,12 +39,12 @@ max_tokens = 12
 
 
 def ramp(
-    tmp_path: Path, levels: tuple[int, ...], share: float, reference: str = "", **sim: Any
+    tmp_path: Path, levels: tuple[int, ...], share: float, reference: str = "", slo: str = "", **sim: Any
 ) -> list[dict[str, Any]]:
     handle = run_sim_in_thread(build_config("tiny-cpu", seed=3, speed=4.0, **sim))
     try:
         out = tmp_path / "run.jsonl"
-        profile = parse_profile(PROFILE.format(share=share), source="<quality>")
+        profile = parse_profile(PROFILE.format(share=share) + slo, source="<quality>")
         if reference:
             assert profile.quality is not None
             profile = replace(profile, quality=load_reference(reference, profile.quality))
@@ -70,6 +71,17 @@ def test_agreement_holds_up_to_the_change_and_reads_it_above(tmp_path: Path) -> 
     assert [x["agree"] for x in q[:2]] == [1.0, 1.0], q
     assert q[2]["agree"] < 0.5 and q[2]["agree_hi"] < 1.0, q[2]  # 6 streams > 2: the answers changed
     assert q[0]["prefix_chars_p50"] > 0 and q[2]["prefix_chars_p50"] < q[0]["prefix_chars_p50"]
+
+
+def test_a_step_whose_answers_changed_misses_the_slo_and_is_not_best(tmp_path: Path) -> None:
+    steps = ramp(
+        tmp_path, (1, 2, 6), share=0.25, slo="[slo]\nquality_agree_min = 0.95\n", answer_change_above=2
+    )
+    assert [s["slo_met"] for s in steps] == [True, True, False], [s["slo_failures"] for s in steps]
+    assert steps[2]["slo_failures"][0].startswith("answer agreement 0.")
+    assert steps[2]["out_tok_s"] > steps[1]["out_tok_s"]  # faster, but not the best
+    summaries = [step_from_line(s) for s in steps]
+    assert steps[2]["quality"]["agree"] < 0.95 and best_step(summaries) == 1  # the best answers right
 
 
 def test_another_runs_answers_as_the_reference(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from loadgen import measures
 from loadgen.analysis.diagnosis import diagnosis_line
+from loadgen.analysis.quality import agreement_text
 from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_rate, fmt_seconds, fmt_si
 from loadgen.snapshot import METRICS, SLO, Percentiles, StepSummary
 from tui.format import error_label, metric_title, mode_label, slo_clause
@@ -63,6 +64,9 @@ def slo_clauses(slo: SLO, step: StepSummary) -> list[Clause]:
     for clause in measures.CLAUSES:
         limit = limits[clause.key]
         if limit is None:
+            continue
+        if clause.step_figure:  # answer agreement (--quality): the step's probes
+            clauses.append(Clause(clause.label, f"≥ {limit:.2f}", agreement_text(step.quality)))
             continue
         if not clause.metric:
             clauses.append(Clause(clause.label, f"≤ {fmt_pct(limit)}", fmt_pct(error_rate(step))))

@@ -112,6 +112,8 @@ def _metric_figure(metric: measures.Metric, at: measures.Compared) -> Figure:
 
 def clause_figure(clause: measures.Clause) -> Figure:
     """The figure an SLO clause is judged on, in its limit's unit: "TTFT p95 ms", "e2e p95 s", the error rate."""
+    if clause.step_figure:
+        return _AGREEMENT
     if not clause.metric:
         return _ERROR_RATE
     get = _pct(clause.metric, clause.point, clause.scale)
@@ -121,14 +123,12 @@ def clause_figure(clause: measures.Clause) -> Figure:
 _ERROR_RATE = Figure(
     "error_rate", "error rate", "fraction", False, _error_rate, fmt_pct_wide, fmt_points_wide
 )
+_AGREEMENT = Figure(measures.QUALITY_AGREE, "answer agreement", "fraction", True, _agreement)
 # compare's own figures, each with its rank among them all (a metric's declare theirs in the catalogue)
 _OWN: tuple[tuple[int, Figure], ...] = (
     (0, Figure("out_tok_s", "out tok/s", "tok/s", True, lambda s, _l, _c: s.stats.out_tok_s)),
     (50, _ERROR_RATE),
-    (
-        55,
-        Figure("quality_agree", "answer agreement", "fraction", True, _agreement, fmt_num_wide, fmt_num_wide),
-    ),
+    (55, _AGREEMENT),
     (75, Figure("reasoning_tokens_per_req", "reasoning tok/req", "tokens", False, _reasoning_per_req)),
     (
         105,

@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 # the two-sided 95 % normal quantile of every interval here
 Z95 = 1.959963984540054
@@ -146,6 +147,13 @@ def agreement_text(q: Mapping[str, object] | None) -> str:
     return f"{agree:.2f} ({lo:.2f}–{hi:.2f})"
 
 
+class QualitySettings(Protocol):
+    """What the book reads of ``loadgen.profile.Quality``: the reference answers loaded, if any."""
+
+    @property
+    def reference(self) -> tuple[tuple[int, str], ...]: ...
+
+
 # a probe's answer as shipped from a worker: (probe index, its text; None when the probe failed)
 ProbeAnswer = tuple[int, str | None]
 
@@ -158,6 +166,13 @@ class QualityBook:
     def __init__(self, reference: dict[int, str] | None = None) -> None:
         self.reference: dict[int, str] = dict(reference or {})
         self.loaded = reference is not None
+
+    @classmethod
+    def of(cls, quality: QualitySettings | None) -> QualityBook | None:
+        """The book of a run with these probe settings (``Profile.quality``; None: no probes, no book)."""
+        if quality is None:
+            return None
+        return cls(dict(quality.reference) if quality.reference else None)
 
     def step(self, answers: Sequence[ProbeAnswer]) -> dict[str, object] | None:
         """The step's quality (``step_quality``'s keys, plus ``reference`` when this step set some), or None

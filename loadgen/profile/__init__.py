@@ -51,6 +51,10 @@ Schema (every key below is the complete list; any other key is an error)::
     itl_p99_ms = 150
     e2e_p95_s = 30
     max_error_rate = 0.01              # 0..1
+    quality_agree_min = 0.95           # 0..1, at least: the answer probes' agreement ([quality])
+
+    [quality]                          # optional, or --quality: answer probes (loadgen.profile.quality)
+    share = 0.05                       # of each worker's sessions; probes, max_tokens, seed
 
     [ramp]                             # optional; maps to loadgen.config.RampPlan (mode included)
     mode = "closed"                    # "closed" (levels = concurrency) | "open" (levels = req/s)

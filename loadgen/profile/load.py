@@ -345,7 +345,7 @@ class ProfileReader(FieldReader):
         self.check_keys(w, t, SLO_KEYS)
         values: dict[str, float | None] = {}
         for key in SLO_KEYS:
-            maximum = 1.0 if key == "max_error_rate" else None
+            maximum = 1.0 if key in ("max_error_rate", "quality_agree_min") else None
             values[key] = self.number(w, t, key, None, exclusive=key != "max_error_rate", maximum=maximum)
         return SLO(**values)
 

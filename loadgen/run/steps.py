@@ -28,7 +28,7 @@ from loadgen.run.protocol import Flush
 from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load
 from loadgen.run.telemetry_link import TelemetryLink
-from loadgen.slo import best_step, evaluate
+from loadgen.slo import best_step, evaluate, judge_quality
 from loadgen.snapshot import EMPTY, STEP_FLAGS, SLOVerdict, StepFlag, StepSummary
 from loadgen.target.ratelimit import read_ratelimit
 
@@ -170,8 +170,7 @@ class Steps:
         # Steps a key cut under MIN_STEP_S into their window, dropped by design: said (a toast and a record
         # warning, ``RunController.say_dropped``) so that a step the operator saw never vanishes unsaid
         self.dropped: list[str] = []
-        q = fleet.config.profile.quality  # --quality: the reference answers and each step's agreement
-        self.quality = None if q is None else QualityBook(dict(q.reference) if q.reference else None)
+        self.quality = QualityBook.of(fleet.config.profile.quality)  # --quality: references, agreement
 
     # ---- deltas -----------------------------------------------------------------------------------------
     def fold(
@@ -402,6 +401,7 @@ class Steps:
         verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
         margins = step_margins(seg.slices, t1_ns, stats)
         verdict = judge(slo, verdict, margins, window_s)
+        quality = self.quality.step(seg.probes) if self.quality is not None else None  # answer probes
         bound = seg.bound_reason()
         target = self.fleet.config.target
         replicas = replica_figures(target, seg.acc, window_s, self.link.replica_kv(seg.t0_ns, t1_ns))
@@ -417,7 +417,7 @@ class Steps:
             window_t1_ns=t1_ns,
             duration_s=round(end.duration_s, 3),
             stats=stats,
-            verdict=verdict,
+            verdict=judge_quality(slo, verdict, quality),
             client_bound=bound is not None,
             bound_reason=bound or "",
             ended_by=end.ended_by,
@@ -437,12 +437,10 @@ class Steps:
             settling_s=round(end.settling_s, 3),
             margins=margins,
             ttft_split=ttft_split(stats.pct(measures.TTFT_MS), self.link.ttft_histograms(seg.t0_ns, t1_ns)),
+            quality=quality or EMPTY,
         )
         before = [StepFigures.of(s) for s in self.summaries]
-        quality = self.quality.step(seg.probes) if self.quality is not None else None
-        summary = replace(
-            summary, diagnosis=diagnose(StepFigures.of(summary), before), quality=quality or EMPTY
-        )
+        summary = replace(summary, diagnosis=diagnose(StepFigures.of(summary), before))
         self.summaries.append(summary)
         self.best = best_step(self.summaries)
         return summary

@@ -94,3 +94,23 @@ def test_the_book_takes_the_first_answers_as_reference() -> None:
     step = loaded.step([(0, "a b c"), (1, "x y")])
     assert step is not None and step["n"] == 1 and step["unreferenced"] == 1 and "reference" not in step
     json.dumps(step)
+
+
+def test_the_agreement_clause() -> None:
+    from loadgen.config import SLO
+    from loadgen.slo import judge_quality
+    from loadgen.snapshot import SLOVerdict
+
+    slo = SLO(quality_agree_min=0.95)
+    nothing = SLOVerdict(met=None)  # what evaluate gives with this clause alone
+    assert judge_quality(slo, nothing, {"n": 40, "agree": 1.0}).met is True
+    missed = judge_quality(slo, nothing, {"n": 40, "agree": 0.62})
+    assert missed.met is False and missed.failures == ("answer agreement 0.62 < 0.95",)
+    assert missed.three_valued == "missed"
+    on_iv = judge_quality(slo, SLOVerdict(met=True, on_intervals="met"), {"n": 40, "agree": 0.5})
+    assert on_iv.three_valued == "missed"
+    na = judge_quality(slo, SLOVerdict(met=True), None)
+    assert na.met is True and na.not_judged[0].startswith("answer agreement n/a")
+    assert judge_quality(SLO(), SLOVerdict(met=True), {"n": 1, "agree": 0.0}).met is True  # no clause
+    few = SLOVerdict(met=None, failures=("not enough data: 0 requests finished, need 1",))
+    assert judge_quality(slo, few, {"n": 1, "agree": 0.0}) == few
