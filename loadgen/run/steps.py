@@ -31,6 +31,7 @@ from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.slo import best_step, evaluate, judge_quality
 from loadgen.snapshot import EMPTY, STEP_FLAGS, SLOVerdict, StepFlag, StepSummary
 from loadgen.target.ratelimit import read_ratelimit
+from loadgen.types import Target
 
 LATE_RESULTS_S = 600.0  # how long a finished step waits for the results of requests it sent
 TELEMETRY_WAIT_S = 6.0  # how long a step's record waits for the server sample taken at its end
@@ -127,6 +128,59 @@ class Segment:
     def bound_reason(self) -> str | None:
         """Why this window's timings may read high (the client-bound flag), or None."""
         return first_reason(self.judges)
+
+    def summary(
+        self, slo: SLO, link: TelemetryLink, target: Target, quality: dict[str, object] | None
+    ) -> StepSummary:
+        """The step line of this ended window: its figures, the SLO's verdict with their margins of error (and
+        the answer probes' ``quality``, which ``Steps`` reads off its book), the server's side over it
+        (``link``) and the replicas of ``target`` it reached; ``Steps.summarize`` adds the diagnosis."""
+        end = self.end
+        assert end is not None, "only an ended window is summarized"
+        t1_ns = self.t1_ns or self.clock()
+        window_s = max(1e-9, (t1_ns - self.t0_ns) / 1e9)
+        stats = self.acc.stats("step", window_s)
+        done = stats.ok + stats.error_count + stats.cancelled
+        closed_ns = self.closed_ns if self.closed_ns is not None else self.clock()
+        verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
+        margins = step_margins(self.slices, t1_ns, stats)
+        verdict = judge(slo, verdict, margins, window_s)
+        bound = self.bound_reason()
+        replicas = replica_figures(target, self.acc, window_s, link.replica_kv(self.t0_ns, t1_ns))
+        return StepSummary(
+            index=self.step,
+            mode=end.mode,
+            level=int(end.level),
+            rate_rps=end.rate_rps,
+            arrival=end.arrival,
+            warmup_s=round(end.warmup_s, 3),
+            window_s=round(window_s, 3),
+            window_t0_ns=self.t0_ns,
+            window_t1_ns=t1_ns,
+            duration_s=round(end.duration_s, 3),
+            stats=stats,
+            verdict=judge_quality(slo, verdict, quality),
+            client_bound=bound is not None,
+            bound_reason=bound or "",
+            ended_by=end.ended_by,
+            server=link.window_summary(self.t0_ns, t1_ns),
+            marks=end.marks,
+            carried_share=self.carried_share(done),
+            latest_errors=dict(self.latest_errors),
+            ratelimit=dict(self.ratelimit),
+            repeat=end.repeat,
+            cache=end.cache[0],
+            cache_how=end.cache[1],
+            closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
+            replicas=replicas,
+            idle_replicas=idle_replicas(replicas),
+            flags=tuple(f for f in STEP_FLAGS if f in self.flags),
+            lost_requests=self.lost_requests,
+            settling_s=round(end.settling_s, 3),
+            margins=margins,
+            ttft_split=ttft_split(stats.pct(measures.TTFT_MS), link.ttft_histograms(self.t0_ns, t1_ns)),
+            quality=quality or EMPTY,
+        )
 
 
 class Steps:
@@ -389,56 +443,10 @@ class Steps:
 
     def summarize(self, seg: Segment, slo: SLO) -> StepSummary | None:
         """The window's step line, added to the steps reported; None for a moment between two key presses."""
-        end = seg.end
-        assert end is not None, "only an ended window is summarized"
-        t1_ns = seg.t1_ns or self.clock()
-        window_s = max(1e-9, (t1_ns - seg.t0_ns) / 1e9)
-        stats = seg.acc.stats("step", window_s)
-        done = stats.ok + stats.error_count + stats.cancelled
         if self.closing is seg:
             self.closing = None
-        closed_ns = seg.closed_ns if seg.closed_ns is not None else self.clock()
-        verdict = evaluate(slo, stats) if not slo.is_empty() else SLOVerdict(None)
-        margins = step_margins(seg.slices, t1_ns, stats)
-        verdict = judge(slo, verdict, margins, window_s)
         quality = self.quality.step(seg.probes) if self.quality is not None else None  # answer probes
-        bound = seg.bound_reason()
-        target = self.fleet.config.target
-        replicas = replica_figures(target, seg.acc, window_s, self.link.replica_kv(seg.t0_ns, t1_ns))
-        summary = StepSummary(
-            index=seg.step,
-            mode=end.mode,
-            level=int(end.level),
-            rate_rps=end.rate_rps,
-            arrival=end.arrival,
-            warmup_s=round(end.warmup_s, 3),
-            window_s=round(window_s, 3),
-            window_t0_ns=seg.t0_ns,
-            window_t1_ns=t1_ns,
-            duration_s=round(end.duration_s, 3),
-            stats=stats,
-            verdict=judge_quality(slo, verdict, quality),
-            client_bound=bound is not None,
-            bound_reason=bound or "",
-            ended_by=end.ended_by,
-            server=self.link.window_summary(seg.t0_ns, t1_ns),
-            marks=end.marks,
-            carried_share=seg.carried_share(done),
-            latest_errors=dict(seg.latest_errors),
-            ratelimit=dict(seg.ratelimit),
-            repeat=end.repeat,
-            cache=end.cache[0],
-            cache_how=end.cache[1],
-            closing_s=round(max(0.0, (closed_ns - t1_ns) / 1e9), 3) if end.held else 0.0,
-            replicas=replicas,
-            idle_replicas=idle_replicas(replicas),
-            flags=tuple(f for f in STEP_FLAGS if f in seg.flags),
-            lost_requests=seg.lost_requests,
-            settling_s=round(end.settling_s, 3),
-            margins=margins,
-            ttft_split=ttft_split(stats.pct(measures.TTFT_MS), self.link.ttft_histograms(seg.t0_ns, t1_ns)),
-            quality=quality or EMPTY,
-        )
+        summary = seg.summary(slo, self.link, self.fleet.config.target, quality)
         before = [StepFigures.of(s) for s in self.summaries]
         summary = replace(summary, diagnosis=diagnose(StepFigures.of(summary), before))
         self.summaries.append(summary)
