@@ -114,3 +114,12 @@ def test_a_reference_asked_differently_is_refused(tmp_path: Path) -> None:
     assert config.profile.quality == Quality()
     with pytest.raises(UsageError, match="nothing.json: cannot read"):
         resolve(RunFlags(quality_reference=str(tmp_path / "nothing.json")), "http://127.0.0.1:9")
+
+
+def test_probes_that_fail_or_come_back_empty_are_counted_not_fatal(tmp_path: Path) -> None:
+    steps = ramp(tmp_path, (1, 3), share=0.5, fault_error_rate=0.2, fault_empty_rate=0.15)
+    q = [s["quality"] for s in steps]
+    assert sum(x["errors"] for x in q) >= 4, q  # failed or empty probes, apart from the compared ones
+    assert all(x["n"] >= 3 for x in q), q
+    assert all(x["agree"] == 1.0 for x in q), q  # an empty reply is an error (empty_output), not an answer
+    assert all(sum(s["errors"].values()) > 0 for s in steps)  # every request still counts as load

@@ -160,8 +160,9 @@ ProbeAnswer = tuple[int, str | None]
 
 class QualityBook:
     """The run's reference answers and each step's comparison with them. ``reference``: answers loaded
-    from a file (``--quality-reference``); without it, the first step that gets a probe's answer sets that
-    probe's reference (level 1 in a ramp), and its other answers in that step are compared with it."""
+    from a file (``--quality-reference``); without it, the first step that gets a probe's answer (not an
+    empty one) sets that probe's reference (level 1 in a ramp), and its other answers in that step are
+    compared with it. A failed probe is counted in ``errors``, an empty answer compared (it disagrees)."""
 
     def __init__(self, reference: dict[int, str] | None = None) -> None:
         self.reference: dict[int, str] = dict(reference or {})
@@ -182,7 +183,7 @@ class QualityBook:
         taken: dict[int, str] = {}
         if not self.loaded:
             for index, text in answers:
-                if text is not None and index not in self.reference and index not in taken:
+                if text and index not in self.reference and index not in taken:  # never an empty reply
                     taken[index] = text
             self.reference.update(taken)
         compared: list[Agreement] = []

@@ -90,6 +90,12 @@ def test_the_book_takes_the_first_answers_as_reference() -> None:
     new = book.step([(2, "new"), (0, "a b c")])  # a probe first answered now: its reference from now
     assert new is not None and new["reference"] == {"2": "new"} and new["agree"] == 1.0
     assert book.step([]) is None
+    empty = QualityBook().step([(0, ""), (0, "text"), (0, "")])  # an empty reply is never the reference
+    assert (
+        empty is not None
+        and empty["reference"] == {"0": "text"}
+        and (empty["n"], empty["agree"]) == (3, 1 / 3)
+    )
     loaded = QualityBook({0: "a b c"})
     step = loaded.step([(0, "a b c"), (1, "x y")])
     assert step is not None and step["n"] == 1 and step["unreferenced"] == 1 and "reference" not in step
