@@ -4,6 +4,8 @@ record's step lines."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from loadgen.analysis.reports import load_report_run
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan
@@ -18,6 +21,7 @@ from loadgen.exits import UsageError
 from loadgen.profile import Quality, parse_profile
 from loadgen.profile.quality import load_reference
 from loadgen.record import read_record, step_from_line
+from loadgen.report.tables import csv_report, json_report
 from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
@@ -71,6 +75,11 @@ def test_agreement_holds_up_to_the_change_and_reads_it_above(tmp_path: Path) -> 
     assert [x["agree"] for x in q[:2]] == [1.0, 1.0], q
     assert q[2]["agree"] < 0.5 and q[2]["agree_hi"] < 1.0, q[2]  # 6 streams > 2: the answers changed
     assert q[0]["prefix_chars_p50"] > 0 and q[2]["prefix_chars_p50"] < q[0]["prefix_chars_p50"]
+    report = load_report_run(str(tmp_path / "run.jsonl"), "q")
+    rows = list(csv.DictReader(io.StringIO(csv_report([report]))))
+    assert [float(r["quality_agree"]) for r in rows] == [x["agree"] for x in q]
+    flat = json.loads(json_report([report]))["records"][0]["steps"]
+    assert [(s["quality_n"], s["quality_agree_hi"]) for s in flat] == [(x["n"], x["agree_hi"]) for x in q]
 
 
 def test_a_step_whose_answers_changed_misses_the_slo_and_is_not_best(tmp_path: Path) -> None:

@@ -209,6 +209,23 @@ def _limit_columns() -> list[Column]:
     ]  # fmt: skip
 
 
+def _quality(key: str) -> Callable[[StepInput], object]:
+    def value(src: StepInput) -> object:
+        return src.step.quality.get(key) if src.step.quality else None
+
+    return value
+
+
+def _quality_columns() -> list[Column]:
+    """The answer probes' agreement (``--quality``, ``loadgen.analysis.quality``): empty without probes."""
+    return [
+        _c("quality_agree", "number", "share of the step's answer probes that matched their reference (--quality)", _quality("agree")),
+        _c("quality_agree_lo", "number", "quality_agree's 95 % interval, low end", _quality("agree_lo")),
+        _c("quality_agree_hi", "number", "quality_agree's 95 % interval, high end", _quality("agree_hi")),
+        _c("quality_n", "integer", "answer probes compared in the step", _quality("n")),
+    ]  # fmt: skip
+
+
 def _listed(value: object) -> list[object]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
@@ -263,6 +280,7 @@ def _step_columns(_metrics: object, _clauses: object) -> tuple[Column, ...]:
         _c("client_bound_reason", "string", "why it was flagged client-bound", lambda s: s.step.bound_reason, False),
         *(_server(key) for key in WINDOW_KEYS),
         *_limit_columns(),
+        *_quality_columns(),
         _c("cost_gpu_usd", "number", "GPU-hour cost of the window, USD", _cost("gpu", "usd")),
         _c("cost_gpu_usd_per_1m_out", "number", "GPU-hour cost per 1M output tokens, USD", _cost("gpu", "per_1m_out")),
         _c("cost_gpu_usd_per_task", "number", "GPU-hour cost per task (cost_task), USD", _cost("gpu", "per_task")),
