@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ MODEL = "sim-llama-8b"
 
 Trace = dict[str, Any]  # the line a worker writes per request under RAMP_TRACE_DIR (JSON)
 Truth = dict[str, Any]  # the simulator's ground truth for one request (JSON)
+# The symptoms the product names when it flags a step client-bound (loadgen.run.health.BoundJudge.reason).
+CLIENT_BOUND_CAUSES = r"load worker at \d+% CPU|loop lag over \d+(\.\d+)? ms in \d+% of samples"
 
 
 def _profile(input_tokens: int, output: str) -> Profile:
@@ -303,21 +306,32 @@ def test_measured_agrees_with_ground_truth(
     numbers = _numbers(level, m, pairs, lat, aggs)
     print(numbers)
 
-    # The record's histogram holds exactly these requests' TTFTs (HDR keeps 3 significant digits).
+    # Bookkeeping, whatever the machine's load: the record's histogram holds exactly these requests' TTFTs
+    # (HDR keeps 3 significant digits), and no client sees a token before the server wrote it (nor reads a
+    # TTFT under the server's).
     assert ttft == pytest.approx(_p50(lat.client_ttft), rel=2e-3, abs=0.002), numbers
+    assert read_delay.min() >= -0.05, numbers
+    assert ttft >= lat.ttft_truth - 0.05, numbers
+    if m.step["client_bound"]:
+        # Other processes held the cores (a loaded CI box): the client's clock ran late, and the product must
+        # say so, with the symptom that made it say so; its timings are then not held to the truth.
+        reason = m.step.get("client_bound_reason", "")
+        assert re.search(CLIENT_BOUND_CAUSES, reason), numbers + f"; reason {reason!r}"
+        return
+    # Not client-bound: the timings must then be the truth's. The step's tok/s is the tokens the client
+    # stamped between its worker's cuts over the controller's window: the same length while the commands
+    # that cut it arrive on time (a loaded box delivered them late: 1-8 % off, and client-bound).
+    assert agg == pytest.approx(aggs.arrived, rel=0.01), numbers
     # Inter-token figures are differences of two arrival times: the HTTP legs cancel out.
     assert decode == pytest.approx(lat.decode_truth, rel=0.01), numbers
-    # A client never sees a token before the server wrote it, and stamps it within 1 ms of the write. At 256
-    # streams the simulator writes a chunk to every stream in one burst and one core reads them in turn (a few
-    # µs each: ~2 ms for the last of a burst, measured); the tail also carries the two shared cores' scheduling.
-    assert read_delay.min() >= -0.05, numbers
+    # The client stamps a token within 1 ms of its write. At 256 streams the simulator writes a chunk to
+    # every stream in one burst and one core reads them in turn (a few µs each: ~2 ms for the last of a
+    # burst, measured); the tail also carries the two shared cores' scheduling.
     if level < 256:
         assert np.percentile(read_delay, 50) <= 1.0, numbers
     else:
         assert np.percentile(read_delay, 50) <= 3.0, numbers
-        # The tail is the machine's when other processes hold the cores (a loaded 2-core box read 128 ms):
-        # then the step must say so (client-bound), never pass it off as the server's.
-        assert np.percentile(read_delay, 99) <= 15.0 or m.step["client_bound"], numbers
+        assert np.percentile(read_delay, 99) <= 15.0, numbers
     # It sends when it means to.
     assert np.percentile(lat.send_delay, 50) <= 1.0, numbers
     # So TTFT agrees with the truth within 1 ms or 1 %, beyond the request leg no client can remove (and, at
@@ -325,7 +339,5 @@ def test_measured_agrees_with_ground_truth(
     # would read, and the p50 is taken of those sums. (The p50 of the truths plus the p50s of the legs is the
     # p50 of nothing: at 256 streams beside two busy processes it failed 5 runs in 12; this passed 12 in 12.)
     unavoidable = lat.truth_ttft + lat.request_leg + (read_delay if level >= 256 else 0.0)
-    assert ttft >= lat.ttft_truth - 0.05, numbers
     assert ttft - float(np.percentile(unavoidable, 50)) <= max(1.0, 0.01 * lat.ttft_truth), numbers
-    assert agg == pytest.approx(aggs.arrived, rel=0.01), numbers
     assert aggs.client_spread == pytest.approx(aggs.truth, rel=0.01), numbers

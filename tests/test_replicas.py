@@ -61,11 +61,13 @@ def sims() -> Iterator[tuple[SimHandle, SimHandle]]:
     b.stop()
 
 
-def config(urls: tuple[str, ...], out: Path, levels: tuple[float, ...], workers: int = 1) -> RunConfig:
+def config(
+    urls: tuple[str, ...], out: Path, levels: tuple[float, ...], workers: int = 1, step_s: float = 1.2
+) -> RunConfig:
     return RunConfig(
         target=Target(url=urls[0], replicas=urls),
         profile=profile(),
-        plan=RampPlan(levels, step_s=1.2, warmup_s=0.2),
+        plan=RampPlan(levels, step_s=step_s, warmup_s=0.2),
         out=str(out),
         workers=workers,
         seed=7,
@@ -87,10 +89,28 @@ def test_both_replicas_serve_and_their_figures_sum_to_the_step(
     a, b = sims
     out = tmp_path / "two.jsonl"
     workers = 2
-    engine = Engine(config((a.url, b.url), out, (4,), workers=workers))
+    watch = Watch()
+    engine = Engine(config((a.url, b.url), out, (4,), workers=workers, step_s=300.0), on_snapshot=watch)
     engine.start()
+    # The step ends on what it holds, not on a clock (a 1.2 s step beside other work once held no request
+    # of replica A's): each worker sends to A, B, A ... in turn, so once the step counts more finished
+    # requests than there are workers, one worker sent two of them, one to each replica; stopped without
+    # cancelling, every request sent finishes and is counted. And both replicas' /metrics were read.
+    try:
+        watch.until(
+            lambda s: (
+                not s.warming_up
+                and s.windows["step"].ok > workers
+                and len(s.replicas) == 2
+                and all(r.kv_usage is not None for r in s.replicas)
+            ),
+            60,
+            "more finished requests in the step than workers, both replicas' /metrics read",
+        )
+    finally:
+        engine.stop(cancel=False)
     outcome = finish(engine)
-    assert outcome.state == "finished", outcome.message
+    assert outcome.state == "stopped", outcome.message
 
     record = read_record(out)
     header = record.header
