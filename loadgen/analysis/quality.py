@@ -160,13 +160,15 @@ ProbeAnswer = tuple[int, str | None]
 
 class QualityBook:
     """The run's reference answers and each step's comparison with them. ``reference``: answers loaded
-    from a file (``--quality-reference``); without it, the first step that gets a probe's answer (not an
-    empty one) sets that probe's reference (level 1 in a ramp), and its other answers in that step are
-    compared with it. A failed probe is counted in ``errors``, an empty answer compared (it disagrees)."""
+    from a file (``--quality-reference``); without it, the first step with probes (level 1 in a ramp) sets
+    the reference of each probe it got an answer to (not an empty one), and its other answers there are
+    compared with it; a probe a later step is the first to answer has no reference there (``unreferenced``:
+    its answer under load is no reference for itself). A failed probe is counted in ``errors``, an empty
+    answer compared (it disagrees)."""
 
     def __init__(self, reference: dict[int, str] | None = None) -> None:
         self.reference: dict[int, str] = dict(reference or {})
-        self.loaded = reference is not None
+        self.taking = reference is None  # until the first step with probes has set the references
 
     @classmethod
     def of(cls, quality: QualitySettings | None) -> QualityBook | None:
@@ -181,7 +183,8 @@ class QualityBook:
         if not answers:
             return None
         taken: dict[int, str] = {}
-        if not self.loaded:
+        if self.taking:
+            self.taking = False
             for index, text in answers:
                 if text and index not in self.reference and index not in taken:  # never an empty reply
                     taken[index] = text

@@ -87,8 +87,8 @@ def test_the_book_takes_the_first_answers_as_reference() -> None:
     later = book.step([(0, "a b d"), (1, "x y")])
     assert later is not None and (later["n"], later["agree"]) == (2, 0.5)
     assert "reference" not in later and later["prefix_chars_p50"] == 3.5
-    new = book.step([(2, "new"), (0, "a b c")])  # a probe first answered now: its reference from now
-    assert new is not None and new["reference"] == {"2": "new"} and new["agree"] == 1.0
+    new = book.step([(2, "new"), (0, "a b c")])  # a probe first answered under load is no reference
+    assert new is not None and new["unreferenced"] == 1 and "reference" not in new and new["n"] == 1
     assert book.step([]) is None
     empty = QualityBook().step([(0, ""), (0, "text"), (0, "")])  # an empty reply is never the reference
     assert (
