@@ -21,7 +21,7 @@ from loadgen.exits import UsageError
 from loadgen.profile import Quality, parse_profile
 from loadgen.profile.quality import load_reference
 from loadgen.record import read_record, step_from_line
-from loadgen.report.tables import csv_report, json_report
+from loadgen.report.tables import csv_report, json_report, markdown_report
 from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
@@ -78,6 +78,9 @@ def test_agreement_holds_up_to_the_change_and_reads_it_above(tmp_path: Path) -> 
     report = load_report_run(str(tmp_path / "run.jsonl"), "q")
     rows = list(csv.DictReader(io.StringIO(csv_report([report]))))
     assert [float(r["quality_agree"]) for r in rows] == [x["agree"] for x in q]
+    md = markdown_report([report])
+    assert "Answers under load (agreement with the reference):" in md
+    assert f"step 3 (6): agreement {q[2]['agree']:.2f} (" in md
     flat = json.loads(json_report([report]))["records"][0]["steps"]
     assert [(s["quality_n"], s["quality_agree_hi"]) for s in flat] == [(x["n"], x["agree_hi"]) for x in q]
 

@@ -209,6 +209,21 @@ class QualityBook:
         return out
 
 
+def quality_line(q: Mapping[str, object]) -> str:
+    """``agreement 0.62 (0.55–0.69) · 40 probes · prefix 12 chars (median) · 2 failed`` for a step line's
+    ``quality``."""
+    parts = [f"agreement {agreement_text(q)}", f"{_int(q.get('n'))} probes"]
+    for unit in ("tokens", "chars"):
+        prefix = _num(q.get(f"prefix_{unit}_p50"))
+        if prefix is not None:
+            parts.append(f"prefix {prefix:g} {unit} (median)")
+    if _int(q.get("errors")):
+        parts.append(f"{_int(q.get('errors'))} failed")
+    if _int(q.get("unreferenced")):
+        parts.append(f"{_int(q.get('unreferenced'))} without a reference")
+    return " · ".join(parts)
+
+
 def pooled(steps: Sequence[Mapping[str, object]]) -> dict[str, float | int | None] | None:
     """The quality of a level's repeats pooled: their probes together (one step's interval as it was;
     several steps': Wilson over the pooled count). None when no step compared a probe."""

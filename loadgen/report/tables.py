@@ -17,6 +17,7 @@ from pathlib import Path
 from loadgen.analysis.curves import LATENCIES, curve_of, knee_of
 from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.analysis.figures import REPEAT_FIGURES
+from loadgen.analysis.quality import quality_line
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.runs import levels_of, spread
 from loadgen.analysis.steprows import condition_values, step_rows, table_rows
@@ -173,6 +174,9 @@ def _md_record(report: ReportRun, heading: bool) -> list[str]:
     limits = [f"step {s.index + 1} ({s.level}): {diagnosis_line(s.diagnosis)}" for s in steps if s.diagnosis]
     if limits:
         out += ["", "Why each step stops there (the diagnosis):", "", *(_md_item(line) for line in limits)]
+    answers = [f"step {s.index + 1} ({s.level}): {quality_line(s.quality)}" for s in steps if s.quality]
+    if answers:
+        out += ["", "Answers under load (agreement with the reference):", "", *(_md_item(a) for a in answers)]
     names_r, rows_r = repeat_rows(steps)
     if rows_r:
         out += [

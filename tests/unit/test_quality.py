@@ -82,3 +82,11 @@ def test_repeats_of_one_prompt_count_as_one_observation() -> None:
     narrow = step_quality([agreement("a", "a" if h else "b") for h in hits])
     assert wide["agree"] == narrow["agree"] == 0.5
     assert wide["agree_lo"] < narrow["agree_lo"] and wide["agree_hi"] > narrow["agree_hi"]  # type: ignore[operator]
+
+
+def test_the_step_quality_line() -> None:
+    from loadgen.analysis.quality import quality_line
+
+    q = {"n": 40, "agree": 0.62, "agree_lo": 0.55, "agree_hi": 0.69, "prefix_chars_p50": 12, "errors": 2}
+    assert quality_line(q) == "agreement 0.62 (0.55–0.69) · 40 probes · prefix 12 chars (median) · 2 failed"
+    assert quality_line({"n": 0, "agree": None, "errors": 3}) == "agreement n/a · 0 probes · 3 failed"
