@@ -305,6 +305,7 @@ def _with_server(now: StepFigures, before: Sequence[StepFigures], trend: Trend) 
     outside_ms = outside.get("mean_ms") if isinstance(outside, Mapping) else None
     if (
         share is not None
+        and _comparable(now.split)
         and share >= OUTSIDE_SHARE
         and isinstance(outside_ms, (int, float))
         and outside_ms >= OUTSIDE_MS
@@ -325,6 +326,17 @@ def _with_server(now: StepFigures, before: Sequence[StepFigures], trend: Trend) 
         elif trend.decode is not None and trend.decode < DECODE_DROP:
             signs["decode_bound"] = [*_trend_words(trend), "no queue"]
     return _judge(now, signs, trend)
+
+
+def _comparable(split: Mapping[str, object]) -> bool:
+    """The client's and the server's TTFT count about the same requests (each at least ``MIN_REQUESTS``,
+    within a factor of 2 of each other): else their means' difference is not time outside the server but
+    two different sets of requests (long ones finishing in a window whose first tokens came before it)."""
+    counts = [p.get("n") if isinstance(p := split.get(k), Mapping) else None for k in ("client", "server")]
+    if not all(isinstance(n, (int, float)) and n >= MIN_REQUESTS for n in counts):
+        return False
+    a, b = (float(n) for n in counts if isinstance(n, (int, float)))
+    return max(a, b) <= 2 * min(a, b)
 
 
 def _queued(

@@ -38,7 +38,7 @@ def _h200_cost() -> StepCost:
 
 def _slow_prefill() -> StepCost:
     cost = _h200_cost()
-    points = tuple((t, ms if t == 0 else ms * 8.0) for t, ms in cost.prefill_points)
+    points = tuple((t, ms if t == 0 else ms * 4.0) for t, ms in cost.prefill_points)
     return dataclasses.replace(cost, prefill_points=points)
 
 
@@ -73,12 +73,12 @@ def scenarios() -> dict[str, Scenario]:
             ),
             Scenario(
                 "prefill",
-                "prefill 8x slower, 1,000-token prompts and 4-token answers: prefills stall each other",
+                "prefill 4x slower, 800-token prompts and 4-token answers: prefills stall each other",
                 {"cost": _slow_prefill()},
-                input_tokens=1000,
+                input_tokens=800,
                 output_tokens=4,
                 kind="prefill_bound",
-                limit_level=4,
+                limit_level=2,  # two 94-ms prefills already stall each other's decodes
             ),
             Scenario(
                 "network",

@@ -121,6 +121,13 @@ def test_time_outside_the_server_dominating_is_network() -> None:
     assert kind(now) == "network"
 
 
+def test_outside_time_from_two_different_sets_of_requests_is_not_network() -> None:
+    # the client's 40 finished in the window, the server saw 5 first tokens in it: means of different requests
+    uneven = split(900.0, 19.0, 1.0, 18.0)
+    uneven["server"] = {"n": 5, "mean_ms": 19.0}
+    assert kind(replace(step(4), split=uneven)) != "network"
+
+
 def test_failures_past_five_percent_are_errors() -> None:
     d = diagnose(step(8, ok=80, errors=20, rate_limited=15), (BASE,))
     assert d["kind"] == "errors" and "15 rate limited (HTTP 429)" in d["evidence"]
