@@ -8,11 +8,11 @@ import io
 from dataclasses import replace
 
 from rich.console import Console
-from tui_fakes import judged_steps
+from tui_fakes import judged_steps, make_snapshot
 
 from loadgen.config import SLO
 from tui.step_report import step_report
-from tui.steps import fitting_columns, render_steps_table
+from tui.steps import StepsPanel, fitting_columns, render_steps_table
 
 QUEUEING = {
     "kind": "queueing",
@@ -58,3 +58,14 @@ def test_the_step_detail_says_the_limit_and_the_split() -> None:
     assert "server TTFT p95 in its bucket 250 ms–500 ms" in shown
     bare = " ".join(text(step_report(judged_steps()[0], SLO(), {}, best=False)).split())
     assert "TTFT split" not in bare and "limit" not in bare
+
+
+def test_the_steps_panel_title_says_the_last_steps_limit() -> None:
+    steps = judged_steps()
+    panel = StepsPanel()
+    panel.update_titles(make_snapshot(steps=steps, best_step=0), view=None)  # type: ignore[arg-type]
+    assert str(panel.border_title) == "Ramp steps"
+    steps = (*steps[:-1], replace(steps[-1], diagnosis=QUEUEING))
+    panel.update_titles(make_snapshot(steps=steps, best_step=0), view=None)  # type: ignore[arg-type]
+    assert str(panel.border_title).startswith("Ramp steps · Limit: queueing — 12 waiting, TTFT p95 ×4")
+    assert str(panel.border_title).endswith("· check max-num-seqs (the batch limit), KV capacity")
