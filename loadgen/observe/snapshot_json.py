@@ -34,6 +34,7 @@ __all__ = [
 
 FORMAT = 1  # the wire form's version: a reader refuses another one by name
 MAX_TEXT = 4096  # characters of one string (the longest the engine makes is an error message's ~300)
+MAX_JSON_DEPTH = 4  # a field typed ``object``: how deep its JSON may nest
 NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 T = TypeVar("T")
@@ -176,7 +177,25 @@ def _tuple(args: tuple[Any, ...], data: object, path: str) -> tuple[object, ...]
     )
 
 
+def _any_json(data: object, path: str, depth: int = 0) -> object:
+    """A field typed ``object`` (a step's ``diagnosis``, ``ttft_split``): any JSON value, strings bounded as
+    above, nested at most ``MAX_JSON_DEPTH`` deep."""
+    if depth > MAX_JSON_DEPTH:
+        raise SnapshotFormatError(f"{path}: nested too deep")
+    if isinstance(data, str):
+        return _scalar(str, data, path)
+    if data is None or isinstance(data, bool | int | float):
+        return data
+    if isinstance(data, list):
+        return [_any_json(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(data)]
+    if isinstance(data, dict):
+        return {str(k): _any_json(v, f"{path}.{k}", depth + 1) for k, v in data.items()}
+    raise SnapshotFormatError(f"{path}: not a JSON value")
+
+
 def _scalar(hint: Any, data: object, path: str) -> object:
+    if hint is object:
+        return _any_json(data, path)
     if hint is str:
         if isinstance(data, str):
             return data if len(data) <= MAX_TEXT else data[: MAX_TEXT - 1] + "…"
