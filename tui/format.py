@@ -112,6 +112,8 @@ def slo_threshold(slo: SLO, metric: str) -> tuple[float, str] | None:
 def verdict_label(verdict: SLOVerdict) -> str:
     if verdict.met is None:
         return "–"
+    if verdict.three_valued == "undecided":  # an interval straddles a limit (loadgen.stats.decide)
+        return "undecided"
     return "met" if verdict.met else "miss"
 
 

@@ -22,8 +22,10 @@ from loadgen import measures
 from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.analysis.quality import agreement_text
 from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_rate, fmt_seconds, fmt_si
+from loadgen.metrics.slices import figure_name
 from loadgen.snapshot import METRICS, SLO, Percentiles, StepSummary
 from tui.format import error_label, metric_title, mode_label, slo_clause
+from tui.margins import margin_of, untrusted_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,8 @@ def slo_clauses(slo: SLO, step: StepSummary) -> list[Clause]:
         unit = METRICS.get(clause.metric, "")
         pct = stats.pct(clause.metric)
         value = _shown(unit, pct.as_dict()[clause.point]) if pct.count or not clause.subset else "n/a"
+        if value != "n/a":  # the figure's 95 % interval, where the step has one: "412 ms ±6 %"
+            value += margin_of(step.margins, figure_name(clause.metric, clause.point))
         bound = "≤" if clause.at_most else "≥"
         clauses.append(Clause(clause.label, f"{bound} {_shown(unit, limit * clause.per)}", value))
     return clauses
@@ -90,15 +94,20 @@ def verdict_block(slo: SLO, step: StepSummary, look: Look) -> RenderableType:
     if verdict.met is None:
         judged_none = verdict.failures or verdict.not_judged
         head.append("no verdict" if judged_none else "no SLO set", style=look.dim)
+    elif verdict.three_valued == "undecided":  # an interval straddles a limit: neither met nor missed yet
+        head.append("undecided", style=look.warn)
     else:
         head.append("met" if verdict.met else "missed", style=look.good if verdict.met else look.bad)
     failing = {slo_clause(f).lower() for f in verdict.failures}
     unjudged = {slo_clause(f).lower() for f in verdict.not_judged}
+    straddling = {line.lower() for line in verdict.undecided}
     table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), pad_edge=False)
     for clause in slo_clauses(slo, step):
         broken = clause.name.lower() in failing
         if verdict.met is None or clause.name.lower() in unjudged:
             mark = ("–", look.dim)  # nothing judged, or this clause had nothing to judge (n/a)
+        elif any(line.startswith(f"{clause.name.lower()} ") for line in straddling):
+            mark = ("?", look.warn)  # its interval straddles the limit
         else:
             mark = ("✕", look.bad) if broken else ("✓", look.good)
         table.add_row(Text(f"  {clause.name} {clause.limit}"), Text(clause.value), Text(*mark))
@@ -108,6 +117,7 @@ def verdict_block(slo: SLO, step: StepSummary, look: Look) -> RenderableType:
         for failure in verdict.failures
     ]
     parts += [Text(f"  {line}", style=look.dim) for line in verdict.not_judged]
+    parts += [Text(f"  undecided: {line}", style=look.warn) for line in verdict.undecided]
     return Group(*parts)
 
 
@@ -161,9 +171,8 @@ def standing_block(step: StepSummary, look: Look) -> RenderableType:
         f"input {fmt_count(stats.input_tokens)} · output {fmt_count(stats.output_tokens)} · cached "
         f"{fmt_count(stats.cached_tokens)}{approx}",
     )
-    table.add_row(
-        "rates", f"out {fmt_si(stats.out_tok_s)} tok/s · prefill {fmt_si(stats.prefill_tok_s)} tok/s"
-    )
+    out = f"out {fmt_si(stats.out_tok_s)} tok/s{margin_of(step.margins, 'out_tok_s')}"
+    table.add_row("rates", f"{out} · prefill {fmt_si(stats.prefill_tok_s)} tok/s")
     return table
 
 
@@ -201,6 +210,33 @@ def percentiles_block(step: StepSummary, look: Look) -> RenderableType:
     if stats.out_of_range:
         outside = ", ".join(f"{metric_title(m)} {fmt_count(n)}" for m, n in stats.out_of_range.items())
         parts.append(Text(f"out of histogram range (not in the percentiles): {outside}", style=look.warn))
+    return Group(*parts)
+
+
+def margins_block(step: StepSummary, look: Look) -> RenderableType | None:
+    """Each step-line percentile's and rate's 95 % margin ('TTFT  p50 ±2 % · p95 ±6 % · p99 ±15 %?'), and
+    why the intervals marked ? are not trusted; None for a step recorded without margins."""
+    if not step.margins:
+        return None
+    table = grid(look)
+    for metric in measures.line_metrics():
+        cells = [
+            f"{point}{margin_of(step.margins, figure_name(metric.name, point))}"
+            for point in metric.step_points
+            if figure_name(metric.name, point) in step.margins
+        ]
+        cells = [cell for cell in cells if "±" in cell]
+        if cells:
+            table.add_row(f"  {metric_title(metric.name)}", " · ".join(cells))
+    rates = [
+        f"{title}{margin_of(step.margins, name)}"
+        for name, title in (("out_tok_s", "out tok/s"), ("req_s", "req/s"))
+    ]
+    if any("±" in rate for rate in rates):
+        table.add_row("  rates", " · ".join(rate for rate in rates if "±" in rate))
+    parts: list[RenderableType] = [Text("margins of error (95 % intervals, batch means)", style=look.heading)]
+    parts.append(table)
+    parts += [Text(f"  ? {line}", style=look.dim) for line in untrusted_lines(step.margins)]
     return Group(*parts)
 
 
@@ -283,6 +319,7 @@ def step_report(
         verdict_block(slo, step, look),
         standing_block(step, look),
         percentiles_block(step, look),
+        *([] if (margins := margins_block(step, look)) is None else [margins]),
         errors_block(step, latest_errors, look),
         server_block(step, look),
     ]

@@ -35,12 +35,14 @@ from loadgen.analysis.cost import step_cost, task_turns
 from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.analysis.runs import level_key, levels_of, spread
 from loadgen.format import NA, fmt_count, fmt_ms, fmt_range, fmt_rate, fmt_si, fmt_usd
+from loadgen.metrics.slices import figure_name
 from loadgen.profile import Pricing
 from loadgen.run.config import RunConfig
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.baseline import GLYPHS, WORDS, LiveBaseline
 from tui.baseline import verdict_cell as baseline_cell
 from tui.format import fit_notes, step_note_parts, step_notes, verdict_cell, verdict_label
+from tui.margins import margin_text
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
@@ -118,6 +120,7 @@ def columns(
         Column("dec p50", lambda s: fmt_si(s.stats.pct(measures.DECODE_TOK_S).p50), True),
         Column("TTFT p50", lambda s: fmt_ms(s.stats.pct(measures.TTFT_MS).p50), False),
         Column("TTFT p95", lambda s: fmt_ms(s.stats.pct(measures.TTFT_MS).p95), True),
+        Column(MARGIN, lambda s: margin_text(s.margins.get(TTFT_P95)), False),
         Column(TTFAT, lambda s: fmt_ms(s.stats.pct(measures.TTFAT_MS).p95), False),
         Column(TTFTC, lambda s: fmt_ms(s.stats.pct(measures.TTFTC_MS).p95), False),
         Column("e2e p95", lambda s: fmt_ms(s.stats.pct(measures.E2E_MS).p95), True),
@@ -131,10 +134,12 @@ def columns(
     )
 
 
+MARGIN = "±"  # TTFT p95's 95 % margin beside it (tui.margins), where the step has one
+TTFT_P95 = figure_name(measures.TTFT_MS, "p95")
 LIMIT = "limit"  # the step's diagnosis (loadgen.analysis.diagnosis): what stops it scaling
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
 # The first to give way on a narrow panel, before the SLO cell shortens and the gaps narrow to one cell
-EXTRA_ORDER = (LIMIT, TTFTC, TTFAT, COST, GOOD)
+EXTRA_ORDER = (MARGIN, LIMIT, TTFTC, TTFAT, COST, GOOD)
 # Core columns that still give way, last, on a panel narrower than a 120-column terminal gives the table
 # (level, tok/s, decode p50, TTFT p95, e2e p95 and SLO never do: the notes are cut to the room left).
 LAST_ORDER = ("TTFT p50", "err")
@@ -169,6 +174,7 @@ def fit_layout(
     reasoned = any(s.stats.reasoned for s in steps)
     called = any(s.stats.tool_calls for s in steps)
     diagnosed = any(s.diagnosis for s in steps)
+    margined = any(TTFT_P95 in s.margins for s in steps)
 
     def total(chosen: list[Column], gap: int) -> int:
         widths = [
@@ -186,6 +192,7 @@ def fit_layout(
             and (c.header != TTFAT or reasoned)
             and (c.header != TTFTC or called)
             and (c.header != LIMIT or diagnosed)
+            and (c.header != MARGIN or margined)
         ]
 
     def without(chosen: list[Column], order: Sequence[str], gap: int) -> list[Column]:
