@@ -17,7 +17,7 @@ from loadgen import measures
 Mode = Literal["closed", "open"]  # closed loop: levels are concurrencies; open loop: arrival rates (req/s)
 Arrival = Literal["constant", "poisson", "gamma"]
 RunState = Literal["starting", "running", "paused", "finished", "stopped", "failed"]
-EndedBy = Literal["plan", "next", "level", "mode", "pause", "stop", "slo", "error", "precision"]
+EndedBy = Literal["plan", "next", "level", "mode", "pause", "stop", "slo", "error", "precision", "decided"]
 Window = Literal["step", "rolling", "run"]
 # Where the current step stands: warming up, measuring, closing (its window ended: the load holds until its
 # counted requests are done), settling (after a lowering: in flight comes down to the new level before the

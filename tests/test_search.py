@@ -94,8 +94,14 @@ def test_the_search_finds_the_known_knee(sim: ProcessSimHandle, tmp_path: Path) 
     assert bracket["met"] == data["max_level"] and bracket["missed"] == data["max_level"] + 1, bracket
     levels = {d["level"]: d for d in data["levels"]}
     assert levels[bracket["met"]]["met"] and not levels[bracket["missed"]]["met"]
-    for side in (levels[bracket["met"]], levels[bracket["missed"]]):  # near the limit: probed again
-        assert side["probes"] >= (2 if abs(side["margin"]) < CONFIRM else 1), side
+    for side in (levels[bracket["met"]], levels[bracket["missed"]]):  # near the limit: probed again ...
+        # ... unless its intervals decided it (an outcome that cannot flip is not probed again)
+        assert side["sure"] or side["probes"] >= (2 if abs(side["margin"]) < CONFIRM else 1), side
+    assert data["knee"]["bracket"] == [bracket["met"], bracket["missed"]]  # the monotone fit's knee
+    assert data["knee"]["shape"] == "slope"  # decode speed falls steadily with load: no cliff
+    probes = data["probes"]
+    for i, p in enumerate(probes):  # a level probed again says why; a first probe has nothing to say
+        assert bool(p["why"]) == any(q["level"] == p["level"] for q in probes[:i]), p
     probes = data["probes"]
     assert probes[0]["level"] == 2 and probes[1]["level"] == 32 and len(probes) <= 16
     steps = [line for line in lines if line.get("type") == "step"]
@@ -108,6 +114,22 @@ def test_the_search_finds_the_known_knee(sim: ProcessSimHandle, tmp_path: Path) 
     assert by_number[data["step"]]["level"] == data["max_level"]
     assert outcome.message.startswith(f"max {data['max_level']:g} streams")  # type: ignore[index]
     assert f"between {data['max_level']:g} (met) and {bracket['missed']:g} (missed)" in outcome.message
+
+
+def test_a_probe_ends_as_soon_as_its_intervals_decide(sim: ProcessSimHandle, tmp_path: Path) -> None:
+    """Far from the knee a probe is decided long before its maximum: 2 streams meet the decode-speed SLO by
+    about 80 %, 32 miss it by about 70 %; both end once their intervals are trusted (4 s of window), and the
+    search's 12-s maximum is used only near the knee."""
+    _, lines = run(
+        sim, tmp_path, plan=RampPlan((2.0,), step_s=12.0, warmup_s=0.5), level=2, find_max=(2.0, 32.0)
+    )
+    steps = {s["level"]: s for s in lines if s.get("type") == "step"}
+    for level in (2, 32):
+        assert steps[level]["ended_by"] == "decided" and steps[level]["window_s"] < 8.0, steps[level]
+    (data,) = [line for line in lines if line.get("type") == "event" and line.get("kind") == "find_max"]
+    first, high = data["probes"][:2]
+    assert (first["verdict"], high["verdict"]) == ("met", "missed") and not first["why"] and not high["why"]
+    assert data["max_level"] in (7.0, 8.0), data
 
 
 def test_the_search_honours_repeat(sim: ProcessSimHandle, tmp_path: Path) -> None:

@@ -26,9 +26,19 @@ from loadgen.format import fmt_duration, fmt_num_trimmed
 from loadgen.metrics.hdr import spec_for
 from loadgen.metrics.recorder import IntervalDelta
 from loadgen.snapshot import SLOVerdict, WindowStats
-from loadgen.stats import Interval, decide, quantile_interval, ratio_interval
+from loadgen.stats import MIN_BATCHES, Interval, decide, quantile_interval, ratio_interval
 
-__all__ = ["MAX_SLICES", "RATES", "SLICE_S", "SliceBook", "figure_name", "judge", "precise", "step_margins"]
+__all__ = [
+    "MAX_SLICES",
+    "RATES",
+    "SLICE_S",
+    "SliceBook",
+    "decided",
+    "figure_name",
+    "judge",
+    "precise",
+    "step_margins",
+]
 
 SLICE_S = 0.5  # a worker ships a delta every ~250 ms: a slice holds at least one of each worker's
 MAX_SLICES = 64
@@ -260,3 +270,33 @@ def precise(book: SliceBook | None, now_ns: int, pct: float, slo: SLO) -> bool:
         if iv is None or not iv.trusted or share is None or share > pct / 100:
             return False
     return True
+
+
+def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "missed"] | None:
+    """The SLA search: the step measuring now is decided on its intervals so far — ``missed`` once one judged
+    figure's trusted 95 % interval lies wholly past its limit, ``met`` once every judged figure's trusted
+    interval lies wholly on the good side; None while one straddles its limit or is not trusted yet. The
+    error-rate clause (a count, no interval) is left to the step's verdict."""
+    if book is None or now_ns - book.t0_ns < MIN_BATCHES * book.slice_ns:
+        return None  # too short for a trusted interval (and a window of 0 s has no rate)
+    limits = slo.as_dict()
+    judged = [c for c in measures.CLAUSES if c.metric and limits.get(c.key) is not None]
+    if not judged:
+        return None
+    points: dict[str, tuple[str, ...]] = {}
+    for c in judged:
+        points[c.metric] = (*points.get(c.metric, ()), c.point)
+    margins = book.margins(now_ns, points.items())
+    met = True
+    for c in judged:
+        iv = margins.get(figure_name(c.metric, c.point))
+        limit = limits[c.key]
+        if iv is None or not iv.trusted or iv.lo is None or iv.hi is None or limit is None:
+            met = False
+            continue
+        lo, hi = iv.lo * c.scale, iv.hi * c.scale
+        if (lo > limit) if c.at_most else (hi < limit):
+            return "missed"
+        if not ((hi <= limit) if c.at_most else (lo >= limit)):
+            met = False
+    return "met" if met else None

@@ -17,8 +17,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from loadgen.config import FINAL_STATES, SetupError
-from loadgen.metrics.slices import precise
+from loadgen.config import FINAL_STATES, EndedBy, SetupError
+from loadgen.metrics.slices import decided, precise
 from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.fleet import Fleet, ProcessFleet
 from loadgen.run.live import LiveFigures
@@ -223,25 +223,31 @@ class Controller:
         self.steps.end_warmup(now)
         if self.steps.step_due(now) and self.steps.current is not None:
             self.wheel.window_due()
-        elif self._precise_enough(now):
-            self.wheel.window_due("precision")
+        elif (early := self._ends_early(now)) is not None:
+            self.wheel.window_due(early)
         self.wheel.check_settled()
 
-    def _precise_enough(self, now: int) -> bool:
-        """--precision: the planned step measuring now knows its figures well enough (checked once a second:
-        reading the intervals costs a few ms)."""
+    def _ends_early(self, now: int) -> EndedBy | None:
+        """A planned step measuring now ends before its length (checked once a second: reading the intervals
+        costs a few ms): --precision once its figures are precise enough ("precision"); a probe of the SLA
+        search once its intervals decide the SLO, met or missed ("decided")."""
         plan = self.load.plan
-        if plan is None or plan.precision_pct is None or self.steps.end_ns is None:
-            return False
-        if now < self.precision_checked_ns + PRECISION_CHECK_NS:
-            return False
+        if plan is None or self.steps.end_ns is None:
+            return None
+        searching = self.wheel.search is not None
+        if (
+            plan.precision_pct is None and not searching
+        ) or now < self.precision_checked_ns + PRECISION_CHECK_NS:
+            return None
         self.precision_checked_ns = now
         seg = self.steps.current
-        return (
-            seg is not None
-            and seg.phase == "measure"
-            and precise(seg.slices, now, plan.precision_pct, self.slo)
-        )
+        if seg is None or seg.phase != "measure":
+            return None
+        if searching and decided(seg.slices, now, self.slo) is not None:
+            return "decided"
+        if plan.precision_pct is not None and precise(seg.slices, now, plan.precision_pct, self.slo):
+            return "precision"
+        return None
 
     def pump(self) -> None:
         for msg in self.fleet.drain():

@@ -1,23 +1,28 @@
 """The SLA search (``--find-max LO:HI``): the highest level — concurrency in closed loop, rate in open loop —
 whose step meets the SLO, found by probing the bounds and then bisecting between the highest level that met
-and the lowest that did not. Each probe is a full step, held until its requests are done, so every verdict
-stands on requests measured under their own load.
+and the lowest that did not. Each probe is a step held until its requests are done, so every verdict stands
+on requests measured under their own load.
 
-One noisy probe must not decide a level, so a level is decided on the *median* of its probes' SLO margins
-(``loadgen.slo.margin``: how far the tightest objective is from its limit, as a share of it; at least 0
-meets):
+A probe ends as soon as it is decided: the controller reads the intervals of the SLO's figures once a second
+(``loadgen.metrics.slices.decided``) and ends the window (``ended_by: "decided"``) once one lies wholly past
+its limit (missed) or all lie wholly within (met); an undecided probe runs on to its maximum, the step's
+length. A level is decided on its probes' verdicts (met / missed / undecided on the intervals, the median
+margin — ``loadgen.slo.margin`` — breaking a tie), and probed again only when its outcome could flip, each
+re-probe with its reason in the record:
 
-- each level is probed ``repeat`` times (``--repeat N``);
-- a level whose median margin lies within ``NOISE`` of the limit is uncertain: it is probed again, up to
-  ``confirm_trials`` probes; once the bisection has closed, each side of the bracket decided on fewer probes
-  is probed again when it lies within ``CONFIRM`` of the limit (the knee is where margins are small) or out
-  of order with the levels around it (a miss reading worse than a higher level: one probe was unlucky);
-- a client-bound probe (the load generator may have limited it) decides nothing while a clean one can be
-  had: the level is probed again, ``BOUND_RETRIES`` times; a level decided on client-bound probes anyway
-  makes the answer say so.
+- ``repeat``: each level is probed ``repeat`` times (``--repeat N``);
+- ``undecided``: a probe that reached its maximum with its interval across the limit, or one judged on its
+  point value alone within ``NOISE`` of the limit, up to ``confirm_trials`` probes;
+- ``client-bound``: a client-bound probe (the load generator may have slowed it) that missed by less than
+  ``WIDE`` of the limit, ``BOUND_RETRIES`` times. One that met, or missed by more, stands: a slow client
+  only makes figures worse, so a pass cannot flip and a wide miss does not;
+- ``near the knee``: once the bisection closed, a side of the bracket judged on its point value alone within
+  ``CONFIRM`` of the limit (a side decided on its intervals is not probed again);
+- ``out of order``: a side the monotone fit over every probe (``loadgen.run.knee``) contradicts.
 
-The answer is a bracket — the highest level that met and the lowest above it that missed — in the summary
-and in the record's ``find_max`` event, with whether either side stayed uncertain.
+The answer is the knee of the monotone fit (``loadgen.run.knee``): the highest level that meets, the bracket,
+the confidence and whether the limit is a cliff or a slope — in the summary and in the record's ``find_max``
+event.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 
 from loadgen.config import SLO
 from loadgen.format import fmt_si
+from loadgen.run.knee import Knee, knee
 from loadgen.slo import margin
 from loadgen.snapshot import StepSummary
 
@@ -35,6 +41,7 @@ NOISE = 0.05  # a median margin within 5 % of the limit is uncertain: probed aga
 CONFIRM = 0.10  # the bracket's sides within 10 % of the limit are probed again before the answer
 BOUND_RETRIES = 1  # client-bound probes re-run per level before one is used
 MAX_PROBES = 60  # a bound on the whole search, whatever the noise
+WIDE = 0.5  # a client-bound probe that missed by half the limit or more still misses with a faster client
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,8 @@ class Probe:
     step: int  # the step's number (from 1, as the record's); -1: not from a run
     margin: float | None = None  # ``loadgen.slo.margin``; None: not known (then ``met`` says ±1)
     client_bound: bool = False
+    verdict: str | None = None  # met / missed / undecided on the intervals; None: judged on the point value
+    why: str = ""  # why the level was probed again ("" for its first probe)
 
     @property
     def room(self) -> float:
@@ -53,15 +62,16 @@ class Probe:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """A level decided: on the median margin of the probes it used."""
+    """A level decided: on its probes' verdicts (the median margin breaking a tie)."""
 
     level: float
     met: bool
-    margin: float
+    margin: float  # the median margin of the probes it used
     probes: int  # probes at the level so far (client-bound ones included)
-    uncertain: bool  # still within NOISE of the limit after every re-probe
+    uncertain: bool  # still undecided (or within NOISE of the limit on its point value) after every re-probe
     client_bound: bool  # decided on client-bound probes
     out_tok_s: float | None  # the median of the probes it used
+    sure: bool = False  # decided on its intervals (met or missed, not undecided): it is not probed again
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -71,6 +81,7 @@ class Decision:
             "probes": self.probes,
             "uncertain": self.uncertain,
             "client_bound": self.client_bound,
+            "sure": self.sure,
             "out_tok_s": self.out_tok_s,
         }
 
@@ -84,6 +95,7 @@ class Search:
     slo: SLO = field(default_factory=SLO)
     probes: list[Probe] = field(default_factory=list)
     decided: dict[float, Decision] = field(default_factory=dict)
+    pending: dict[float, str] = field(default_factory=dict)  # a level to probe again: why
 
     def first(self) -> float:
         return self.lo
@@ -118,7 +130,12 @@ class Search:
             room = (
                 None  # the verdict is the judge; a margin that disagrees with it (not normally) says nothing
             )
-        return self.probe_result(level, met, step.stats.out_tok_s, step.index + 1, room, step.client_bound)
+        verdict = step.verdict.on_intervals if usable else None
+        if verdict is not None and verdict != "undecided" and (verdict == "met") != met:
+            verdict = "undecided"  # the point verdict and the intervals disagree (an error-rate clause)
+        return self.probe_result(
+            level, met, step.stats.out_tok_s, step.index + 1, room, step.client_bound, verdict
+        )
 
     def probe_result(
         self,
@@ -128,35 +145,61 @@ class Search:
         step: int = -1,
         margin: float | None = None,
         client_bound: bool = False,
+        verdict: str | None = None,
     ) -> float | None:
-        self.probes.append(Probe(level, met, out_tok_s, step, margin, client_bound))
+        why = self.pending.pop(level, "")
+        self.probes.append(Probe(level, met, out_tok_s, step, margin, client_bound, verdict, why))
         if len(self.probes) >= MAX_PROBES:
             return None
         again = self._decide(level)
-        return level if again else self._next_level()
+        if again:
+            self.pending[level] = again
+            return level
+        return self._next_level()
 
-    def _decide(self, level: float) -> bool:
-        """Decide ``level`` from its probes; True when it needs another probe first."""
+    @staticmethod
+    def stands(p: Probe) -> bool:
+        """A probe whose outcome a faster client could not flip: not client-bound, or client-bound and met
+        (a slow client only makes figures worse), or missed by ``WIDE`` of the limit or more."""
+        return not p.client_bound or p.met or (p.margin is not None and p.margin <= -WIDE)
+
+    def _decide(self, level: float) -> str:
+        """Decide ``level`` from its probes; when it needs another probe first, why ("" once decided)."""
         trials = [p for p in self.probes if p.level == level]
-        clean = [p for p in trials if not p.client_bound]
-        if len(clean) < self.repeat and len(trials) - len(clean) <= BOUND_RETRIES:
-            return True
-        basis = clean if len(clean) >= self.repeat else trials
+        usable = [p for p in trials if self.stands(p)]
+        last = trials[-1]
+        if len(usable) < self.repeat and len(trials) - len(usable) <= BOUND_RETRIES:
+            if not self.stands(last):
+                return (
+                    f"client-bound, missed by {-last.room * 100:.0f} % of the limit (under {WIDE * 100:g} %): "
+                    "a faster client could flip it"
+                )
+            return f"repeat {len(usable) + 1} of {self.repeat}"
+        basis = usable if len(usable) >= self.repeat else trials
         room = float(statistics.median(p.room for p in basis))
-        uncertain = abs(room) < NOISE
+        met_votes = sum(p.verdict == "met" or (p.verdict is None and p.room >= 0) for p in basis)
+        missed_votes = sum(p.verdict == "missed" or (p.verdict is None and p.room < 0) for p in basis)
+        met = met_votes > missed_votes or (met_votes == missed_votes and room >= 0)
+        on_intervals = [p.verdict for p in basis if p.verdict in ("met", "missed")]
+        sure = bool(on_intervals) and all(v == ("met" if met else "missed") for v in on_intervals)
+        undecided = not on_intervals and any(p.verdict == "undecided" for p in basis)
+        uncertain = not sure and (undecided or abs(room) < NOISE)
         if uncertain and len(trials) < self.confirm_trials:
-            return True
+            if last.verdict == "undecided":
+                return "undecided at its maximum length: its interval still straddles the limit"
+            return f"within {NOISE * 100:g} % of the limit on its point value (no interval decided it)"
         tok = [p.out_tok_s for p in basis if p.out_tok_s is not None]
         self.decided[level] = Decision(
             level,
-            room >= 0,
+            met,
             room,
             len(trials),
             uncertain,
             any(p.client_bound for p in basis),
             float(statistics.median(tok)) if tok else None,
+            sure,
         )
-        return False
+        return ""
 
     def _converged(self, passed: float, failed: float) -> bool:
         if self.integer:
@@ -173,11 +216,19 @@ class Search:
             if self.integer:
                 return float((int(passed) + int(failed)) // 2)
             return round((passed + failed) / 2, 3)
-        for side in (failed, passed):  # the knee: probe a side decided close to the limit or out of order
+        for side in (failed, passed):  # the knee: a side that could flip is probed again, with why
             d = self.decided[side]
-            if d.probes < self.confirm_trials and (abs(d.margin) < CONFIRM or self._out_of_order(d)):
-                del self.decided[side]  # decided afresh on all its probes, the new one included
-                return side
+            if d.sure or d.probes >= self.confirm_trials:
+                continue  # decided on its intervals (or probed enough): it stands
+            if abs(d.margin) < CONFIRM:
+                why = f"near the knee: {d.margin * 100:+.0f} % of the limit on its point value"
+            elif self._out_of_order(d):
+                why = "out of order with the levels around it"
+            else:
+                continue
+            del self.decided[side]  # decided afresh on all its probes, the new one included
+            self.pending[side] = why
+            return side
         return None
 
     def _out_of_order(self, d: Decision) -> bool:
@@ -187,44 +238,68 @@ class Search:
             return any(o.level < d.level and o.margin < d.margin for o in self.decided.values())
         return any(o.level > d.level and o.margin > d.margin for o in self.decided.values())
 
+    def fit(self) -> Knee:
+        """The knee of the monotone fit over every probe that stands (``loadgen.run.knee``)."""
+        levels = sorted({p.level for p in self.probes})
+        used: list[Probe] = []
+        for level in levels:
+            at = [p for p in self.probes if p.level == level]
+            used += [p for p in at if self.stands(p)] or at
+        sure: dict[float, tuple[bool, str]] = {}
+        for d in self.decided.values():
+            why = (
+                "undecided on its intervals"
+                if d.uncertain
+                else "decided on client-bound probes"
+                if d.client_bound and not d.sure
+                else "judged on its point value"
+            )
+            sure[d.level] = (d.sure, why)
+        return knee([p.level for p in used], [p.room for p in used], sure)
+
     def answer(self) -> Decision | None:
-        passed = self.passed
-        return None if passed is None else self.decided[passed]
+        """The decision at the fit's knee (the highest level the monotone fit says meets)."""
+        at = self.fit().met if self.probes else None
+        return None if at is None else self.decided.get(at)
 
     def steps_at(self, level: float) -> list[int]:
         return [p.step for p in self.probes if p.level == level]
 
     def summary(self) -> str:
-        best = self.answer()
+        best, fit = self.answer(), self.fit()
         unit = "streams" if self.integer else "req/s"
         n = len(self.probes)
-        if best is None:
+        if best is None or fit.met is None:
             return f"find-max: even {self.lo:g} {unit} misses the SLO ({n} probe{'' if n == 1 else 's'})"
-        failed = self.failed
-        if failed is None:
+        if fit.missed is None:
             bracket = f" (the upper bound {self.hi:g} met it too)"
         else:
-            bracket = f": the knee lies between {best.level:g} (met) and {failed:g} (missed)"
-        doubts = [
-            f"{d.level:g} stayed within {NOISE * 100:g} % of the SLO" for d in self.edges() if d.uncertain
-        ]
+            bracket = (
+                f": the knee lies between {fit.met:g} (met) and {fit.missed:g} (missed), "
+                f"a {fit.shape}, {fit.confidence} confidence"
+            )
+        doubts = [f"{d.level:g} stayed undecided" for d in self.edges() if d.uncertain]
         doubts += [
             f"{d.level:g} was decided on client-bound probes: rerun, or add --workers"
             for d in self.edges()
-            if d.client_bound
+            if d.client_bound and not d.sure
         ]
+        doubts += [w for w in fit.why if "out of order" in w]
         per_level = f", {self.repeat} per level" if self.repeat > 1 else ""
+        again = sum(bool(p.why) for p in self.probes)
+        repeated = f", {again} repeated" if again else ""
         return (
             f"max {best.level:g} {unit}, {fmt_si(best.out_tok_s)} out tok/s under SLO{bracket} "
-            f"({n} probes{per_level})" + "".join(f"; {d}" for d in doubts)
+            f"({n} probes{per_level}{repeated})" + "".join(f"; {d}" for d in doubts)
         )
 
     def edges(self) -> list[Decision]:
         """The decisions either side of the knee (the answer, the lowest level above it that missed)."""
-        return [self.decided[x] for x in (self.passed, self.failed) if x is not None]
+        fit = self.fit()
+        return [self.decided[x] for x in (fit.met, fit.missed) if x is not None and x in self.decided]
 
     def event(self) -> dict[str, object]:
-        best, failed = self.answer(), self.failed
+        best, fit = self.answer(), self.fit()
         return {
             "bounds": [self.lo, self.hi],
             "repeat": self.repeat,
@@ -234,18 +309,21 @@ class Search:
             "step": None if best is None else self.steps_at(best.level)[-1],
             "bracket": {
                 "met": None if best is None else best.level,
-                "missed": failed,
+                "missed": fit.missed,
                 "uncertain": any(d.uncertain for d in self.edges()),
                 "client_bound": any(d.client_bound for d in self.edges()),
             },
+            "knee": fit.as_dict(),
             "levels": [d.as_dict() for _, d in sorted(self.decided.items())],
             "probes": [
                 {
                     "level": p.level,
                     "met": p.met,
+                    "verdict": p.verdict,
                     "step": p.step,
                     "margin": None if p.margin is None else round(p.margin, 4),
                     "client_bound": p.client_bound,
+                    "why": p.why,
                 }
                 for p in self.probes
             ],

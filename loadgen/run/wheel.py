@@ -184,7 +184,7 @@ class Wheel:
             plan is not None
             and plan.early_stop
             and verdict.met is False
-            and summary.ended_by in ("plan", "precision")
+            and summary.ended_by in ("plan", "precision", "decided")
             and self.status.state == "running"
         ):
             self.status.say(

@@ -1,0 +1,112 @@
+"""The SLA search on probes decided by their intervals (issue 32), no run: a probe decided met or missed on
+its intervals is never probed again, a client-bound probe is probed again only when a faster client could
+flip it (and the record says why), an undecided one is; the answer is the knee of a monotone fit over every
+probe, with its bracket, confidence and shape (a cliff or a slope)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from loadgen.run.knee import isotonic, knee
+from loadgen.run.search import WIDE, Search
+
+SLOTS = 20  # an exact-timing server with 20 slots: TTFT 50 ms up to 20 streams, then queueing
+
+
+def cliff_margin(level: float) -> float:
+    """TTFT p95 vs 100 ms: 50 ms up to the slots (margin +0.5), then a whole request's wait (~ -9)."""
+    return 0.5 if level <= SLOTS else -9.0
+
+
+Probe = Callable[[float, int], tuple[float, bool, str | None]]  # -> (margin, client-bound, verdict)
+
+
+def run(script: Probe, lo: float = 1.0, hi: float = 64.0, repeat: int = 1) -> Search:
+    search = Search(lo, hi, integer=True, repeat=repeat)
+    level: float | None = search.first()
+    while level is not None:
+        room, bound, verdict = script(level, search.trials_at(level))
+        level = search.probe_result(
+            level, room >= 0, 10.0 * level, len(search.probes) + 1, room, bound, verdict
+        )
+    return search
+
+
+def decided_cliff(level: float, _n: int) -> tuple[float, bool, str | None]:
+    room = cliff_margin(level)
+    return room, False, "met" if room >= 0 else "missed"
+
+
+def test_probes_decided_on_their_intervals_are_never_probed_again() -> None:
+    search = run(decided_cliff)
+    assert (search.passed, search.failed) == (SLOTS, SLOTS + 1)
+    # 1, 64, then a bisection: each level once, no confirmation of sides that cannot flip
+    levels = [p.level for p in search.probes]
+    assert len(levels) == len(set(levels)) and len(levels) <= 8, levels
+    assert all(p.why == "" for p in search.probes)
+    assert all(d.sure for d in search.decided.values())
+    event = search.event()
+    assert event["knee"]["confidence"] == "high" and event["knee"]["shape"] == "cliff"  # type: ignore[index]
+    assert event["knee"]["bracket"] == [SLOTS, SLOTS + 1]  # type: ignore[index]
+    assert "between 20 (met) and 21 (missed), a cliff, high confidence" in search.summary()
+
+
+def test_client_bound_probes_are_probed_again_only_when_a_faster_client_could_flip_them() -> None:
+    """The issue's 5 wasted probes: client-bound misses by 13-40x and passes with a 46-49 % margin."""
+
+    def bound_above_8(level: float, _n: int) -> tuple[float, bool, str | None]:
+        room, bound, verdict = decided_cliff(level, _n)
+        return room, level >= 8, verdict
+
+    search = run(bound_above_8)
+    assert (search.passed, search.failed) == (SLOTS, SLOTS + 1)
+    assert all(search.trials_at(level) == 1 for level in search.decided), [p.level for p in search.probes]
+    assert not any(d.client_bound and not d.sure for d in search.edges())
+
+    def narrow_bound_miss(level: float, n: int) -> tuple[float, bool, str | None]:
+        if level == SLOTS + 1 and n == 0:  # client-bound and 10 % over: a faster client could make it pass
+            return -0.1, True, "missed"
+        return decided_cliff(level, n)
+
+    again = run(narrow_bound_miss)
+    (first, second) = [p for p in again.probes if p.level == SLOTS + 1]
+    assert first.why == "" and "client-bound" in second.why and f"under {WIDE * 100:g} %" in second.why
+    assert [p["why"] for p in again.event()["probes"]].count(second.why) == 1  # type: ignore[index, union-attr]
+
+
+def test_an_undecided_probe_is_probed_again_with_its_reason() -> None:
+    def undecided_at_20(level: float, n: int) -> tuple[float, bool, str | None]:
+        if level == SLOTS and n == 0:
+            return 0.01, False, "undecided"
+        return decided_cliff(level, n)
+
+    search = run(undecided_at_20)
+    at = [p for p in search.probes if p.level == SLOTS]
+    assert len(at) == 2 and at[1].why.startswith("undecided at its maximum length")
+    assert search.decided[SLOTS].sure and search.decided[SLOTS].met
+
+
+def test_a_slope_is_told_from_a_cliff_and_the_fit_gives_the_crossing() -> None:
+    def slope(level: float, _n: int) -> tuple[float, bool, str | None]:
+        room = (46.5 - level) * 0.02  # the steep simulator's kind: 2 % of the limit per stream
+        return room, False, "met" if room >= 0.005 else "missed" if room <= -0.005 else "undecided"
+
+    search = run(slope, hi=128.0)
+    fit = search.fit()
+    assert (fit.met, fit.missed) == (46, 47) and fit.shape == "slope"
+    assert fit.crossing == pytest.approx(46.5, abs=0.01)
+
+
+def test_the_isotonic_fit_pools_out_of_order_levels() -> None:
+    points = isotonic([1, 2, 3, 4, 4], [0.5, 0.1, 0.3, -0.2, -0.4])
+    assert [round(p.fitted, 3) for p in points] == [0.5, 0.2, 0.2, -0.3]
+    assert all(a.fitted >= b.fitted for a, b in zip(points, points[1:], strict=False))
+    # a met level read below a missed one: the fit pools them and the answer says low confidence
+    sure = {level: (True, "") for level in (10, 11, 12, 13)}
+    low = knee([10, 11, 12, 13], [0.2, -0.05, 0.03, -0.3], sure)
+    assert low.met == 10 and low.missed == 11 and low.confidence == "low", low
+    assert low.why == ("12 read met out of order: the fit pooled it",)
+    high = knee([10, 11, 12, 13], [0.2, -0.05, -0.03, -0.3], sure)
+    assert high.confidence == "high" and high.why == () and high.missed == 11
