@@ -317,6 +317,15 @@ class SeriesPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class Precision:
+    """--precision PCT while a step measures: the target, and about how many more seconds until every live
+    margin is within it (0: reached; None: no estimate yet)."""
+
+    pct: float
+    eta_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     seq: int
     elapsed_s: float
@@ -373,3 +382,7 @@ class Snapshot:
     worker_hosts: tuple[
         str, ...
     ] = ()  # each load worker's host, by worker id (the header's fleet); () unknown
+    # The measuring step's margins of error so far (``loadgen.metrics.live_margins``, read once a second):
+    # out_tok_s and each figure the SLO judges, with its 95 % interval; empty between windows
+    live_margins: Mapping[str, Interval] = EMPTY
+    precision: Precision | None = None  # --precision: its target and the time left to it; None without

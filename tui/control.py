@@ -19,6 +19,7 @@ from loadgen.run.health import CLIENT_BOUND_CPU_PCT, CLIENT_BOUND_LAG_MS
 from loadgen.snapshot import ClientHealth, Snapshot, WindowStats
 from tui.format import snapshot_phase, window_label
 from tui.line import fit_line, piece
+from tui.margins import live_text
 from tui.panel import SnapshotPanel
 from tui.status import bound_steps, bound_steps_text
 from tui.view import ViewState
@@ -84,6 +85,7 @@ def window_line(
     *,
     open_loop: bool = False,
     step_live: bool = True,
+    margins: str = "",
 ) -> Text:
     """What the window measured; in open loop its request rate reads "done 0.99/s" (completions, beside
     the steering line's "sent"); "req/s warming" only while a running step's window is young
@@ -103,6 +105,8 @@ def window_line(
         piece(("  ·  ok ", dim), (fmt_count(stats.ok), ""), ("  err ", dim)),
         piece((error_text, _s(styles, "bad") if errors else "")),
     ]
+    if margins:  # the measuring step's margins so far (tui.margins.live_text), where the line has room
+        pieces.append(piece(("  ·  ", dim), (margins, ""), keep=1))
     if stats.approx_tokens:
         pieces.append(
             piece(("  ·  ", dim), (f"~{fmt_count(stats.approx_tokens)} approx tokens", _s(styles, "warn")))
@@ -235,6 +239,7 @@ class ControlPanel(SnapshotPanel):
                 open_loop=snapshot.mode == "open",
                 step_live=snapshot.state == "running"
                 and snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure"),
+                margins=live_text(snapshot) if view.window == "step" else "",
             ),
             health_line(snapshot, width, styles),
         ]

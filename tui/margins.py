@@ -5,16 +5,29 @@ percentile and rate, named as the step line names them (``ttft_p95_ms``, ``out_t
 the short text the console shows after a figure: ``±6 %`` (the half-width as a share of the figure),
 ``±6 %?`` when the interval is not trusted (too few batches or values beyond the percentile: the step
 detail says why), nothing when the step has no interval for the figure (a record from before margins).
-Pure: no widget, no app.
+``live_text`` says the same of the step measuring now (``Snapshot.live_margins``), with ``--precision``'s
+target and about how long until it is reached ('±5 % in ≈12 s'). Pure: no widget, no app.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from loadgen import measures
+from loadgen.format import fmt_ms, fmt_si
+from loadgen.metrics.slices import figure_name
+from loadgen.snapshot import METRICS, Snapshot
 from loadgen.stats import Interval
 
-__all__ = ["UNTRUSTED_MARK", "margin_of", "margin_pct", "margin_text", "untrusted_lines"]
+__all__ = [
+    "UNTRUSTED_MARK",
+    "about",
+    "live_text",
+    "margin_of",
+    "margin_pct",
+    "margin_text",
+    "untrusted_lines",
+]
 
 UNTRUSTED_MARK = "?"
 
@@ -48,3 +61,49 @@ def untrusted_lines(margins: Mapping[str, Interval]) -> list[str]:
         for name, iv in margins.items()
         if not iv.trusted and iv.lo is not None
     ]
+
+
+def about(seconds: float) -> str:
+    """An estimate's time, rounded as one: '40 s', '3 min', '2 h'."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
+
+
+def _labels() -> dict[str, tuple[str, str]]:
+    """Each SLO figure's step-line name -> (its clause's label, its metric): 'ttft_p95_ms' -> ('TTFT p95', ...)."""
+    return {figure_name(c.metric, c.point): (c.label, c.metric) for c in measures.CLAUSES if c.metric}
+
+
+def live_text(snapshot: Snapshot) -> str:
+    """The measuring step's margins so far: 'TTFT p95 412 ms ±6 % · out ±3 %', and under --precision how
+    far it is from its target: '· ±5 % in ≈12 s' ('±5 % reached'; '→ ±5 %' while no estimate can be made);
+    '' between windows."""
+    margins = snapshot.live_margins
+    if not margins:
+        return ""
+    labels = _labels()
+    parts = []
+    for name, iv in margins.items():
+        text = margin_text(iv)
+        if not text:
+            continue
+        if name in labels:
+            label, metric = labels[name]
+            unit = METRICS.get(metric, "")
+            value = fmt_ms(iv.value) if unit == "ms" else f"{fmt_si(iv.value)} {unit}"
+            parts.append(f"{label} {value} {text}")
+        else:
+            parts.append(f"{name.removesuffix('_tok_s').replace('_', ' ')} {text}")
+    if snapshot.precision is not None:
+        pct, eta = snapshot.precision.pct, snapshot.precision.eta_s
+        target = f"±{margin_pct(pct / 100)}"
+        if eta is None:
+            parts.append(f"→ {target}")
+        elif eta <= 0:
+            parts.append(f"{target} reached")
+        else:
+            parts.append(f"{target} in ≈{about(eta)}")
+    return " · ".join(parts)

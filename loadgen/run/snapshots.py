@@ -8,6 +8,7 @@ import collections
 from collections.abc import Mapping
 
 from loadgen.config import SLO
+from loadgen.metrics.live_margins import LiveMargins, LiveReading
 from loadgen.run.config import RunConfig
 from loadgen.run.live import LiveFigures
 from loadgen.run.replicas import replica_figures
@@ -32,6 +33,7 @@ class SnapshotBuilder:
         self.series: collections.deque[SeriesPoint] = collections.deque(maxlen=SERIES_POINTS)
         self.last_series_ns = 0
         self.unrecorded: list[SeriesPoint] = []  # points not yet in the record (``take_series``)
+        self.margins = LiveMargins(slo)  # the measuring step's intervals so far, read once a second
 
     def windows(self, now: int, status: RunStatus, steps: Steps, live: LiveFigures) -> dict[str, WindowStats]:
         """The step's, the rolling and the run's figures at ``now``."""
@@ -112,7 +114,16 @@ class SnapshotBuilder:
             series=self.series_point(now, status.elapsed_s(now), status, load, live),
             replicas=self.replicas(now, status, live, link),
             worker_hosts=worker_hosts(status.fleet),
+            live_margins=(found := self.live_margins(now, load, steps)).margins,
+            precision=found.precision,
         )
+
+    def live_margins(self, now: int, load: Load, steps: Steps) -> LiveReading:
+        """The measuring step's margins so far and, under --precision, the time left to its target."""
+        seg = steps.current
+        since = steps.measuring_since_ns()
+        pct = load.plan.precision_pct if load.plan is not None else None
+        return self.margins.read(seg.slices if seg is not None else None, since, now, pct)
 
     def replicas(
         self, now: int, status: RunStatus, live: LiveFigures, link: TelemetryLink

@@ -15,7 +15,7 @@ from tui_fakes import make_app as console_on
 from loadgen import measures
 from loadgen.format import fmt_ms
 from loadgen.metrics.slices import figure_name, judge
-from loadgen.snapshot import SLOVerdict, StepSummary
+from loadgen.snapshot import Precision, SLOVerdict, StepSummary
 from loadgen.stats import Interval
 from tui.app import RampApp
 from tui.detail import StepDetail
@@ -134,3 +134,22 @@ def test_step_detail_with_margins_80x24(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(margined_app(), terminal_size=(80, 24), run_before=open_view)
+
+
+async def test_the_step_window_line_shows_the_live_margin_and_the_time_to_the_precision_target() -> None:
+    live = {TTFT_P95: around(412.0, 0.06), "out_tok_s": around(4390.0, 0.03, trusted=False)}
+    app = console_on(live_margins=live, precision=Precision(2.0, 38.6))[0]
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.redraw(force=True)
+        await pilot.pause()
+        control = flat(text_of(app.screen.query_one("#control", SnapshotPanel)))
+        assert "TTFT p95 412 ms ±6 % · out ±3 %? · ±2 % in ≈39 s" in control
+        await pilot.press("w")  # the rolling window: the step's margins are not its
+        app.redraw(force=True)
+        await pilot.pause()
+        assert "±" not in text_of(app.screen.query_one("#control", SnapshotPanel))
+    steady = console_on()[0]  # between windows, or a record without margins: nothing
+    async with steady.run_test(size=(200, 50)) as pilot:
+        steady.redraw(force=True)
+        await pilot.pause()
+        assert "±" not in text_of(steady.screen.query_one("#control", SnapshotPanel))
