@@ -101,7 +101,9 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
             early_stop=flags.find_max is None and (flags.early_stop or (base.early_stop if base else False)),
             mode=mode,
             repeat=flags.repeat,
-            precision_pct=flags.precision,
+            precision_pct=flags.precision
+            if flags.precision is not None
+            else (base.precision_pct if base else None),
         )
     return LoadShape(
         plan=plan,

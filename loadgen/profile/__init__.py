@@ -67,6 +67,7 @@ Schema (every key below is the complete list; any other key is an error)::
     step_seconds = 30                  # default 30
     warmup_seconds = 5                 # default 5, < step_seconds
     early_stop = true                  # default false: stop at the first step that breaks the SLO
+    precision = 5                      # optional, or --precision: a step ends once its figures are ±5 %
 
     [pricing]                          # optional
     usd_per_1m_input = 0.2

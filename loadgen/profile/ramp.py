@@ -22,6 +22,7 @@ RAMP_KEYS = (
     "step_seconds",
     "warmup_seconds",
     "early_stop",
+    "precision",
 )
 
 
@@ -42,6 +43,11 @@ def read_ramp(reader: FieldReader, t: dict[str, object] | None) -> RampPlan | No
             f"warm-up ({warmup_s:g} s) must be shorter than step_seconds ({step_s:g} s)",
         )
     early_stop = reader.boolean(w, t, "early_stop", False)
+    # --precision PCT as a key: a step ends once its figures' 95 % intervals are within PCT % (0 < PCT < 100)
+    raw = t.get("precision")
+    precision = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
+    if raw is not None and (precision is None or not 0 < precision < 100):  # NaN and inf fail too
+        reader.fail(w, "precision", f"expected a percentage > 0 and < 100, got {show_value(raw)}")
     unit = "concurrency (a positive integer)" if closed else "rate in req/s (a number > 0)"
     geometric_keys = [k for k in ("start", "stop", "factor", "step") if k in t]
     if "levels" in t:
@@ -58,6 +64,7 @@ def read_ramp(reader: FieldReader, t: dict[str, object] | None) -> RampPlan | No
         warmup_s=float(warmup_s),
         early_stop=bool(early_stop),
         mode=mode,
+        precision_pct=precision,
     )
 
 
