@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 
 from loadgen import measures
 from loadgen.config import WINDOWS, RunState, StepPhase
+from loadgen.observe.margin_families import margin_families
 from loadgen.observe.share import SHARE_PATH, SnapshotShare, target_secrets
 from loadgen.run.config import RunConfig
 from loadgen.snapshot import HistogramView, Snapshot, WindowStats
@@ -266,6 +267,7 @@ def snapshot_families(snap: Snapshot, t0_unix: float | None = None) -> Iterator[
     yield from rate_families(windows)
     yield from quantile_families(windows)
     yield from replica_families(snap)
+    yield from margin_families(snap)  # each step's figures with their 95 % intervals
 
 
 class SnapshotCollector(Collector):
