@@ -40,6 +40,8 @@ __all__ = [
     "step_margins",
 ]
 
+# the SLA search: an interval not trusted decides a probe only this factor beyond its limit (``decided``)
+FAR = 2.0
 SLICE_S = 0.5  # a worker ships a delta every ~250 ms: a slice holds at least one of each worker's
 MAX_SLICES = 64
 # Rates: (figure, what a slice adds up: a counter, or "live" for the tokens streamed), over seconds.
@@ -274,9 +276,10 @@ def precise(book: SliceBook | None, now_ns: int, pct: float, slo: SLO) -> bool:
 
 def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "missed"] | None:
     """The SLA search: the step measuring now is decided on its intervals so far — ``missed`` once one judged
-    figure's trusted 95 % interval lies wholly past its limit, ``met`` once every judged figure's trusted
-    interval lies wholly on the good side; None while one straddles its limit or is not trusted yet. The
-    error-rate clause (a count, no interval) is left to the step's verdict."""
+    figure's 95 % interval lies wholly past its limit, ``met`` once every judged figure's interval lies wholly
+    on the good side; None while one straddles its limit. An interval not trusted (``Interval.trusted``)
+    decides only ``FAR`` beyond the limit. Never before ``MIN_BATCHES`` slices of window. The error-rate
+    clause (a count, no interval) is left to the step's verdict."""
     if book is None or now_ns - book.t0_ns < MIN_BATCHES * book.slice_ns:
         return None  # too short for a trusted interval (and a window of 0 s has no rate)
     limits = slo.as_dict()
@@ -291,12 +294,15 @@ def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "mi
     for c in judged:
         iv = margins.get(figure_name(c.metric, c.point))
         limit = limits[c.key]
-        if iv is None or not iv.trusted or iv.lo is None or iv.hi is None or limit is None:
+        if iv is None or iv.lo is None or iv.hi is None or limit is None:
             met = False
             continue
+        # a trusted interval decides on its side of the limit; an untrusted one (a short tail, few batches)
+        # only FAR beyond it, a factor of 2 either way
+        far = 1.0 if iv.trusted else FAR
         lo, hi = iv.lo * c.scale, iv.hi * c.scale
-        if (lo > limit) if c.at_most else (hi < limit):
+        if (lo > limit * far) if c.at_most else (hi < limit / far):
             return "missed"
-        if not ((hi <= limit) if c.at_most else (lo >= limit)):
+        if not ((hi <= limit / far) if c.at_most else (lo >= limit * far)):
             met = False
     return "met" if met else None
