@@ -389,7 +389,7 @@ def finish(outcome: RunOutcome | None, config: RunConfig | None = None) -> int:
         return exit_code(outcome.signum)
     if outcome.unreachable and (not outcome.steps or outcome.state == "failed"):
         return EXIT_UNREACHABLE
-    if outcome.state == "failed" and not outcome.steps:
+    if outcome.state == "failed" and (not outcome.steps or outcome.usage):
         return EXIT_USAGE  # it could not start as given (no model to ask for, no record...): no SLO verdict
     if any("worker_lost" in step.flags for step in outcome.steps):
         return EXIT_WORKER_LOST

@@ -112,3 +112,4 @@ class RunOutcome:
     message: str = ""
     unreachable: bool = False
     signum: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP), if one did
+    usage: bool = False  # failed because what was asked cannot be answered as given (exit 2)

@@ -359,6 +359,7 @@ class Controller:
             record_path=self.record.path,
             message=self.status.message,
             unreachable=self.status.unreachable,
+            usage=self.status.usage,
         )
 
     def crashed(self, exc: BaseException) -> RunOutcome:

@@ -28,7 +28,7 @@ event.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from loadgen.config import SLO
 from loadgen.format import fmt_si
@@ -54,6 +54,9 @@ class Probe:
     client_bound: bool = False
     verdict: str | None = None  # met / missed / undecided on the intervals; None: judged on the point value
     why: str = ""  # why the level was probed again ("" for its first probe)
+    errors_only: bool = False  # every request of the step failed
+    judged: bool = True  # the SLO judged something (a clause with nothing to judge is n/a)
+    failures: str = ""  # what missed ("TTFT p95 812 ms > 100 ms")
 
     @property
     def room(self) -> float:
@@ -133,9 +136,17 @@ class Search:
         verdict = step.verdict.on_intervals if usable else None
         if verdict is not None and verdict != "undecided" and (verdict == "met") != met:
             verdict = "undecided"  # the point verdict and the intervals disagree (an error-rate clause)
-        return self.probe_result(
+        nxt = self.probe_result(
             level, met, step.stats.out_tok_s, step.index + 1, room, step.client_bound, verdict
         )
+        last = self.probes[-1]
+        self.probes[-1] = replace(
+            last,
+            errors_only=step.stats.ok == 0 and step.stats.error_count > 0,
+            judged=step.verdict.met is not None,
+            failures="; ".join(step.verdict.failures[:2])[:200],
+        )
+        return nxt
 
     def probe_result(
         self,
@@ -256,6 +267,33 @@ class Search:
             )
             sure[d.level] = (d.sure, why)
         return knee([p.level for p in used], [p.room for p in used], sure)
+
+    def failure(self) -> tuple[str, bool] | None:
+        """Why the search has no answer as it was asked, in one line, and whether the target is unusable
+        (exit 3) rather than the range or the SLO (exit 2); None when it has an answer."""
+        if not self.probes or self.answer() is not None:
+            return None
+        unit = "streams" if self.integer else "req/s"
+        levels = ", ".join(f"{x:g}" for x in sorted({p.level for p in self.probes}))
+        if all(p.errors_only for p in self.probes):
+            return (
+                f"find-max: the server failed every request at every level probed ({levels} {unit}): "
+                "nothing to search; see why with ramp check URL",
+                True,
+            )
+        if not any(p.judged for p in self.probes):
+            return (
+                f"find-max: the SLO judged nothing at any level probed ({levels} {unit}): each of its clauses "
+                "had nothing to judge (n/a); set a limit on TTFT, ITL, e2e, decode speed or the error rate",
+                False,
+            )
+        low = next(p for p in self.probes if p.level == min(q.level for q in self.probes))
+        why = f" ({low.failures})" if low.failures else ""
+        return (
+            f"--find-max {self.lo:g}:{self.hi:g} cannot be met: even {low.level:g} {unit} misses the SLO{why}; "
+            "lower the range's low end or loosen the SLO",
+            False,
+        )
 
     def answer(self) -> Decision | None:
         """The decision at the fit's knee (the highest level the monotone fit says meets)."""

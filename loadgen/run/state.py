@@ -25,6 +25,7 @@ class RunStatus:
     state: RunState = "starting"
     message: str = ""  # why it failed, or how it ended
     unreachable: bool = False
+    usage: bool = False  # failed because what was asked cannot be answered as given (exit 2)
     model: str = ""
     runtime: RuntimeName | None = None
     runtime_version: str | None = None
@@ -63,11 +64,14 @@ class RunStatus:
         """The plan (or the search) is over."""
         self.state = "finished"
 
-    def fail(self, message: str, *, unreachable: bool = False) -> None:
-        """Failed, and why; ``unreachable``: the target (or the server ramp launched) is gone."""
+    def fail(self, message: str, *, unreachable: bool = False, usage: bool = False) -> None:
+        """Failed, and why; ``unreachable``: the target (or the server ramp launched) is gone; ``usage``: what
+        was asked cannot be answered as given (a --find-max range that even its low end misses)."""
         self.state, self.message = "failed", message
         if unreachable:
             self.unreachable = True
+        if usage:
+            self.usage = True
 
     def stop(self) -> None:
         """Stopped, unless it already ended (finished or failed)."""

@@ -202,7 +202,8 @@ class Wheel:
         else:
             moved = not self.ceiling_reached(summary) and self.step_plan_level()
         if not moved:
-            self.finish_plan()
+            if self.status.state == "running":  # a search with no answer as asked failed instead
+                self.finish_plan()
             return
         self.start()
 
@@ -212,7 +213,11 @@ class Wheel:
         nxt = search.after(summary) if summary is not None else None
         if nxt is None:
             self.finished_search, self.search = search, None
-            self.status.say(search.summary())
+            failure = search.failure()
+            if failure is None:
+                self.status.say(search.summary())
+            else:  # one line, and the exit: 3 for a server that failed every request, else 2
+                self.status.fail(failure[0], unreachable=failure[1], usage=not failure[1])
             return False
         self.load.set_target(nxt)
         self.load.probe_repeat = search.trials_at(nxt)  # the step line's ``repeat``: its probe at the level
