@@ -7,9 +7,12 @@ bracket [met, missed] has met <= N < missed) and the wall times' median and maxi
 
 The server is the simulator's batching engine with every step taking exactly 10 ms whatever the batch
 (no per-sequence cost), at most N sequences running (``max_num_seqs``): up to N streams a request starts at
-once (TTFT about one step), past N it waits for a slot, and a request lasts about a second (100 output
-tokens), so TTFT p95 jumps from ~30 ms to hundreds. The SLO is TTFT p95 <= 100 ms: the true answer is N.
-Steps as ``ramp run --find-max`` takes them by default (30 s at most, 5-s warm-up).
+once (TTFT one or two steps), past N it waits for a slot. Requests last 0.5 to 1.5 s (50 to 150 output
+tokens, uniform), so their ends are spread: at N + 1 streams nearly every request waits for the next end
+among N, about S / N = 50 ms on average and its p95 three times that, so TTFT p95 jumps from ~20 ms to
+~150 ms. (With equal lengths the ends clump and only about 1 request in N + 1 waits: p95 sits on the edge
+and N + 1 is a fair answer too.) The SLO is TTFT p95 <= 100 ms: the true answer is N. Steps as ``ramp run
+--find-max`` takes them by default (30 s at most, 5-s warm-up for the first probe).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from loadgen.sim.params import StepCost  # noqa: E402
 from loadgen.types import Target  # noqa: E402
 
 EXACT = StepCost(10.0, 0.0, 0.0, ((0, 10.0), (1 << 20, 10.0)), spec_draft_ms=0.0)
-PROFILE = 'name = "slots"\n[[bucket]]\ninput = 16\noutput = 100\n[sampling]\nignore_eos = true\n'
+PROFILE = 'name = "slots"\n[[bucket]]\ninput = 16\noutput = { min = 50, max = 150 }\n[sampling]\nignore_eos = true\n'
 
 
 def search(

@@ -32,15 +32,18 @@ from dataclasses import dataclass, field, replace
 
 from loadgen.config import SLO
 from loadgen.format import fmt_si
+from loadgen.measures import E2E_MS, TTFT_MS
 from loadgen.run.knee import Knee, knee
 from loadgen.slo import margin
-from loadgen.snapshot import StepSummary
+from loadgen.snapshot import StepSummary, WindowStats
 
 RATE_RESOLUTION = 1.05  # open loop: stop once the failing rate is within 5 % of the passing one
 NOISE = 0.05  # a median margin within 5 % of the limit is uncertain: probed again
 CONFIRM = 0.10  # the bracket's sides within 10 % of the limit are probed again before the answer
 BOUND_RETRIES = 1  # client-bound probes re-run per level before one is used
 MAX_PROBES = 60  # a bound on the whole search, whatever the noise
+PROBE_WARMUP_REQUESTS = 2.0  # a probe warms up for two requests' time in the server (e2e - TTFT, p50) ...
+MIN_PROBE_WARMUP_S = 1.0  # ... at least this, and never longer than the run's warm-up
 WIDE = 0.5  # a client-bound probe that missed by half the limit or more still misses with a faster client
 
 
@@ -167,6 +170,20 @@ class Search:
             self.pending[level] = again
             return level
         return self._next_level()
+
+    @staticmethod
+    def warmup_after(stats: WindowStats, configured: float) -> float:
+        """The next probe's warm-up: long enough for each stream to run two requests at the new level — twice
+        the last probe's time from first token to end (e2e p50 - TTFT p50: its queueing belongs to its own
+        level; the held close left the server empty) — at least ``MIN_PROBE_WARMUP_S``, never more than the
+        run's own."""
+        e2e, ttft = stats.hist.get(E2E_MS), stats.hist.get(TTFT_MS)
+        total = None if e2e is None else e2e.pct.p50
+        first = None if ttft is None else ttft.pct.p50
+        if total is None or total <= 0:
+            return configured
+        held = total - (first or 0.0) if first is not None and first < total else total
+        return min(configured, max(MIN_PROBE_WARMUP_S, PROBE_WARMUP_REQUESTS * held / 1000))
 
     @staticmethod
     def stands(p: Probe) -> bool:

@@ -101,6 +101,9 @@ class Load:
     plan: RampPlan | None = None
     plan_index: int = 0
     probe_repeat: int | None = None  # the SLA search's probe of its level (0, 1 ...): the step's ``repeat``
+    probe_warmup_s: float | None = (
+        None  # the SLA search's warm-up for its next probe (``Search.warmup_after``)
+    )
 
     @classmethod
     def of(cls, config: RunConfig) -> Load:
@@ -186,7 +189,10 @@ class Load:
 
     def warmup_s(self) -> float:
         """One warm-up for every step: the plan's while it runs, and after a key left it too (the run's
-        setting, not a second one that defaults to none); without a plan, the config's."""
+        setting, not a second one that defaults to none); without a plan, the config's. A probe of the SLA
+        search: its own, never longer."""
+        if self.probe_warmup_s is not None:
+            return self.probe_warmup_s
         plan = self.plan or self.config.plan
         return plan.warmup_s if plan is not None else self.config.warmup_s
 

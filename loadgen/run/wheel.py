@@ -221,6 +221,9 @@ class Wheel:
             return False
         self.load.set_target(nxt)
         self.load.probe_repeat = search.trials_at(nxt)  # the step line's ``repeat``: its probe at the level
+        assert summary is not None  # a next level is only ever found after a step
+        self.load.probe_warmup_s = None
+        self.load.probe_warmup_s = search.warmup_after(summary.stats, self.load.warmup_s())
         return True
 
     def step_plan_level(self) -> bool:

@@ -110,3 +110,21 @@ def test_the_isotonic_fit_pools_out_of_order_levels() -> None:
     assert low.why == ("12 read met out of order: the fit pooled it",)
     high = knee([10, 11, 12, 13], [0.2, -0.05, -0.03, -0.3], sure)
     assert high.confidence == "high" and high.why == () and high.missed == 11
+
+
+def test_a_probe_warms_up_for_two_requests_in_the_server_never_longer_than_the_runs_warmup() -> None:
+    from loadgen.measures import E2E_MS, TTFT_MS
+    from loadgen.snapshot import HistogramView, Percentiles, WindowStats
+
+    def stats(e2e_ms: float, ttft_ms: float) -> WindowStats:
+        hist = {
+            E2E_MS: HistogramView(E2E_MS, "ms", Percentiles(p50=e2e_ms)),
+            TTFT_MS: HistogramView(TTFT_MS, "ms", Percentiles(p50=ttft_ms)),
+        }
+        return WindowStats(window="step", ok=10, hist=hist)
+
+    # 64 streams on 20 slots: e2e 3 s of which 2 s queued; the next level starts on an empty server
+    assert Search.warmup_after(stats(3000, 2000), 5.0) == pytest.approx(2.0)
+    assert Search.warmup_after(stats(9000, 100), 5.0) == 5.0  # long requests: the run's own warm-up
+    assert Search.warmup_after(stats(200, 20), 5.0) == 1.0  # short ones: at least a second
+    assert Search.warmup_after(WindowStats(window="step"), 5.0) == 5.0  # nothing finished: the run's
