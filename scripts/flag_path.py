@@ -68,7 +68,7 @@ def trace(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
                 climbs.append((here, caller))
 
     try:
-        from loadgen.cli.main import main  # imported before the hook: imports are no part of the path
+        from loadgen.cli.commands import main  # imported before the hook: imports are no part of the path
     except ImportError:  # a checkout from before loadgen/cli/ (to measure the old path)
         from loadgen.cli import main  # type: ignore[no-redef]
 

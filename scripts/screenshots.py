@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from textual.pilot import Pilot  # noqa: E402
 
-from loadgen.cli.main import build_parser  # noqa: E402
+from loadgen.cli.commands import build_parser  # noqa: E402
 from loadgen.cli.resolve import build_config  # noqa: E402
 from loadgen.observe.exporter import with_exporter  # noqa: E402
 from loadgen.observe.remote import RemoteRun, snapshot_url  # noqa: E402

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from loadgen.analysis.compare import compare_main
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.config import SLO
 from loadgen.metrics import Accumulator, Recorder
 from loadgen.profile import parse_profile

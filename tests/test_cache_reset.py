@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config as build_run_config
 from loadgen.sim import FixedLatencyEngine, GpuEngine, SimServer, build_config, tokenizer
 from loadgen.sim.sequences import Seq

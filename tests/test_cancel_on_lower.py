@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.exits import UsageError
 from loadgen.record import read_record, step_from_line

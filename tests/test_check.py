@@ -12,7 +12,7 @@ from fault_servers import CountingProxy, Flaws, openai_like
 
 from loadgen.check.main import run_checks
 from loadgen.check.results import CheckReport
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.sim import SimHandle, build_config, run_sim_in_thread
 from loadgen.types import Target
 

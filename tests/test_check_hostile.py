@@ -11,7 +11,7 @@ import re
 import pytest
 from check_servers import HOSTILE, hostile
 
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 
 CHECKS = (
     "models",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.record import read_record
 from loadgen.run.engine import Engine

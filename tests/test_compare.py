@@ -12,7 +12,7 @@ import pytest
 from analysis_fakes import PAIR, Fig, base_header, changed, header_with, pair, run_compare, top, write_record
 
 from loadgen.analysis.compare import run_label
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.report import report_main
 
 

@@ -27,7 +27,7 @@ from analysis_fakes import (
 
 from loadgen.analysis.conditions import conditions_of, differences
 from loadgen.analysis.runs import load_run
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config, revision_from_server_args
 from loadgen.config import SLO
 from loadgen.exits import UsageError

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.profile import builtin_profile_names, context_overflow, load_profile, parse_profile
 from loadgen.record import read_record

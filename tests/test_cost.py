@@ -10,7 +10,7 @@ import pytest
 from analysis_fakes import SESSION_TOML, Fig, header_with, profile_content, step_of, write_record
 
 from loadgen.analysis.cost import describe_pricing, pricing_of, step_cost, task_turns
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.config import SLO
 from loadgen.exits import UsageError

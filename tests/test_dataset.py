@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.cli.commands import main
 from loadgen.cli.flags import RunFlags
-from loadgen.cli.main import main
 from loadgen.cli.resolve import resolve
 from loadgen.exits import EXIT_USAGE, UsageError
 from loadgen.profile import ProfileError, load_profile, parse_profile

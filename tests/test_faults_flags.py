@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.cli.commands import build_parser
 from loadgen.cli.headless import finish
-from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.exits import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from loadgen.run.config import RunConfig, RunOutcome

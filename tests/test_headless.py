@@ -62,7 +62,7 @@ def test_finish_prices_the_steps_and_shows_repeats(
 
     from tui_fakes import step
 
-    from loadgen.cli.main import build_parser
+    from loadgen.cli.commands import build_parser
     from loadgen.cli.resolve import build_config
 
     url = "http://127.0.0.1:9"

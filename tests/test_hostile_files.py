@@ -12,7 +12,7 @@ import pytest
 from fault_servers import answering
 from hostile_servers import ramp_measured, serving
 
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.exits import EXIT_USAGE
 from loadgen.sources import TraceOptions, load_trace
 

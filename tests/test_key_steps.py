@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from snapshot_watch import Watch
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.record import read_record, step_from_line
 from loadgen.run.engine import Engine

@@ -314,7 +314,7 @@ def test_a_stop_signal_whose_raise_python_swallowed_still_stops_the_start(
     """A signal that lands while a ``__del__`` runs raises there, and Python prints that and drops it (CI
     saw it once: the SIGINT above left ramp polling /health). The wait must end all the same, promptly,
     with the server stopped and 130."""
-    from loadgen.cli.main import main
+    from loadgen.cli.commands import main
     from loadgen.serverproc import Launched
 
     pid_file = tmp_path / "server.pid"

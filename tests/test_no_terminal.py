@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.cli.main import DEMO_LEVELS
+from loadgen.cli.commands import DEMO_LEVELS
 from loadgen.record import read_record
 
 

@@ -112,6 +112,14 @@ def test_both_replicas_serve_and_their_figures_sum_to_the_step(
     outcome = finish(engine)
     assert outcome.state == "stopped", outcome.message
 
+    check_replica_step(out, (a, b), outcome, workers)
+
+
+def check_replica_step(
+    out: Path, sims: tuple[SimHandle, SimHandle], outcome: RunOutcome, workers: int
+) -> None:
+    """The two-replica step's record: the header names both, and the step's figures split into theirs."""
+    a, b = sims
     record = read_record(out)
     header = record.header
     assert [r["name"] for r in header["replicas"]] == ["A", "B"]
@@ -186,7 +194,7 @@ def closed_port() -> int:
 def test_an_unreachable_replica_at_the_start_is_a_clear_error(
     sims: tuple[SimHandle, SimHandle], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from loadgen.cli.main import main
+    from loadgen.cli.commands import main
 
     a, _ = sims
     port = closed_port()

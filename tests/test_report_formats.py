@@ -24,7 +24,7 @@ from loadgen.analysis.curves import CurvePoint, curve_of, knee_of, percentile_se
 from loadgen.analysis.reports import load_report_run
 from loadgen.analysis.runs import LevelKey
 from loadgen.analysis.steprows import RUN_COLUMNS, STEP_COLUMNS
-from loadgen.cli.main import main as cli_main
+from loadgen.cli.commands import main as cli_main
 from loadgen.report import report_main
 from loadgen.report.tables import SCHEMA_PATH
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from analysis_fakes import Fig, header_with, write_record
 
-from loadgen.cli.main import main as cli_main
+from loadgen.cli.commands import main as cli_main
 
 pytest.importorskip("matplotlib")
 

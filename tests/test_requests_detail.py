@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from snapshot_watch import Watch
 
+from loadgen.cli.commands import main as cli_main
 from loadgen.cli.flags import RunFlags, add_run_flags
-from loadgen.cli.main import main as cli_main
 from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan
 from loadgen.exits import UsageError

@@ -13,8 +13,8 @@ import pytest
 
 from loadgen.analysis.conditions import conditions_of, differences
 from loadgen.analysis.runs import load_run
+from loadgen.cli.commands import build_parser
 from loadgen.cli.flags import RunFlags
-from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config, resolve
 from loadgen.exits import UsageError
 from loadgen.run.engine import Engine

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.record import read_record
 from loadgen.sim import SimHandle, build_config, spawn_sim_process
 from loadgen.sim.handle import ProcessSimHandle

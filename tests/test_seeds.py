@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.cli.commands import build_parser
 from loadgen.cli.flags import RunFlags
-from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config, resolve
 from loadgen.profile import load_profile, parse_profile
 from loadgen.record import read_record

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fault_servers import openai_like
 
+from loadgen.cli.commands import main
 from loadgen.cli.flags import RunFlags
-from loadgen.cli.main import main
 from loadgen.cli.resolve import resolve
 from loadgen.config import RampPlan
 from loadgen.exits import UsageError

@@ -24,7 +24,7 @@ from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from tui_fakes import FakeEngine, make_snapshot, text_of
 
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.exits import EXIT_UNREACHABLE
 from loadgen.format import fmt_si
 from loadgen.observe.exporter import MetricsServer, serve, with_exporter

@@ -8,7 +8,7 @@ from dataclasses import replace
 from rich.console import Console
 from tui_fakes import STEPS, make_snapshot, step
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.profile import Pricing
 from loadgen.snapshot import StepSummary

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config as sim_config

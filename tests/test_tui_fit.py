@@ -12,7 +12,7 @@ import pytest
 from textual.pilot import Pilot
 from tui_fakes import FakeEngine, make_snapshot
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.profile import load_profile
 from loadgen.record import read_record

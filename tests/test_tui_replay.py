@@ -21,7 +21,7 @@ from tui_fakes import text_of
 
 from loadgen.analysis.replay import load_replay
 from loadgen.analysis.runs import AnalysisError
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.format import fmt_gib, fmt_ms
 from loadgen.run.protocol import ControlCommand
 from tui.actions import STEERING_ACTIONS

@@ -3,7 +3,7 @@ then ramp it like ``ramp run`` (console or ``--headless``), with a cold first st
 figures in the record, and the server stopped on every way out (errors, Ctrl-C, SIGTERM, SIGHUP; and, if
 ramp itself is killed, by the kernel: ``loadgen.childproc``).
 
-Owns the subcommand's flags (``add_launch_flags``; ``--attach`` is dispatched by ``loadgen.cli.main`` as a
+Owns the subcommand's flags (``add_launch_flags``; ``--attach`` is dispatched by ``loadgen.cli.commands`` as a
 plain run), the health wait's progress indicator and the run of a launched server (``launch_main``). The
 server process itself is ``loadgen.serverproc``'s.
 """

@@ -17,7 +17,7 @@ import pytest
 from tui_fakes import make_snapshot
 
 from loadgen.cli import headless
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.exits import EXIT_UNREACHABLE, EXIT_USAGE
 from loadgen.observe.remote import MAX_READ_BYTES, AttachError, Fetched, LinkDown, fetch, first_contact
 from loadgen.observe.share import SnapshotShare, encode
@@ -133,7 +133,7 @@ def test_a_load_run_refuses_to_start_under_the_web_driver(
         return False
 
     shown: list[str] = []  # what the browser tab shows (a Textual app of one message, tui.attach.Notice)
-    cli = sys.modules["loadgen.cli.main"]  # the package's main() shadows the module's name
+    cli = sys.modules["loadgen.cli.commands"]  # the package's main() shadows the module's name
     monkeypatch.setattr(headless, "reachable", reachable)  # main imports it on use
     monkeypatch.setattr(cli, "refuse_in_browser", shown.append)
     monkeypatch.setenv("TEXTUAL_DRIVER", WEB)

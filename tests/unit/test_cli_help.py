@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
+from loadgen.cli.commands import SHELLS, build_parsers, main, target_url
 from loadgen.cli.flags import RUN_GROUPS, RunFlags
-from loadgen.cli.main import SHELLS, build_parsers, main, target_url
 
 UNNAMED = {"options", "optional arguments", "positional arguments"}  # argparse's own (3.10+, before)
 

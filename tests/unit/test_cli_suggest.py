@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.cli.main import main
+from loadgen.cli.commands import main
 from loadgen.exits import EXIT_USAGE
 from loadgen.profile import builtin_profile_names
 

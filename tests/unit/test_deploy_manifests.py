@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (installed with the test extra's tokenizers)")
 

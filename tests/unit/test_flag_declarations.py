@@ -10,8 +10,8 @@ from dataclasses import fields
 
 import pytest
 
+from loadgen.cli.commands import build_parsers
 from loadgen.cli.flags import RUN_GROUPS, Flag, RunFlags, flag_of
-from loadgen.cli.main import build_parsers
 
 URL = "http://127.0.0.1:9"
 

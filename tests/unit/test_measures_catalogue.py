@@ -22,7 +22,7 @@ from run_fakes import S, controller, tick
 
 from loadgen import measures
 from loadgen.analysis.figures import FIGURES, REPEAT_FIGURES
-from loadgen.cli.main import main as cli_main
+from loadgen.cli.commands import main as cli_main
 from loadgen.config import SLO, SLO_KEYS, RampPlan
 from loadgen.metrics import Accumulator, Recorder, spec_for
 from loadgen.record import read_record, step_from_line

@@ -4,7 +4,7 @@ and the auto-ramp stops at the first step that missed the SLO."""
 
 from __future__ import annotations
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.run.config import RunConfig
 from loadgen.run.state import Load

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.run.config import RunConfig
 from loadgen.run.state import Load

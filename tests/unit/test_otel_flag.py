@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from loadgen.cli.commands import main
 from loadgen.cli.flags import RunFlags
-from loadgen.cli.main import main
 from loadgen.cli.resolve import resolve
 from loadgen.exits import UsageError
 from loadgen.profile import parse_profile

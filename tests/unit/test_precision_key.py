@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.cli.commands import build_parser
 from loadgen.cli.flags import RunFlags
-from loadgen.cli.main import build_parser
 from loadgen.cli.resolve import build_config, load_shape
 from loadgen.profile import ProfileError, load_profile, parse_profile
 

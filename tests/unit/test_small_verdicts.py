@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from analysis_fakes import summary_of
 
-from loadgen.cli.main import build_parser
+from loadgen.cli.commands import build_parser
 from loadgen.cli.resolve import build_config
 from loadgen.config import SLO
 from loadgen.profile import load_profile
