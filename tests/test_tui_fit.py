@@ -5,10 +5,12 @@ fakes and over a real engine against a simulator whose max_model_len is 1,024.""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from textual.pilot import Pilot
 from tui_fakes import FakeEngine, make_snapshot
 
@@ -25,6 +27,7 @@ from loadgen.sim import run_sim_in_thread
 from tui.app import RampApp
 from tui.console import ConsoleScreen
 from tui.dialogs import FitContext
+from tui.errors import error_details
 from tui.fit import DECLINED, fit_out_path, fit_question, fitted_config
 from tui.panel import SnapshotPanel
 
@@ -127,7 +130,11 @@ async def test_yes_restarts_the_run_clamped_into_a_new_record(tmp_path: Path) ->
         await until(pilot, lambda: app.shown_snapshot is new.snapshot, "the new run drawn")
         await pilot.pause(0.2)
         assert isinstance(app.screen, ConsoleScreen)  # the clamped run's warning is not offered again
-        assert "are clamped to fit" in errors_text(app)
+        # The panel (24 cells at 120x36) shows the warning's head; the errors view (e) reads it whole.
+        assert "⚠ profile 'chat' asks up to" in errors_text(app)
+        whole = Console(width=200, record=True, file=io.StringIO())
+        whole.print(error_details(new.snapshot))
+        assert "are clamped to fit" in " ".join(whole.export_text().split())
 
 
 async def test_no_keeps_the_run_and_says_so(tmp_path: Path) -> None:
