@@ -58,6 +58,7 @@ class LiveMargins:
 
     slo: SLO
     read_ns: int = 0
+    since_ns: int | None = None  # the window the last reading was of: a new window reads at once
     last: LiveReading = field(default_factory=LiveReading)
 
     def read(
@@ -67,9 +68,9 @@ class LiveMargins:
         if book is None or since_ns is None:
             self.last, self.read_ns = LiveReading(), 0
             return self.last
-        if self.read_ns and now_ns < self.read_ns + EVERY_NS:
+        if self.read_ns and since_ns == self.since_ns and now_ns < self.read_ns + EVERY_NS:
             return self.last
-        self.read_ns = now_ns
+        self.read_ns, self.since_ns = now_ns, since_ns
         points = judged_points(self.slo)
         found = book.margins(now_ns, points.items())
         names = [*(figure_name(m, p) for m, ps in points.items() for p in ps), RATE]  # the SLO's first
