@@ -60,6 +60,9 @@ def _load_words(step: StepSummary) -> str:
 
 
 def _slo_mark(step: StepSummary) -> str:
+    """✓ met, ✗ missed, ? undecided (an interval straddles a limit: neither), – not judged."""
+    if step.verdict.three_valued == "undecided":
+        return "?"
     met = step.verdict.met
     return "✓" if met is True else "✗" if met is False else "–"
 
@@ -273,6 +276,9 @@ def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
                 f"{label}: none among clean steps (step {which} met it, but was cut by a key or stopped "
                 "part-way, so it is not measured under its own load)"
             )
+        elif undecided := [s for s in steps if s.verdict.three_valued == "undecided"]:
+            which = ", ".join(str(s.index + 1) for s in undecided)
+            lines.append(f"{label}: none (step {which} undecided: its interval straddles a limit)")
         else:
             lines.append(f"{label}: none (no step met the SLO)")
     else:
@@ -284,6 +290,8 @@ def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
         if step.verdict.failures or step.verdict.not_judged:
             said = (*step.verdict.failures, *step.verdict.not_judged)
             lines.append(f"  step {step.index + 1} {_slo_mark(step)} " + "; ".join(said))
+        if step.verdict.undecided:  # not met, not missed: how far, and about how much longer would decide it
+            lines.append(f"  step {step.index + 1} ? undecided: " + "; ".join(step.verdict.undecided))
     lines.extend(_error_lines(steps))
     lines.extend(flag_lines(steps))
     if any(_estimated(s) for s in steps):
