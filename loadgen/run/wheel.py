@@ -251,8 +251,10 @@ class Wheel:
     @staticmethod
     def ceiling_reached_by(verdict: SLOVerdict, *, planned: bool) -> bool:
         """The auto-ramp without a plan stops at the first step that missed the SLO: no level above it is
-        worth measuring (it also stops at ``AUTO_CEILING``). A plan stops at its end or its early stop."""
-        return not planned and verdict.met is False
+        worth measuring (it also stops at ``AUTO_CEILING``). Missed on its intervals where it has them: a
+        step whose interval straddles a limit is undecided, not met (never the best) and not missed, so the
+        ramp goes on to a level that decides. A plan stops at its end or its early stop."""
+        return not planned and verdict.three_valued == "missed"
 
     def finish_plan(self) -> None:
         self.status.finish()
