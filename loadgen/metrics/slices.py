@@ -26,7 +26,7 @@ from loadgen.format import fmt_duration, fmt_num_trimmed
 from loadgen.metrics.hdr import spec_for
 from loadgen.metrics.recorder import IntervalDelta
 from loadgen.snapshot import SLOVerdict, WindowStats
-from loadgen.stats import MIN_BATCHES, Interval, decide, quantile_interval, ratio_interval
+from loadgen.stats import Interval, decide, quantile_interval, ratio_interval
 
 __all__ = [
     "MAX_SLICES",
@@ -42,6 +42,7 @@ __all__ = [
 
 # the SLA search: an interval not trusted decides a probe only this factor beyond its limit (``decided``)
 FAR = 2.0
+MIN_DECIDE_SLICES = 4  # ... and never before 4 slices of window (2 s): a trusted interval needs 8 anyway
 SLICE_S = 0.5  # a worker ships a delta every ~250 ms: a slice holds at least one of each worker's
 MAX_SLICES = 64
 # Rates: (figure, what a slice adds up: a counter, or "live" for the tokens streamed), over seconds.
@@ -278,10 +279,10 @@ def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "mi
     """The SLA search: the step measuring now is decided on its intervals so far — ``missed`` once one judged
     figure's 95 % interval lies wholly past its limit, ``met`` once every judged figure's interval lies wholly
     on the good side; None while one straddles its limit. An interval not trusted (``Interval.trusted``)
-    decides only ``FAR`` beyond the limit. Never before ``MIN_BATCHES`` slices of window. The error-rate
+    decides only ``FAR`` beyond the limit. Never before ``MIN_DECIDE_SLICES`` slices of window. The error-rate
     clause (a count, no interval) is left to the step's verdict."""
-    if book is None or now_ns - book.t0_ns < MIN_BATCHES * book.slice_ns:
-        return None  # too short for a trusted interval (and a window of 0 s has no rate)
+    if book is None or now_ns - book.t0_ns < MIN_DECIDE_SLICES * book.slice_ns:
+        return None  # too short for any interval (and a window of 0 s has no rate)
     limits = slo.as_dict()
     judged = [c for c in measures.CLAUSES if c.metric and limits.get(c.key) is not None]
     if not judged:
