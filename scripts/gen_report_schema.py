@@ -2,7 +2,7 @@
 
 The schema is generated (``loadgen.report.schema.report_schema``): the step columns and the knee's
 latencies come from the catalogue of measures (``loadgen.measures``) through ``STEP_COLUMNS`` and
-``LATENCIES``. Run it after adding a metric or a column; ``tests/unit/test_measures_catalogue.py`` fails
+``LATENCIES``. Run it after adding a metric or a column; ``tests/unit/loadgen/test_measures_catalogue.py`` fails
 while the committed file is not current.
 
     python scripts/gen_report_schema.py [--check]

@@ -7,7 +7,7 @@ the way the console's ``s`` key does (``tui.screenshot``): the SVG with its spac
 screen at 160x48, 120x36, 80x24 and 60x20, every tab at 80x24, the step and errors detail views, and ``ramp
 attach``'s read-only console at 80x24 (fed from the run's ``/snapshot``, as ``--metrics-port`` shares it), and
 ``ramp replay``'s screens of ``tests/fixtures/replay/run.jsonl`` (``tui.replay.REPLAY_SCREENS``: drawn from
-the record alone, so ``tests/unit/test_screenshots_current.py`` holds their committed text to the code). A mark is
+the record alone, so ``tests/integration/test_screenshots_current.py`` holds their committed text to the code). A mark is
 placed (``k``) during the run, so that the timeline shows one; the last step is held (auto-ramp off) once
 it has measured a while, so that every screen shows it measuring.
 

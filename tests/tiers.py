@@ -5,9 +5,9 @@ Tiers (markers, given here, never in the files): ``unit`` — no process, no ser
 whole tier, the house rules included, runs in under 20 s (``python -m pytest -m unit``); ``integration`` —
 worker processes, the simulator, servers on 127.0.0.1, the real ``ramp`` in a subprocess; ``e2e`` — the real
 console in tmux, the real vLLM. The folder says the tier: ``tests/unit/`` and ``tests/house/`` (the house
-rules) are ``unit``, ``tests/integration/`` ``integration``, ``tests/e2e/`` ``e2e``. A test file still directly
-in ``tests/`` is ``unit`` when named in ``UNIT_FILES``, ``e2e`` when named in ``E2E_FILES``, else
-``integration`` (``scripts/tier_tests.py`` moves them into the folders). ``python -m pytest -q`` runs them all.
+rules) are ``unit``, ``tests/integration/`` ``integration``, ``tests/e2e/`` ``e2e``; a test file anywhere else
+(directly in ``tests/``) has no tier and fails collection with a line that says where it goes.
+``python -m pytest -q`` runs them all.
 
 ``-m`` naming tiers only (``unit``, ``not e2e``, ``unit or integration``): the files of the tiers it leaves out
 are not even imported (``pytest_ignore_collect``), so ``-m unit`` pays for collecting the unit tier alone.
@@ -32,46 +32,6 @@ TIERS = ("unit", "integration", "e2e")
 HERE = Path(__file__).resolve().parent
 # The folders that say their tier.
 TIER_DIRS = {"unit": "unit", "house": "unit", "integration": "integration", "e2e": "e2e"}
-# Today's files directly in tests/ that start no process and no server and run in milliseconds (new ones go
-# in tests/unit/<package>/ instead of here; scripts/tier_tests.py moves these there).
-UNIT_FILES = frozenset(
-    {
-        "test_client_health.py",
-        "test_cost.py",
-        "test_dataset.py",
-        "test_format.py",
-        "test_headless.py",
-        "test_headless_baseline.py",
-        "test_metrics.py",
-        "test_profile.py",
-        "test_record.py",
-        "test_report_formats.py",
-        "test_report_verdict.py",
-        "test_run_live.py",
-        "test_run_protocol.py",
-        "test_runargs.py",
-        "test_slo.py",
-        "test_sse.py",
-        "test_target_http.py",
-        "test_target_tokenize.py",
-        "test_telemetry.py",
-        "test_telemetry_window.py",
-        "test_tui_costs.py",
-        "test_tui_errors.py",
-        "test_tui_format.py",
-        "test_tui_histogram.py",
-        "test_workload.py",
-    }
-)
-# The real console in tmux, the real vLLM.
-E2E_FILES = frozenset(
-    {
-        "test_e2e_console_signals.py",
-        "test_e2e_console_truth.py",
-        "test_e2e_tmux.py",
-        "test_vllm_real.py",
-    }
-)
 
 
 class TierError(AssertionError):
@@ -86,13 +46,14 @@ def folder_tier(path: Path) -> str | None:
 
 
 def tier_of(path: Path) -> str:
-    """The tier of the test file at ``path``."""
+    """The tier of the test file at ``path``: its folder's (``TierError`` for a file outside the tier folders)."""
     by_folder = folder_tier(path)
-    if by_folder is not None:
-        return by_folder
-    if path.name in UNIT_FILES:
-        return "unit"
-    return "e2e" if path.name in E2E_FILES else "integration"
+    if by_folder is None:
+        raise TierError(
+            f"{path}: a test file lives in the folder of its tier: tests/unit/<package>/, tests/integration/ or "
+            "tests/e2e/ (tests/tiers.py)"
+        )
+    return by_folder
 
 
 def selected_tiers(expression: str) -> frozenset[str] | None:
@@ -132,14 +93,17 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if kept is None:
         return None
     tier = folder_tier(collection_path)
-    if tier is None and collection_path.name.startswith("test_") and collection_path.suffix == ".py":
-        tier = tier_of(collection_path)
     return True if tier is not None and tier not in kept else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test gets its folder's tier marker; a test file outside the tier folders stops the run, saying so."""
     for item in items:
-        item.add_marker(tier_of(item.path))
+        try:
+            tier = tier_of(item.path)
+        except TierError as error:
+            raise pytest.UsageError(str(error)) from None
+        item.add_marker(tier)
 
 
 def _refuse(what: str) -> Callable[..., object]:

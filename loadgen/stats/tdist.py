@@ -3,7 +3,7 @@ standard error by.
 
 ``t_quantile`` is exact for 1 and 2 degrees of freedom and a fourth-order Cornish-Fisher expansion around
 the normal quantile beyond (within 0.2 % of the tabled 0.975 quantiles from 3 degrees of freedom on;
-``tests/unit/test_stats.py`` checks it against the table).
+``tests/unit/stats/test_stats.py`` checks it against the table).
 """
 
 from __future__ import annotations
