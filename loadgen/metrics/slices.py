@@ -259,7 +259,7 @@ def step_margins(book: SliceBook | None, t1_ns: int, stats: WindowStats) -> dict
 def precise(book: SliceBook | None, now_ns: int, pct: float, slo: SLO) -> bool:
     """--precision: a trusted 95 % interval within ``pct`` % of its value, so far, for out tok/s and for every
     figure ``slo`` judges (``measures.CLAUSES`` with a limit set)."""
-    if book is None:
+    if book is None or now_ns <= book.t0_ns:  # a window of 0 s has no rate
         return False
     limits = slo.as_dict()
     judged = [(c.metric, c.point) for c in measures.CLAUSES if c.metric and limits.get(c.key) is not None]

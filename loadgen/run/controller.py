@@ -231,16 +231,12 @@ class Controller:
         """A planned step measuring now ends before its length (checked once a second: reading the intervals
         costs a few ms): --precision once its figures are precise enough ("precision"); a probe of the SLA
         search once its intervals decide the SLO, met or missed ("decided")."""
-        plan = self.load.plan
-        if plan is None or self.steps.end_ns is None:
+        plan, searching, seg = self.load.plan, self.wheel.search is not None, self.steps.current
+        if plan is None or self.steps.end_ns is None or (plan.precision_pct is None and not searching):
             return None
-        searching = self.wheel.search is not None
-        if (
-            plan.precision_pct is None and not searching
-        ) or now < self.precision_checked_ns + PRECISION_CHECK_NS:
+        if now < self.precision_checked_ns + PRECISION_CHECK_NS:
             return None
-        self.precision_checked_ns = now
-        seg = self.steps.current
+        self.precision_checked_ns = now  # during the warm-up too: the first read is 0-1 s into the window
         if seg is None or seg.phase != "measure":
             return None
         if searching and decided(seg.slices, now, self.slo) is not None:

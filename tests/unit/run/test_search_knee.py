@@ -128,3 +128,15 @@ def test_a_probe_warms_up_for_two_requests_in_the_server_never_longer_than_the_r
     assert Search.warmup_after(stats(9000, 100), 5.0) == 5.0  # long requests: the run's own warm-up
     assert Search.warmup_after(stats(200, 20), 5.0) == 1.0  # short ones: at least a second
     assert Search.warmup_after(WindowStats(window="step"), 5.0) == 5.0  # nothing finished: the run's
+
+
+def test_the_window_read_at_its_first_instant_is_neither_precise_nor_decided() -> None:
+    """The controller reads a step's intervals up to a second into its window, possibly at its very start:
+    a window of 0 s has no rate (this raised ZeroDivisionError and failed the run)."""
+    from loadgen.config import SLO
+    from loadgen.metrics.slices import SliceBook, decided, precise
+
+    book = SliceBook(t0_ns=1_000_000_000)
+    slo = SLO(ttft_p95_ms=100.0)
+    assert precise(book, book.t0_ns, 5.0, slo) is False
+    assert decided(book, book.t0_ns, slo) is None
