@@ -1,6 +1,7 @@
 """The SLA search (``--find-max LO:HI``): the highest level — concurrency in closed loop, rate in open loop —
-whose step meets the SLO, found by probing the bounds and then bisecting between the highest level that met
-and the lowest that did not. Each probe is a step held until its requests are done, so every verdict stands
+whose step meets the SLO, found by bisection between the highest level that met and the lowest that did not:
+in closed loop from the middle of the range (a bound is probed only when the bisection reaches it), in open
+loop from the low bound, then the high one. Each probe is a step held until its requests are done, so every verdict stands
 on requests measured under their own load.
 
 A probe ends as soon as it is decided: the controller reads the intervals of the SLO's figures once a second
@@ -57,7 +58,7 @@ class Probe:
     client_bound: bool = False
     verdict: str | None = None  # met / missed / undecided on the intervals; None: judged on the point value
     why: str = ""  # why the level was probed again ("" for its first probe)
-    errors_only: bool = False  # every request of the step failed
+    errors_only: bool = False  # no request of the step succeeded
     judged: bool = True  # the SLO judged something (a clause with nothing to judge is n/a)
     failures: str = ""  # what missed ("TTFT p95 812 ms > 100 ms")
 
@@ -104,7 +105,10 @@ class Search:
     pending: dict[float, str] = field(default_factory=dict)  # a level to probe again: why
 
     def first(self) -> float:
-        return self.lo
+        """Closed loop: the middle of the range (a bound is probed only when the bisection reaches it: a level
+        that met says every level below it meets, one that missed that every level above it misses); open
+        loop: the low bound, then the high one."""
+        return float((int(self.lo) + int(self.hi)) // 2) if self.integer else self.lo
 
     @property
     def confirm_trials(self) -> int:
@@ -145,7 +149,7 @@ class Search:
         last = self.probes[-1]
         self.probes[-1] = replace(
             last,
-            errors_only=step.stats.ok == 0 and step.stats.error_count > 0,
+            errors_only=step.stats.ok == 0,
             judged=step.verdict.met is not None,
             failures="; ".join(step.verdict.failures[:2])[:200],
         )
@@ -236,13 +240,16 @@ class Search:
 
     def _next_level(self) -> float | None:
         passed, failed = self.passed, self.failed
+        if self.integer:  # bisect between the bounds as if LO - 1 met and HI + 1 missed
+            low = int(passed) if passed is not None else int(self.lo) - 1
+            high = int(failed) if failed is not None else int(self.hi) + 1
+            if high - low > 1:
+                return float((low + high) // 2)
         if passed is None:
             return None  # the lowest bound already misses: nothing below it is probed
         if failed is None:
             return self.hi if passed < self.hi and self.hi not in self.decided else None
         if not self._converged(passed, failed):
-            if self.integer:
-                return float((int(passed) + int(failed)) // 2)
             return round((passed + failed) / 2, 3)
         for side in (failed, passed):  # the knee: a side that could flip is probed again, with why
             d = self.decided[side]
@@ -294,7 +301,7 @@ class Search:
         levels = ", ".join(f"{x:g}" for x in sorted({p.level for p in self.probes}))
         if all(p.errors_only for p in self.probes):
             return (
-                f"find-max: the server failed every request at every level probed ({levels} {unit}): "
+                f"find-max: the server answered no request successfully at any level probed ({levels} {unit}): "
                 "nothing to search; see why with ramp check URL",
                 True,
             )

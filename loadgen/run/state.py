@@ -101,6 +101,7 @@ class Load:
     plan: RampPlan | None = None
     plan_index: int = 0
     probe_repeat: int | None = None  # the SLA search's probe of its level (0, 1 ...): the step's ``repeat``
+    first_probe: float | None = None  # the SLA search's first level (``Search.first``): the run starts there
     probe_warmup_s: float | None = (
         None  # the SLA search's warm-up for its next probe (``Search.warmup_after``)
     )
@@ -153,6 +154,8 @@ class Load:
         self.plan_index = 0
         if self.plan is not None and self.plan.levels:
             self.apply_plan_level(0)
+        if self.first_probe is not None:
+            self.set_target(self.first_probe)
 
     def by_hand(self, level: int | None = None, rate: float | None = None) -> None:
         """The operator set a level or a rate (never below 0)."""

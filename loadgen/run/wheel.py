@@ -65,6 +65,7 @@ class Wheel:
             lo, hi = config.find_max
             repeat, slo = config.plan.repeat if config.plan else 1, config.slo or config.profile.slo
             self.search = Search(lo, hi, integer=config.mode == "closed", repeat=repeat, slo=slo)
+            load.first_probe = self.search.first()
 
     # ---- what the snapshot shows ------------------------------------------------------------------------
     def phase(self) -> StepPhase:
