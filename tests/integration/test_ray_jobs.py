@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -40,6 +41,10 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 BIN = Path(sys.executable).parent
+# Ray 2.60 turns token authentication on for a head started where ~/.ray/auth_token exists (a local
+# ``ray.init()``, such as test_ray.py's, writes it): the head and the submitter get one token of this test's
+# own, as a cluster with authentication on would hand it to its submitter, whatever the home folder holds.
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
 
 
 def free_port() -> int:
@@ -49,11 +54,17 @@ def free_port() -> int:
 
 
 def answers(url: str) -> bool:
+    """Whether the job server answers at all: Ray 2.60 turns token authentication on for a head started where
+    ``~/.ray/auth_token`` exists (``ray.init()`` of a local cluster, e.g. test_ray.py's, writes it), and then
+    answers 401 without the token; ``ray job submit`` reads the token from the same file."""
+    import urllib.error
     import urllib.request
 
     try:
         with urllib.request.urlopen(url, timeout=2) as reply:
             return reply.status == 200
+    except urllib.error.HTTPError as error:
+        return error.code in (401, 403)
     except OSError:
         return False
 
@@ -63,7 +74,7 @@ def head() -> Iterator[str]:
     """A Ray head on 127.0.0.1 with its job server; the Jobs API's address."""
     temp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     dashboard = free_port()
-    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")  # every Ray server on 127.0.0.1
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", **AUTH)  # every Ray server on 127.0.0.1
     args = ["--head", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "2", "--disable-usage-stats"]
     ports = ["--port", str(free_port()), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard)]
     ports += ["--dashboard-agent-listen-port", str(free_port()), "--ray-client-server-port", str(free_port())]
@@ -102,6 +113,7 @@ def test_a_two_step_headless_run_goes_through_the_jobs_api(head: str, sim: SimHa
         text=True,
         timeout=240,
         stdin=subprocess.DEVNULL,
+        env=dict(os.environ, **AUTH),
     )
     said = done.stdout + done.stderr
     # the job ends with ramp's exit code: 0 (every step met the SLO) or 1 (one did not) are a finished run
