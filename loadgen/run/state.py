@@ -3,7 +3,7 @@ load asked for now (``Load``: the mode, level, rate, auto-ramp and the plan's po
 
 This module is their only writer: the controller and the wheel decide *when* the state or the load
 changes and call the methods here, which say *what* changes; the step bookkeeping and the snapshot only
-read them. ``tests/test_structure.py`` fails when another module assigns ``RunStatus.state`` or a field
+read them. ``tests/house/test_house.py`` (test_one_owner) fails when another module assigns ``RunStatus.state`` or a field
 of ``Load``.
 """
 
