@@ -135,9 +135,11 @@ def check_replica_step(
     assert sum(r["errors"] for r in replicas) == step["error_count"] == 0
     assert sum(r["cancelled"] for r in replicas) == step["cancelled"]
     assert sum(r["output_tokens"] for r in replicas) == step["output_tokens"]
-    # (the record rounds window_s to the millisecond)
+    # The record rounds window_s to the millisecond: over a short window (the step ends once it holds more
+    # requests than workers, 0.4 s in a CI run) that alone moves the rate by up to 0.5 ms / window_s.
+    rounding = 0.0005 / (step["window_s"] - 0.0005)
     assert sum(r["out_tok_s"] for r in replicas) == pytest.approx(
-        step["output_tokens"] / step["window_s"], rel=1e-3
+        step["output_tokens"] / step["window_s"], rel=max(1e-3, rounding * 1.01)
     )
     for r in replicas:
         assert r["output_tokens"] == 16 * r["ok"]
