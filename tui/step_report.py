@@ -1,9 +1,10 @@
 """Every figure of one finished step, as Rich renderables for the step detail view (``d``).
 
 What a step's verdict stands on comes first (the SLO clauses with the step's own figures, the failure
-lines, whether the client was the bottleneck and why, whether a manual change cut it), then how the load
-was held (warm-up, window, closing time), counts and tokens, every percentile, errors by kind with the
-latest full message of each kind, the server's figures over the step's window, and the operator's marks.
+lines, whether the client was the bottleneck and why, the answer probes' agreement (``--quality``), whether
+a manual change cut it), then how the load was held (warm-up, window, closing time), counts and tokens,
+every percentile, errors by kind with the latest full message of each kind, the server's figures over the
+step's window, and the operator's marks.
 Pure: a ``StepSummary`` (and the run's SLO and latest errors) in, renderables out.
 """
 
@@ -20,7 +21,7 @@ from rich.text import Text
 
 from loadgen import measures
 from loadgen.analysis.diagnosis import diagnosis_line
-from loadgen.analysis.quality import agreement_text
+from loadgen.analysis.quality import agreement_text, below_one, quality_line
 from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_rate, fmt_seconds, fmt_si
 from loadgen.metrics.slices import figure_name
 from loadgen.snapshot import METRICS, SLO, Percentiles, StepSummary
@@ -143,6 +144,9 @@ def standing_block(step: StepSummary, look: Look) -> RenderableType:
         table.add_row("limit", Text(diagnosis_line(step.diagnosis).removeprefix("Limit: ")))
     if step.ttft_split:
         table.add_row("TTFT split", split_text(step.ttft_split))
+    if step.quality:  # answer probes (--quality): agreement with its interval, prefix, tasks, failures
+        changed = below_one(step.quality)
+        table.add_row("answers", Text(quality_line(step.quality), style=look.bad if changed else ""))
     if step.carried_share > 0:
         cut = (
             f"cut: {fmt_pct(step.carried_share, 0)} of its counted requests were carried into the next load "

@@ -14,7 +14,9 @@ to ▲ ▼ ≈ = (better, worse, within noise, same).
 
 Priced runs (``[pricing]`` or the price flags) get a "$/1M" column, the step's cost per 1M output tokens
 (GPU hours when priced so, else the token bill: ``loadgen.analysis.cost``); an SLO with per-request limits
-gets "good/s", the goodput in requests/s that met them. Both give way first on a narrow panel. A level run
+gets "good/s", the goodput in requests/s that met them. Both give way first on a narrow panel. A run with
+answer probes (``--quality``) gets "quality", each step's answer agreement with its 95 % interval
+(``loadgen.analysis.quality``), marked bad where the interval lies below 1 (the answers changed). A level run
 more than once (``--repeat``) shows its out tok/s as "median (min–max)" in the subtitle, for the best step's
 level.
 """
@@ -33,6 +35,7 @@ from loadgen import measures
 from loadgen.analysis.baseline import StepVerdict, slo_figure
 from loadgen.analysis.cost import step_cost, task_turns
 from loadgen.analysis.diagnosis import diagnosis_line
+from loadgen.analysis.quality import agreement_text, below_one
 from loadgen.analysis.runs import level_key, levels_of, spread
 from loadgen.format import NA, fmt_count, fmt_ms, fmt_range, fmt_rate, fmt_si, fmt_usd
 from loadgen.metrics.slices import figure_name
@@ -127,6 +130,7 @@ def columns(
         Column(GOOD, _goodput, False),
         *cost,
         Column("err", lambda s: fmt_count(s.stats.error_count), False),
+        Column(QUALITY, lambda s: agreement_text(s.quality) if s.quality else "", False),
         Column("SLO", lambda s: verdict_cell(s.verdict, compact), True, left=True),
         *base,
         Column(LIMIT, lambda s: str(s.diagnosis.get("kind") or ""), False, left=True),
@@ -136,10 +140,11 @@ def columns(
 
 MARGIN = "±"  # TTFT p95's 95 % margin beside it (tui.margins), where the step has one
 TTFT_P95 = figure_name(measures.TTFT_MS, "p95")
+QUALITY = "quality"  # the step's answer agreement (--quality): only when a step has probes
 LIMIT = "limit"  # the step's diagnosis (loadgen.analysis.diagnosis): what stops it scaling
 GAP = 2  # cells between two columns: the right padding and the box's (blank) divider
 # The first to give way on a narrow panel, before the SLO cell shortens and the gaps narrow to one cell
-EXTRA_ORDER = (MARGIN, LIMIT, TTFTC, TTFAT, COST, GOOD)
+EXTRA_ORDER = (MARGIN, LIMIT, TTFTC, TTFAT, COST, GOOD, QUALITY)
 # Core columns that still give way, last, on a panel narrower than a 120-column terminal gives the table
 # (level, tok/s, decode p50, TTFT p95, e2e p95 and SLO never do: the notes are cut to the room left).
 LAST_ORDER = ("TTFT p50", "err")
@@ -175,6 +180,7 @@ def fit_layout(
     called = any(s.stats.tool_calls for s in steps)
     diagnosed = any(s.diagnosis for s in steps)
     margined = any(TTFT_P95 in s.margins for s in steps)
+    probed = any(s.quality for s in steps)
 
     def total(chosen: list[Column], gap: int) -> int:
         widths = [
@@ -193,6 +199,7 @@ def fit_layout(
             and (c.header != TTFTC or called)
             and (c.header != LIMIT or diagnosed)
             and (c.header != MARGIN or margined)
+            and (c.header != QUALITY or probed)
         ]
 
     def without(chosen: list[Column], order: Sequence[str], gap: int) -> list[Column]:
@@ -296,6 +303,8 @@ def cell_text(
         return Text(text, style=_s(styles, {"met": "good", "miss": "bad"}.get(verdict, "dim")))
     if column.header == BASE:
         return base_text(text, styles)
+    if column.header == QUALITY:
+        return Text(text, style=_s(styles, "bad") if below_one(step.quality) else "")
     return Text(text)
 
 

@@ -1,7 +1,8 @@
 """Answer quality under load (pure): how far a probe's answer agrees with its reference answer (exact match,
 common prefix), and a step's summary ``{"n", "agree", "agree_lo", "agree_hi", "prefix_tokens_p50" or
 "prefix_chars_p50", "tasks_ok", "errors"}`` with a Wilson interval for the agreement, widened for probes that
-repeat the same prompt (clusters).
+repeat the same prompt (clusters); with verifiable tasks (``loadgen.analysis.tasks``) also ``tasks_n`` and
+``tasks_ok_lo``/``tasks_ok_hi``, the Wilson interval of the share passed.
 
 The common prefix is counted in tokens when both answers come as token sequences (token ids or token
 strings), else in characters of the text; the summary's key names which (``prefix_tokens_p50`` or
@@ -124,7 +125,7 @@ def step_quality(
         lo, hi = wilson(sum(hits) / n * n_eff, n_eff)
         lo, hi = min(lo, sum(hits) / n), max(hi, sum(hits) / n)
     prefix = statistics.median(a.prefix for a in agreements) if n else None
-    return {
+    out: dict[str, float | int | None] = {
         "n": n,
         "agree": agree,
         "agree_lo": lo,
@@ -133,6 +134,10 @@ def step_quality(
         "tasks_ok": sum(tasks) / len(tasks) if tasks else None,
         "errors": errors,
     }
+    if tasks:  # verifiable tasks (--quality-tasks): how many were checked, the share passed's interval
+        out["tasks_n"] = len(tasks)
+        out["tasks_ok_lo"], out["tasks_ok_hi"] = wilson(sum(tasks), len(tasks))
+    return out
 
 
 def agreement_text(q: Mapping[str, object] | None) -> str:
@@ -209,14 +214,32 @@ class QualityBook:
         return out
 
 
+def below_one(q: Mapping[str, object] | None) -> bool:
+    """Whether a step's agreement interval lies wholly below 1: some answers changed, beyond chance."""
+    hi = _num(q.get("agree_hi")) if q else None
+    return hi is not None and hi < 1.0
+
+
+def tasks_text(q: Mapping[str, object] | None) -> str:
+    """``0.80 (0.49–0.94) of 10`` for a step's verifiable tasks passed; ``""`` without tasks."""
+    ok = _num(q.get("tasks_ok")) if q else None
+    if not q or ok is None:
+        return ""
+    lo, hi = _num(q.get("tasks_ok_lo")), _num(q.get("tasks_ok_hi"))
+    interval = "" if lo is None or hi is None else f" ({lo:.2f}–{hi:.2f})"
+    return f"{ok:.2f}{interval} of {_int(q.get('tasks_n'))}"
+
+
 def quality_line(q: Mapping[str, object]) -> str:
-    """``agreement 0.62 (0.55–0.69) · 40 probes · prefix 12 chars (median) · 2 failed`` for a step line's
-    ``quality``."""
+    """``agreement 0.62 (0.55–0.69) · 40 probes · prefix 12 chars (median) · tasks ok 0.80 (0.49–0.94) of 10
+    · 2 failed`` for a step line's ``quality``."""
     parts = [f"agreement {agreement_text(q)}", f"{_int(q.get('n'))} probes"]
     for unit in ("tokens", "chars"):
         prefix = _num(q.get(f"prefix_{unit}_p50"))
         if prefix is not None:
             parts.append(f"prefix {prefix:g} {unit} (median)")
+    if tasks_text(q):
+        parts.append(f"tasks ok {tasks_text(q)}")
     if _int(q.get("errors")):
         parts.append(f"{_int(q.get('errors'))} failed")
     if _int(q.get("unreferenced")):
