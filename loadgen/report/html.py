@@ -2,7 +2,7 @@
 
 The page: the throughput–latency curve (every record overlaid), throughput and decode speed by level, then
 for each record its conditions, the step table (the console's columns, best starred), the verdict, the
-repeats, each step's TTFT and decode percentiles from the stored histograms, errors by kind and the
+repeats, the answer probes' agreement per step (``--quality``), each step's TTFT and decode percentiles from the stored histograms, errors by kind and the
 server's figures per step. Figures are matplotlib SVG inline; the style is one ``<style>`` element; there
 is no script. Every text from a record is escaped.
 """
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loadgen.analysis.conditions import show
+from loadgen.analysis.quality import quality_line
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.steprows import condition_values
 from loadgen.format import fmt_count, fmt_num_wide
@@ -168,6 +169,19 @@ def _server(report: ReportRun) -> str:
     return _svg(plots.server_figure(report)) + _table(head, rows)
 
 
+def _answers(report: ReportRun) -> str:
+    """Each probed step's answers (--quality): agreement, probes, prefix, tasks, failed probes; '' without."""
+    items = [
+        f"<li>step {s.index + 1} ({_e(plots.step_load(s))}): {_e(quality_line(s.quality))}</li>"
+        for s in report.run.steps
+        if s.quality
+    ]
+    if not items:
+        return ""
+    head = "<h3>Answers under load (agreement with the reference)</h3>"
+    return f'{head}<ul class="answers">{"".join(items)}</ul>'
+
+
 def _record(report: ReportRun, many: bool) -> str:
     title = f"{report.run.label} · {report.run.path}" if many else report.run.path
     parts = [
@@ -176,6 +190,7 @@ def _record(report: ReportRun, many: bool) -> str:
         _conditions(report),
         "<h3>Steps</h3>",
         _steps(report),
+        _answers(report),
     ]
     if report.run.steps:
         figure = plots.percentile_figure(report)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from loadgen import measures
 from loadgen.analysis.cost import StepCost, describe_pricing, pricing_of
 from loadgen.analysis.figures import REPEAT_FIGURES
+from loadgen.analysis.quality import agreement_text, tasks_text
 from loadgen.analysis.runs import levels_of, spread
 from loadgen.format import (
     NA,
@@ -132,9 +133,13 @@ _TOOL_COLUMNS = (
     _Column("TTFTC p95", "ms", 61, lambda s: fmt_num_wide(s.stats.pct(measures.TTFTC_MS).p95)),
     _Column("calls", "", 31, lambda s: fmt_count(s.stats.tool_calls)),
 )
+# Answer probes (--quality): each step's agreement with the reference, with its 95 % interval, and with
+# verifiable tasks the share passed; shown only when some step has probes (tasks)
+_QUALITY_COLUMN = _Column("agree", "", 87, lambda s: agreement_text(s.quality) if s.quality else "")
+_TASKS_COLUMN = _Column("tasks ok", "", 86, lambda s: tasks_text(s.quality).split(" of ")[0])
 _BOUND_COLUMN = _Column("", "", 80, lambda s: "!" if s.client_bound else "")
 # A step a key cut: the share of its counted requests that finished under the next load (the console's
-# "cut N%"); never a best step
+# "cut N%"); the best step only where its requests done before the key read the same verdict
 _CUT_COLUMN = _Column("cut", "", 79, lambda s: fmt_pct(s.carried_share, 0) if s.carried_share > 0 else "")
 _GAP = "  "
 
@@ -165,8 +170,8 @@ def _cost_columns(costs: Mapping[int, StepCost], task: str) -> list[_Column]:
 
 
 def _columns(steps: Sequence[StepSummary], extra: Sequence[_Column] = ()) -> list[_Column]:
-    """The fixed columns, the telemetry ones some step has and ``extra`` (before SLO), the client-bound
-    mark if any."""
+    """The fixed columns, the telemetry ones some step has, ``extra`` and the answer probes' (before SLO),
+    the client-bound mark if any."""
     columns = list(_COLUMNS)
     if any(s.stats.reasoned for s in steps):
         at = next(i for i, c in enumerate(columns) if c.name == "TTFT p99") + 1
@@ -180,7 +185,9 @@ def _columns(steps: Sequence[StepSummary], extra: Sequence[_Column] = ()) -> lis
         for key, column in _SERVER_COLUMNS
         if any(s.server and s.server.get(key) is not None for s in steps)
     ]
-    columns[slo_at:slo_at] = [*server, *extra]
+    probed = [_QUALITY_COLUMN] if any(s.quality for s in steps) else []
+    probed += [_TASKS_COLUMN] if any(tasks_text(s.quality) for s in steps) else []
+    columns[slo_at:slo_at] = [*server, *extra, *probed]
     if any(s.carried_share > 0 for s in steps):
         columns.append(_CUT_COLUMN)
     if any(s.client_bound for s in steps):
@@ -263,6 +270,25 @@ def flag_lines(steps: Sequence[StepSummary]) -> list[str]:
     return lines
 
 
+def _cut_lines(steps: Sequence[StepSummary]) -> list[str]:
+    """The steps a key cut: the share of their requests that finished under the next load, and whether the
+    reading on the requests done before the key (``before_key``) kept their verdict (``loadgen.run.censor``)."""
+    lines = []
+    said = (
+        (True, "the same verdict: it may be the best step"),
+        (False, "another verdict (or none): never a best step"),
+    )
+    for kept, words in said:
+        cut = [s for s in steps if s.carried_share > 0 and (s.before_key.get("agrees") is True) == kept]
+        if cut:
+            which = ", ".join(f"step {s.index + 1} ({fmt_pct(s.carried_share, 0)})" for s in cut)
+            lines.append(
+                f"  cut by a key: {which} of the step's requests finished under the next load; the "
+                f"requests done before the key read {words}"
+            )
+    return lines
+
+
 def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
     """The best step and why, each step's SLO failures, and which steps were client-bound (and by what)."""
     lines = []
@@ -298,12 +324,7 @@ def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
         lines.append(
             "  ~ output tokens estimated from the stream: the server sent no usage for some requests"
         )
-    cut = [s for s in steps if s.carried_share > 0]
-    if cut:
-        which = ", ".join(f"step {s.index + 1} ({fmt_pct(s.carried_share, 0)})" for s in cut)
-        lines.append(
-            f"  cut by a key: {which} of the step's requests finished under the next load; never a best step"
-        )
+    lines.extend(_cut_lines(steps))
     if any(s.client_bound for s in steps):
         lines.append("  ! client-bound: the load generator, not the server, may have limited these steps")
         for step in steps:
