@@ -122,6 +122,9 @@ class RampPlan:
     # One step length per level, overriding step_s (a trace's steps over time scales: each pass of its
     # window lasts window / scale); empty: every step lasts step_s.
     step_seconds: tuple[float, ...] = ()
+    # One warm-up per level, overriding warmup_s (a replayed session's steps, each with the warm-up it had:
+    # ``loadgen.analysis.session``); empty: every step warms up for warmup_s.
+    warmup_seconds: tuple[float, ...] = ()
     # --precision PCT: a step's window ends once out tok/s and every figure the SLO judges have a trusted 95 %
     # interval within this many % of their value (``ended_by: "precision"``), or at its length at the latest
     precision_pct: float | None = None
@@ -140,6 +143,12 @@ class RampPlan:
             return self.step_s
         return self.step_seconds[min(position // max(1, self.repeat), len(self.step_seconds) - 1)]
 
+    def warmup_s_at(self, position: int) -> float:
+        """How long the step at ``position`` warms up."""
+        if not self.warmup_seconds:
+            return self.warmup_s
+        return self.warmup_seconds[min(position // max(1, self.repeat), len(self.warmup_seconds) - 1)]
+
     def repeat_at(self, position: int) -> int:
         return position % max(1, self.repeat)
 
@@ -152,6 +161,7 @@ class RampPlan:
             "early_stop": self.early_stop,
             "repeat": self.repeat,
             **({"step_seconds": list(self.step_seconds)} if self.step_seconds else {}),
+            **({"warmup_seconds": list(self.warmup_seconds)} if self.warmup_seconds else {}),
             **({"precision_pct": self.precision_pct} if self.precision_pct is not None else {}),
         }
 

@@ -6,6 +6,7 @@ the profile are ``loadgen.cli.flags`` and ``loadgen.cli.resolve``; the headless 
     ramp demo                                   console against the embedded simulator
     ramp URL [flags]                            console against a server
     ramp run URL --headless [flags]             headless ramp, step table, exit code
+    ramp run URL --replay-session RECORD        a recorded session's steps again: a CI gate
     ramp launch vllm|sglang MODEL [flags]       start a server, measure its cold start, ramp it
     ramp sim [--preset NAME] [--port N]         serve the simulator
     ramp profiles [show NAME]                   built-in workload profiles
@@ -434,6 +435,10 @@ def _run(flags: RunFlags, url: str) -> int:
     from loadgen.cli.headless import finish, reachable, run_face
     from loadgen.cli.resolve import resolve
 
+    if flags.replay_session is not None:  # a recorded session's steps, run again (loadgen.cli.session)
+        from loadgen.cli.session import replay_session
+
+        return replay_session(flags, url)
     config = resolve(flags, target_url(flags, url))
     if not reachable(config):
         return EXIT_UNREACHABLE

@@ -177,6 +177,14 @@ class RunFlags:
         type=float,
         metavar="PCT",
     )
+    replay_session: str | None = flag(
+        None,
+        "steps",
+        "replay a recorded session's steps (levels or rates, warm-ups, lengths, in order) against this URL; "
+        "exit 0 when it meets the SLO at every step the original met it at, else 1",
+        with_url=True,
+        metavar="RECORD",
+    )
     reset_prefix_cache: CacheResets = flag(
         "never",
         "steps",
@@ -244,6 +252,13 @@ class RunFlags:
         nargs="?",
         const=(1.0, 512.0),
         metavar="LO:HI",
+    )
+    replay_slo: str = flag(
+        "record",
+        "SLO",
+        "--replay-session judges by the record's SLO (record, the default) or the profile's [slo] (profile)",
+        with_url=True,
+        choices=("record", "profile"),
     )
     baseline: str | None = flag(None, "SLO", "a record to hold this run against, live", metavar="RECORD")
     # ---- telemetry: the server's side of each step (its /metrics, the GPUs), and ramp's own

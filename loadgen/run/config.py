@@ -8,7 +8,7 @@ back for type checking and tied 18 modules into one import loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -97,6 +97,9 @@ class RunConfig:
     metrics_url: str | None = None
     # --otel: every request carries a W3C traceparent and leaves an OpenTelemetry span (loadgen.run.otel)
     otel: bool = False
+    # --replay-session RECORD: which session this run replays (the record's path, start and host; the
+    # record header's ``replay_of``); None: not a replay
+    replay_of: Mapping[str, object] | None = None
 
     @property
     def api(self) -> Api:

@@ -120,6 +120,7 @@ class Controller:
                 self.wheel.switch_mode(mode)
             case NextStep():
                 self.wheel.next_step()
+        self.record.command(cmd, load, self.status.elapsed_s(self.clock()), self.steps.shown_index() + 1)
         self.say_dropped()
         self.answer_due = True
         self.wake.set()

@@ -5,6 +5,7 @@ calls write nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import re
@@ -16,6 +17,7 @@ from loadgen.record import RecordWriter
 from loadgen.run.clock import ClockPair, read_clocks
 from loadgen.run.config import RunConfig
 from loadgen.run.detail import RequestDetail, detail_path
+from loadgen.run.protocol import ControlCommand, Mark
 from loadgen.run.replicas import replica_header
 from loadgen.run.revision import local_commit
 from loadgen.run.snapshots import SnapshotBuilder
@@ -108,6 +110,8 @@ def record_header(
         "requests_saved": config.save_requests,
         "metrics_url": config.metrics_url,  # --metrics-port: where ramp's own Prometheus metrics were served
         "otel": config.otel,  # --otel: a traceparent and a span per request (about 0.1 ms of client CPU each)
+        # --replay-session RECORD: the session this run replays (loadgen.analysis.session), None otherwise
+        "replay_of": None if config.replay_of is None else dict(config.replay_of),
     }
 
 
@@ -152,6 +156,7 @@ class RunRecord:
         self.clocks = clocks if clocks is not None else read_clocks()
         self.path = path if writer is not None else None  # where the record is, None when there is none
         self.detail = detail if detail is not None else RequestDetail()
+        self.closed = False  # the end line is written
 
     @classmethod
     def open(
@@ -175,6 +180,18 @@ class RunRecord:
     def event(self, kind: str, data: Mapping[str, object]) -> None:
         if self.writer is not None:
             self.writer.write_event(kind, data)
+
+    def command(self, cmd: ControlCommand, load: Load, elapsed_s: float, step: int) -> None:
+        """An operator's command (a key, the Python API) as it was applied: ``command`` (its name, snake
+        case: ``set_level``, ``change_level``, ``set_rate``, ``set_mode``, ``next_step``, ``pause``,
+        ``resume``, ``set_auto``, ``stop``) and its arguments, when (``elapsed_s`` on the run's clock), the
+        step the header named, and the load asked for after it (``load``). A mark has its own event."""
+        if self.writer is None or self.closed or isinstance(cmd, Mark):
+            return  # a stop that comes after the end line changes nothing the record says
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(cmd).__name__).lower()
+        after = {"mode": load.mode, "level": load.level, "rate_rps": load.rate, "auto": load.auto}
+        data = {"command": name, **dataclasses.asdict(cmd), "elapsed_s": round(elapsed_s, 3), "step": step}
+        self.writer.write_event("command", {**data, "load": {**after, "paused": load.paused}})
 
     def step(
         self,
@@ -203,6 +220,7 @@ class RunRecord:
         if self.writer is not None:
             self.writer.write_event("end", end)
             self.writer.close()
+            self.closed = True
         self.detail.close()
 
 

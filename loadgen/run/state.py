@@ -196,7 +196,9 @@ class Load:
         search: its own, never longer."""
         if self.probe_warmup_s is not None:
             return self.probe_warmup_s
-        plan = self.plan or self.config.plan
+        if self.plan is not None:
+            return self.plan.warmup_s_at(self.plan_index)  # a replayed session's: each step its own
+        plan = self.config.plan
         return plan.warmup_s if plan is not None else self.config.warmup_s
 
     def step_end_ns(self, t0_ns: int) -> int | None:

@@ -1,0 +1,103 @@
+"""``ramp run URL --replay-session RECORD``: a recorded session run again as a plan against another server
+(``loadgen.analysis.session`` reads it), so that an exploration at the console becomes a CI gate.
+
+The steps, their order, levels or rates, warm-ups and lengths are the record's; the workload is the
+run's own (``--profile``, ``--seed`` as usual: the line before the run says when the profile is not the
+one the record ran); the SLO is the record's, or the profile's with ``--replay-slo profile`` (said before
+the run, as is the step count). The new record's header names the session it replays (``replay_of``).
+
+Exit codes, those of a headless run (``loadgen.exits``) with the SLO's verdict replaced by the gate's:
+0 = the replay met the SLO at every step where the original met it (and, if the original met it nowhere,
+at some step, as any run); 1 = it missed one of them; 2 = the record cannot be replayed (one line, the
+record untouched) or a flag fights the session; 3 = the target is unreachable; 4, 128 + N as any run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from loadgen.cli.flags import RunFlags
+from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
+
+__all__ = ["SESSION_SETS", "replay_session"]
+
+# The flags whose say the session has: the steps' levels, lengths and warm-ups, and how they end
+SESSION_SETS = (
+    ("steps", "--steps"),
+    ("level", "--level"),
+    ("rate", "--rate"),
+    ("step_seconds", "--step-seconds"),
+    ("warmup", "--warmup"),
+    ("precision", "--precision"),
+    ("find_max", "--find-max"),
+    ("trace", "--trace"),
+    ("requests", "--requests"),
+)
+
+
+def _conflicts(flags: RunFlags) -> None:
+    given = [name for field, name in SESSION_SETS if getattr(flags, field) is not None]
+    given += ["--open-loop"] if flags.open_loop else []
+    given += ["--repeat"] if flags.repeat != 1 else []
+    given += ["--early-stop"] if flags.early_stop else []
+    if given:
+        raise UsageError(
+            f"--replay-session runs the record's own steps (levels, lengths, warm-ups): drop {', '.join(given)}"
+        )
+
+
+def replay_session(flags: RunFlags, url: str) -> int:
+    """Read the session, refuse what cannot run, then run its plan (console or headless) and gate it."""
+    from loadgen.analysis.session import SessionError, SloSource, gate, read_session, slo_text
+    from loadgen.cli.commands import target_url
+    from loadgen.cli.headless import finish, reachable, run_face, say
+    from loadgen.cli.resolve import resolve
+
+    assert flags.replay_session is not None
+    _conflicts(flags)
+    try:  # before anything is resolved: a record refused leaves no new record behind
+        session = read_session(flags.replay_session)
+        arrival, burstiness = session.arrival()
+        recorded_slo = session.slo()
+    except SessionError as exc:
+        raise UsageError(f"--replay-session: {exc}") from None
+    config = resolve(flags, target_url(flags, url))
+    source: SloSource = "profile" if flags.replay_slo == "profile" else "record"
+    slo = config.profile.slo if source == "profile" else recorded_slo
+    plan, first = session.plan(), session.steps[0]
+    config = dataclasses.replace(
+        config,
+        plan=plan,
+        mode=plan.mode,
+        level=first.level if plan.mode == "open" else int(plan.levels[0]),
+        rate_rps=plan.levels[0],
+        arrival=arrival,
+        burstiness=burstiness,
+        warmup_s=plan.warmup_s,
+        slo=slo,
+        find_max=None,
+        replay_of=session.replay_of(),
+    )
+    keyed = sum(1 for s in session.steps if s.ended_by not in ("plan", "precision", "decided"))
+    say(
+        f"ramp: replaying {len(session.steps)} steps of {session.path} ({plan.mode} loop, "
+        f"{sum(plan.step_seconds):.0f} s of steps, {keyed} ended by a key or a stop, "
+        f"{session.commands} commands{', the SLA search' if session.searched else ''}); "
+        f"SLO from the {source}: {slo_text(slo)}\n"
+    )
+    if session.header.get("profile_hash") not in (None, config.profile.content_hash):
+        say(
+            f"ramp: the record ran profile '{session.header.get('profile')}', this replay runs "
+            f"'{config.profile.name}' (another workload): --profile picks the same one\n"
+        )
+    if not reachable(config):
+        return EXIT_UNREACHABLE
+    outcome = run_face(config, flags.metrics_host, flags.metrics_port, flags.headless)
+    code = finish(outcome, config)
+    if outcome is None or code not in (EXIT_OK, EXIT_SLO):
+        return code
+    held, line = gate(session.judged(slo, source), outcome.steps)
+    say(f"ramp: replay: {line}\n")
+    if held is None:
+        return code
+    return EXIT_OK if held else EXIT_SLO
