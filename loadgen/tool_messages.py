@@ -4,13 +4,21 @@ messages and takes ``function_call`` and ``function_call_output`` input items in
 
 ``RequestSpec.message_extras`` holds the chat shape (the extra keys of some messages); ``response_items``
 turns it into Responses input items, so a session builds one history for both APIs.
+
+An answer probe's reply that called tools travels as text (``calls_text``: a mark, then the calls as JSON),
+so that a verifiable tool-call task (``loadgen.analysis.tasks``) can read the calls back (``calls_of``).
 """
 
 from __future__ import annotations
 
-from loadgen.types import RequestSpec, ToolCall
+import json
 
-__all__ = ["assistant_tool_calls", "response_items"]
+from loadgen.types import RequestResult, RequestSpec, ToolCall
+
+__all__ = ["CALLS_MARK", "assistant_tool_calls", "calls_of", "calls_text", "probe_text", "response_items"]
+
+# starts a probe's answer that is tool calls, not text: a record separator no server's text begins with
+CALLS_MARK = "\x1etool_calls "
 
 
 def assistant_tool_calls(calls: tuple[ToolCall, ...]) -> list[dict[str, object]]:
@@ -48,3 +56,27 @@ def response_items(spec: RequestSpec) -> list[dict[str, object]]:
                     }
                 )
     return items
+
+
+def calls_text(calls: tuple[ToolCall, ...]) -> str:
+    """A reply's tool calls as a probe's answer text: ``CALLS_MARK`` then ``[{"name", "arguments"}, ...]``."""
+    return CALLS_MARK + json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls])
+
+
+def calls_of(text: str | None) -> list[tuple[str, str]] | None:
+    """The (name, arguments text) of each call in a probe's answer made by ``calls_text``; None for an
+    answer in text (or a mark followed by something else)."""
+    if not text or not text.startswith(CALLS_MARK):
+        return None
+    try:
+        found = json.loads(text[len(CALLS_MARK) :])
+    except ValueError:
+        return None
+    if not isinstance(found, list):
+        return None
+    return [(str(c.get("name", "")), str(c.get("arguments", ""))) for c in found if isinstance(c, dict)]
+
+
+def probe_text(result: RequestResult) -> str | None:
+    """What an answer probe answered: its tool calls (``calls_text``) when it called any, else its text."""
+    return calls_text(result.tool_calls) if result.tool_calls else result.output_text

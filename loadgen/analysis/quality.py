@@ -17,6 +17,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from loadgen.analysis.tasks import TASK_BASE, check, make_task
+
 # the two-sided 95 % normal quantile of every interval here
 Z95 = 1.959963984540054
 
@@ -153,10 +155,17 @@ def agreement_text(q: Mapping[str, object] | None) -> str:
 
 
 class QualitySettings(Protocol):
-    """What the book reads of ``loadgen.profile.Quality``: the reference answers loaded, if any."""
+    """What the book reads of ``loadgen.profile.Quality``: the reference answers loaded, if any, and whether
+    verifiable tasks are asked (drawn from ``seed``)."""
 
     @property
     def reference(self) -> tuple[tuple[int, str], ...]: ...
+
+    @property
+    def tasks(self) -> bool: ...
+
+    @property
+    def seed(self) -> int: ...
 
 
 # a probe's answer as shipped from a worker: (probe index, its text; None when the probe failed)
@@ -169,24 +178,41 @@ class QualityBook:
     the reference of each probe it got an answer to (not an empty one), and its other answers there are
     compared with it; a probe a later step is the first to answer has no reference there (``unreferenced``:
     its answer under load is no reference for itself). A failed probe is counted in ``errors``, an empty
-    answer compared (it disagrees)."""
+    answer compared (it disagrees). With ``tasks_seed`` (verifiable tasks on), a probe whose index is a
+    task's (``loadgen.analysis.tasks.TASK_BASE`` and above) is checked by its task's rule instead, and the
+    step's quality has ``tasks_n`` (0 when none answered) and ``tasks_ok`` with its interval."""
 
-    def __init__(self, reference: dict[int, str] | None = None) -> None:
+    def __init__(self, reference: dict[int, str] | None = None, tasks_seed: int | None = None) -> None:
         self.reference: dict[int, str] = dict(reference or {})
         self.taking = reference is None  # until the first step with probes has set the references
+        self.tasks_seed = tasks_seed
 
     @classmethod
     def of(cls, quality: QualitySettings | None) -> QualityBook | None:
         """The book of a run with these probe settings (``Profile.quality``; None: no probes, no book)."""
         if quality is None:
             return None
-        return cls(dict(quality.reference) if quality.reference else None)
+        return cls(
+            dict(quality.reference) if quality.reference else None, quality.seed if quality.tasks else None
+        )
+
+    def checked(self, answers: Sequence[ProbeAnswer]) -> tuple[list[bool], int]:
+        """The verifiable tasks among ``answers``: each answered one's verdict, and how many failed."""
+        if self.tasks_seed is None:
+            return [], 0
+        seed = self.tasks_seed
+        found = [(index - TASK_BASE, text) for index, text in answers if index >= TASK_BASE]
+        return [check(make_task(n, seed), text) for n, text in found if text is not None], sum(
+            text is None for _n, text in found
+        )
 
     def step(self, answers: Sequence[ProbeAnswer]) -> dict[str, object] | None:
         """The step's quality (``step_quality``'s keys, plus ``reference`` when this step set some), or None
         when the step had no probes."""
         if not answers:
             return None
+        tasks, errors = self.checked(answers)
+        answers = [(index, text) for index, text in answers if index < TASK_BASE]
         taken: dict[int, str] = {}
         if self.taking:
             self.taking = False
@@ -196,7 +222,7 @@ class QualityBook:
             self.reference.update(taken)
         compared: list[Agreement] = []
         clusters: list[int] = []
-        errors = unmatched = 0
+        unmatched = 0
         for index, text in answers:
             ref = self.reference.get(index)
             if text is None:
@@ -206,7 +232,9 @@ class QualityBook:
             else:
                 compared.append(agreement(text, ref))
                 clusters.append(index)
-        out: dict[str, object] = dict(step_quality(compared, clusters, errors=errors))
+        out: dict[str, object] = dict(step_quality(compared, clusters, tasks, errors))
+        if self.tasks_seed is not None:
+            out.setdefault("tasks_n", 0)  # tasks asked, none answered in this step: counted, not missing
         if unmatched:
             out["unreferenced"] = unmatched
         if taken:

@@ -242,6 +242,11 @@ class RunFlags:
     quality_reference: str | None = flag(
         None, "workload", "--quality's reference answers: a record or a reference JSON file", metavar="FILE"
     )
+    quality_tasks: bool = flag(
+        False,
+        "workload",
+        "--quality with verifiable tasks too (arithmetic, copy, JSON, a tool call): each step's share passed",
+    )
     # ---- SLO: what the profile's [slo] is used for: stopping, searching, holding the run against another
     early_stop: bool = flag(False, "SLO", "stop at the first step that breaks the SLO")
     find_max: tuple[float, float] | None = flag(

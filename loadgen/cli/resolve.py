@@ -133,11 +133,14 @@ def _profile(name: str) -> Profile:
 def _quality(flags: RunFlags, profile: Profile) -> Profile:
     """``--quality`` turns the answer probes on ([quality]'s settings, else the defaults);
     ``--quality-reference`` (which implies it) loads their reference answers, refused with one line when
-    they were asked differently or of another model."""
+    they were asked differently or of another model; ``--quality-tasks`` (which implies it too) adds the
+    verifiable tasks, as ``[quality] tasks = true`` does."""
     q = profile.quality
-    if q is None and not (flags.quality or flags.quality_reference):
+    if q is None and not (flags.quality or flags.quality_reference or flags.quality_tasks):
         return profile
     q = q or Quality()
+    if flags.quality_tasks:
+        q = replace(q, tasks=True)
     if flags.quality_reference:
         model = flags.model or ("" if profile.model in ("", "auto") else profile.model)
         try:

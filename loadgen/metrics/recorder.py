@@ -26,6 +26,7 @@ from loadgen.config import SLO
 from loadgen.metrics.hdr import IntArray, Layout, spec_for
 from loadgen.metrics.replicas import ReplicaKeys
 from loadgen.snapshot import EMPTY
+from loadgen.tool_messages import probe_text
 from loadgen.types import Outcome, RequestResult
 
 __all__ = [
@@ -311,7 +312,7 @@ class Recorder:
             counters["cached_tokens"] = counters.get("cached_tokens", 0) + result.cached_tokens
         outcome = result.outcome
         if result.probe >= 0 and outcome is not Outcome.CANCELLED:  # an answer probe (analysis/quality.py)
-            text = result.output_text if outcome is Outcome.OK else None
+            text = probe_text(result) if outcome is Outcome.OK else None  # tool calls as text
             self._probes.append((result.probe, None if text is None else text[:PROBE_TEXT_LIMIT]))
         if self.slo is not None:
             counters["judged"] = counters.get("judged", 0) + 1  # goodput is known (0 if none was good)

@@ -55,6 +55,7 @@ Schema (every key below is the complete list; any other key is an error)::
 
     [quality]                          # optional, or --quality: answer probes (loadgen.profile.quality)
     share = 0.05                       # of each worker's sessions; probes, max_tokens, seed
+    tasks = false                      # or --quality-tasks: verifiable tasks too (loadgen.analysis.tasks)
 
     [ramp]                             # optional; maps to loadgen.config.RampPlan (mode included)
     mode = "closed"                    # "closed" (levels = concurrency) | "open" (levels = req/s)

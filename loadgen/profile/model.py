@@ -193,11 +193,16 @@ class Quality:
     seed: int = 1234
     # answers loaded with --quality-reference (probe index, text); empty: level 1's answers are the reference
     reference: tuple[tuple[int, str], ...] = ()
+    # verifiable tasks (``tasks = true``, --quality-tasks): every other probe is a task a rule checks
+    # (loadgen.analysis.tasks), its share passed the step's ``tasks_ok``
+    tasks: bool = False
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
             "share": self.share, "probes": self.probes, "max_tokens": self.max_tokens, "seed": self.seed,
         }  # fmt: skip
+        if self.tasks:
+            out["tasks"] = True
         if self.reference:
             out["reference"] = {str(i): text for i, text in self.reference}
         return out

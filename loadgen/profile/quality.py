@@ -5,6 +5,7 @@
     probes = 8          # fixed probe prompts, taken in turn (1..64)
     max_tokens = 32     # each probe's answer length
     seed = 1234         # sent with every probe (with temperature 0): the same answer each time
+    tasks = false       # every other probe a verifiable task a rule checks (loadgen.analysis.tasks)
 
 An empty ``[quality]`` table turns the probes on with these defaults (as ``--quality`` does).
 """
@@ -12,11 +13,12 @@ An empty ``[quality]`` table turns the probes on with these defaults (as ``--qua
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from loadgen.profile.fields import FieldReader, Where
 from loadgen.profile.model import Quality
 
-QUALITY_KEYS = ("share", "probes", "max_tokens", "seed")
+QUALITY_KEYS = ("share", "probes", "max_tokens", "seed", "tasks")
 MAX_PROBES = 64
 
 
@@ -33,8 +35,9 @@ def read_quality(reader: FieldReader, t: dict[str, object] | None) -> Quality | 
     max_tokens = reader.integer(w, t, "max_tokens", d.max_tokens)
     seed = reader.integer(w, t, "seed", d.seed, minimum=0)
     assert share is not None and probes is not None and max_tokens is not None
-    assert seed is not None
-    return Quality(float(share), probes, max_tokens, seed)
+    tasks = reader.boolean(w, t, "tasks", d.tasks)
+    assert seed is not None and tasks is not None
+    return Quality(float(share), probes, max_tokens, seed, tasks=tasks)
 
 
 MAX_REFERENCE_BYTES = 64 * 1024 * 1024
@@ -64,9 +67,7 @@ def load_reference(path: str, quality: Quality, model: str = "") -> Quality:
             raise ValueError(f"{path}: its probes were asked with {key} {got}, this run's with {want}")
     if model and ref_model and model != ref_model:
         raise ValueError(f"{path}: its answers are {ref_model!r}'s, this run's model is {model!r}")
-    return Quality(
-        quality.share, quality.probes, quality.max_tokens, quality.seed, tuple(sorted(found.items()))
-    )
+    return replace(quality, reference=tuple(sorted(found.items())))
 
 
 def _read(path: str, text: str) -> tuple[dict[str, object], dict[int, str], str]:

@@ -6,6 +6,8 @@ timed and counted like the rest — and only a probe keeps its reply text.
 ``Probes.due()`` says when a worker's next session is a probe instead: every ``1/share``-th session, and at
 least one every ``MIN_EVERY_S`` seconds, so that a short step at a low level still gets a few. Probe ``i``
 cycles through ``probes`` prompts in turn, so every probe of the set is answered in every step long enough.
+With verifiable tasks (``Quality.tasks``) every other probe is a task instead (``loadgen.analysis.tasks``:
+its index ``TASK_BASE`` + its number, ``TASK_MAX_TOKENS`` at least), a tool-call task offering its tool.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from loadgen.analysis.tasks import TASK_BASE, TASK_MAX_TOKENS, make_task, task_numbers
 from loadgen.config import Api, chat_like
 from loadgen.profile import Quality
 from loadgen.types import RequestSpec
@@ -58,6 +61,9 @@ class Probes:
         self.extra_body = (*kept, ("temperature", 0.0), ("seed", quality.seed))
         self.sessions = 0
         self.sent = 0
+        self.tasks_sent = 0
+        # the verifiable tasks this API can ask (no tool call without tools: the Completions API)
+        self.tasks = task_numbers(api != "completions") if quality.tasks else ()
         self.last_s: float | None = None
         self._clock = clock
 
@@ -75,19 +81,40 @@ class Probes:
         return False
 
     def next_spec(self, session_id: int) -> RequestSpec:
+        if self.tasks and (self.sent + self.tasks_sent) % 2 == 1:
+            return self.task_spec(session_id)
         index = self.sent % self.quality.probes
         self.sent += 1
-        text = probe_prompt(index)
+        return self._spec(session_id, probe_prompt(index), index, self.quality.max_tokens, self.extra_body)
+
+    def task_spec(self, session_id: int) -> RequestSpec:
+        """The next verifiable task's request; a tool-call task offers its tool (tool_choice auto)."""
+        number = self.tasks[self.tasks_sent % len(self.tasks)]
+        self.tasks_sent += 1
+        task = make_task(number, self.quality.seed)
+        body = self.extra_body
+        if task.kind == "tool_call":
+            tool = task.tool
+            if self.api == "responses":  # the Responses API's tools are flat
+                function = tool["function"]
+                tool = {"type": "function", **(function if isinstance(function, dict) else {})}
+            body = (*body, ("tools", [tool]), ("tool_choice", "auto"))
+        max_tokens = max(self.quality.max_tokens, TASK_MAX_TOKENS)
+        return self._spec(session_id, task.prompt, TASK_BASE + number, max_tokens, body)
+
+    def _spec(
+        self, session_id: int, text: str, index: int, max_tokens: int, body: tuple[tuple[str, object], ...]
+    ) -> RequestSpec:
         chat = chat_like(self.api)
         return RequestSpec(
             api=self.api,
             model=self.model,
-            max_tokens=self.quality.max_tokens,
+            max_tokens=max_tokens,
             messages=(("user", text),) if chat else (),
             prompt="" if chat else text,
             input_tokens_target=0,
             session_id=session_id,
             keep_text=True,
-            extra_body=self.extra_body,
+            extra_body=body,
             probe=index,
         )

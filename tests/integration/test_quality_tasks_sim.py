@@ -1,0 +1,74 @@
+"""Verifiable tasks end to end (issue 34): a ramp with ``[quality] tasks = true`` against the simulator sends
+every other probe as a task (arithmetic, copy, JSON, a tool call with its tool offered) and each step line's
+``quality`` counts them (``tasks_n``) with the share passed and its interval — the simulator's filler does
+none of them right — beside the agreement of the other probes, which the tasks leave as it was. Against a
+simulator failing 20 % of requests and emptying 15 %, the failed probes and tasks are counted in ``errors``
+(apart from the load's errors, which count them too) and the run finishes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loadgen.config import RampPlan
+from loadgen.profile import parse_profile
+from loadgen.record import read_record
+from loadgen.run.config import RunConfig
+from loadgen.run.engine import Engine
+from loadgen.sim import build_config, run_sim_in_thread
+from loadgen.types import Target
+
+PROFILE = """
+name = "tasks"
+[[bucket]]
+input = 64
+output = 16
+[sampling]
+ignore_eos = true
+[quality]
+share = 0.5
+probes = 2
+max_tokens = 12
+tasks = true
+"""
+
+
+def ramp(tmp_path: Path, levels: tuple[int, ...], **sim: Any) -> list[dict[str, Any]]:
+    handle = run_sim_in_thread(build_config("tiny-cpu", seed=3, speed=4.0, **sim))
+    try:
+        out = tmp_path / "run.jsonl"
+        config = RunConfig(
+            target=Target(url=handle.url),
+            profile=parse_profile(PROFILE, source="<tasks>"),
+            plan=RampPlan(levels, step_s=1.5, warmup_s=0.3),
+            out=str(out),
+        )
+        engine = Engine(config)
+        engine.start()
+        outcome = engine.wait(60)
+        assert outcome is not None and outcome.state == "finished", outcome
+    finally:
+        handle.stop()
+    return read_record(out).steps
+
+
+def test_tasks_are_counted_beside_the_agreement(tmp_path: Path) -> None:
+    steps = ramp(tmp_path, (1, 3))
+    q = [s["quality"] for s in steps]
+    for x in q:
+        assert x["tasks_n"] >= 3 and x["n"] >= 3 and x["errors"] == 0, x
+        assert abs(x["tasks_n"] - x["n"] - x.get("unreferenced", 0)) <= 4, x  # every other probe a task
+        assert x["tasks_ok"] < 0.5, x  # deterministic filler: no integer, no copy, no JSON asked for
+        assert x["tasks_ok_lo"] <= x["tasks_ok"] <= x["tasks_ok_hi"] < 1.0, x
+        assert x["agree"] == 1.0, x  # the tasks leave the other probes' agreement as it was
+    assert sorted(q[0]["reference"]) == ["0", "1"]  # only the probes compared with a reference set one
+
+
+def test_failed_tasks_are_counted_not_fatal(tmp_path: Path) -> None:
+    steps = ramp(tmp_path, (1, 3), fault_error_rate=0.2, fault_empty_rate=0.15)
+    q = [s["quality"] for s in steps]
+    assert sum(x["errors"] for x in q) >= 4, q
+    assert sum(x["tasks_n"] for x in q) >= 4 and all(
+        x["tasks_ok"] is None or x["tasks_ok"] < 0.5 for x in q
+    ), q
+    assert all(sum(s["errors"].values()) >= x["errors"] for s, x in zip(steps, q, strict=True))
