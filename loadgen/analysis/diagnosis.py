@@ -9,7 +9,8 @@ latency grows with none showing, it says ``unknown`` and which. Without server t
 ``none``, ``client`` and ``errors`` apart and says which causes telemetry would separate. Bad input (too
 few requests, a server reporting more running requests than the level, counters gone) is ``unknown``
 with the reason, never an exception. The thresholds are the module's constants, and docs/measurement.md
-("Diagnosis") explains each.
+("Diagnosis") explains each. ``with_answers`` adds an evidence line where the step's answer probes
+(``--quality``) changed: no kind of its own, an answer change limits no load.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from loadgen import measures
+from loadgen.analysis.quality import agreement_text
 from loadgen.analysis.ttft_split import outside_share
 from loadgen.format import fmt_ms, fmt_pct, fmt_setting
 from loadgen.snapshot import StepSummary
@@ -397,3 +399,34 @@ def diagnosis_line(diagnosis: Mapping[str, object]) -> str:
     words = ", ".join(str(e) for e in evidence) if isinstance(evidence, list) else ""
     tail = ", ".join(str(c) for c in checks[:2]) if isinstance(checks, list) and kind != "none" else ""
     return head + (f" — {words}" if words else "") + (f" · check {tail}" if tail else "")
+
+
+ANSWER_CHECK = (
+    "the answers: batch-dependent numerics (precision, kernels, speculative decoding, prefix caching)"
+)
+
+
+def with_answers(
+    diagnosis: Mapping[str, object], quality: Mapping[str, object] | None, agree_min: float | None = None
+) -> dict[str, object]:
+    """``diagnosis`` with an evidence line naming an answer change, where the step's answer probes
+    (``--quality``) agree less than they did: their agreement's 95 % interval lies wholly below the SLO's
+    ``quality_agree_min`` or below 1 ('answers changed under load: agreement 0.06 (0.02–0.16) of 63 probes,
+    below the SLO's 0.95'), and the answers among its first checks. Not a kind of its own: an answer
+    change is no limit to the load, and it can come with any of them. As it was otherwise."""
+    out = dict(diagnosis)
+    hi = quality.get("agree_hi") if quality else None
+    if not quality or not isinstance(hi, int | float) or isinstance(hi, bool) or not out.get("kind"):
+        return out
+    if agree_min is not None and hi < agree_min:
+        where = f"below the SLO's {agree_min:.2f}"
+    elif hi < 1.0:
+        where = "its interval below 1"
+    else:
+        return out
+    n = quality.get("n")
+    line = f"answers changed under load: agreement {agreement_text(quality)} of {n} probes, {where}"
+    evidence, checks = out.get("evidence"), out.get("first_checks")
+    out["evidence"] = [*(evidence if isinstance(evidence, list) else []), line]
+    out["first_checks"] = [*(checks if isinstance(checks, list) else []), ANSWER_CHECK]
+    return out

@@ -438,7 +438,7 @@ def _run(flags: RunFlags, url: str) -> int:
     if flags.replay_session is not None:  # a recorded session's steps, run again (loadgen.cli.session)
         from loadgen.cli.session import replay_session
 
-        return replay_session(flags, url)
+        return replay_session(flags, target_url(flags, url))
     config = resolve(flags, target_url(flags, url))
     if not reachable(config):
         return EXIT_UNREACHABLE

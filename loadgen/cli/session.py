@@ -6,10 +6,11 @@ run's own (``--profile``, ``--seed`` as usual: the line before the run says when
 one the record ran); the SLO is the record's, or the profile's with ``--replay-slo profile`` (said before
 the run, as is the step count). The new record's header names the session it replays (``replay_of``).
 
-Exit codes, those of a headless run (``loadgen.exits``) with the SLO's verdict replaced by the gate's:
-0 = the replay met the SLO at every step where the original met it (and, if the original met it nowhere,
-at some step, as any run); 1 = it missed one of them; 2 = the record cannot be replayed (one line, the
-record untouched) or a flag fights the session; 3 = the target is unreachable; 4, 128 + N as any run.
+Exit codes, those of a headless run (``loadgen.exits``) with the SLO's verdict replaced by the gate's
+(``loadgen.analysis.session.gate``): 0 = the replay met the SLO at every step where the original met it
+(if the original met it nowhere, a headless run's own rule: met at some clean step); 1 = it missed one of
+them; 2 = the record cannot be replayed (one line, the record untouched, no new record) or a flag fights
+the session; 3 = the target is unreachable; 4 and 128 + N as any run.
 """
 
 from __future__ import annotations
@@ -19,37 +20,36 @@ import dataclasses
 from loadgen.cli.flags import RunFlags
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
 
-__all__ = ["SESSION_SETS", "replay_session"]
-
-# The flags whose say the session has: the steps' levels, lengths and warm-ups, and how they end
-SESSION_SETS = (
-    ("steps", "--steps"),
-    ("level", "--level"),
-    ("rate", "--rate"),
-    ("step_seconds", "--step-seconds"),
-    ("warmup", "--warmup"),
-    ("precision", "--precision"),
-    ("find_max", "--find-max"),
-    ("trace", "--trace"),
-    ("requests", "--requests"),
-)
+__all__ = ["replay_session"]
 
 
 def _conflicts(flags: RunFlags) -> None:
-    given = [name for field, name in SESSION_SETS if getattr(flags, field) is not None]
-    given += ["--open-loop"] if flags.open_loop else []
-    given += ["--repeat"] if flags.repeat != 1 else []
-    given += ["--early-stop"] if flags.early_stop else []
-    if given:
+    """The flags whose say the session has (the steps' levels, lengths and warm-ups, how they end): refused."""
+    given = {
+        "--steps": flags.steps is not None,
+        "--level": flags.level is not None,
+        "--rate": flags.rate is not None,
+        "--open-loop": flags.open_loop,
+        "--step-seconds": flags.step_seconds is not None,
+        "--warmup": flags.warmup is not None,
+        "--repeat": flags.repeat != 1,
+        "--precision": flags.precision is not None,
+        "--early-stop": flags.early_stop,
+        "--find-max": flags.find_max is not None,
+        "--trace": flags.trace is not None,
+        "--requests": flags.requests is not None,
+    }
+    if any(given.values()):
+        drop = ", ".join(name for name, set_ in given.items() if set_)
         raise UsageError(
-            f"--replay-session runs the record's own steps (levels, lengths, warm-ups): drop {', '.join(given)}"
+            f"--replay-session runs the record's own steps (levels, lengths, warm-ups): drop {drop}"
         )
 
 
 def replay_session(flags: RunFlags, url: str) -> int:
-    """Read the session, refuse what cannot run, then run its plan (console or headless) and gate it."""
+    """Read the session, refuse what cannot run, then run its plan (console or headless) against ``url``
+    (``ramp run``'s target, ``OPENAI_BASE_URL`` already applied) and gate the exit code."""
     from loadgen.analysis.session import SessionError, SloSource, gate, read_session, slo_text
-    from loadgen.cli.commands import target_url
     from loadgen.cli.headless import finish, reachable, run_face, say
     from loadgen.cli.resolve import resolve
 
@@ -61,7 +61,7 @@ def replay_session(flags: RunFlags, url: str) -> int:
         recorded_slo = session.slo()
     except SessionError as exc:
         raise UsageError(f"--replay-session: {exc}") from None
-    config = resolve(flags, target_url(flags, url))
+    config = resolve(flags, url)
     source: SloSource = "profile" if flags.replay_slo == "profile" else "record"
     slo = config.profile.slo if source == "profile" else recorded_slo
     plan, first = session.plan(), session.steps[0]

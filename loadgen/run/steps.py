@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from loadgen import measures
-from loadgen.analysis.diagnosis import StepFigures, diagnose
+from loadgen.analysis.diagnosis import StepFigures, diagnose, with_answers
 from loadgen.analysis.quality import ProbeAnswer, QualityBook
 from loadgen.analysis.ttft_split import ttft_split
 from loadgen.config import SLO, EndedBy, Mode, Phase
@@ -448,7 +448,10 @@ class Steps:
         quality = self.quality.step(seg.probes) if self.quality is not None else None  # answer probes
         summary = seg.summary(slo, self.link, self.fleet.config.target, quality)
         before = [StepFigures.of(s) for s in self.summaries]
-        summary = replace(summary, diagnosis=diagnose(StepFigures.of(summary), before))
+        diagnosis = diagnose(StepFigures.of(summary), before)
+        # an answer change (--quality) named beside the limit: the agreement's interval below the clause or 1
+        diagnosis = with_answers(diagnosis, summary.quality, slo.quality_agree_min)
+        summary = replace(summary, diagnosis=diagnosis)
         self.summaries.append(summary)
         self.best = best_step(self.summaries)
         return summary
