@@ -3,7 +3,8 @@ every other probe as a task (arithmetic, copy, JSON, a tool call with its tool o
 ``quality`` counts them (``tasks_n``) with the share passed and its interval — the simulator's filler does
 none of them right — beside the agreement of the other probes, which the tasks leave as it was. Against a
 simulator failing 20 % of requests and emptying 15 %, the failed probes and tasks are counted in ``errors``
-(apart from the load's errors, which count them too) and the run finishes."""
+(apart from the load's errors, which count them too) and the run finishes. Where the answers change above 2
+streams, the diagnosis of the step at 6 names it beside its limit."""
 
 from __future__ import annotations
 
@@ -29,17 +30,18 @@ ignore_eos = true
 share = 0.5
 probes = 2
 max_tokens = 12
-tasks = true
 """
 
 
-def ramp(tmp_path: Path, levels: tuple[int, ...], **sim: Any) -> list[dict[str, Any]]:
+def ramp(
+    tmp_path: Path, levels: tuple[int, ...], extra: str = "tasks = true\n", **sim: Any
+) -> list[dict[str, Any]]:
     handle = run_sim_in_thread(build_config("tiny-cpu", seed=3, speed=4.0, **sim))
     try:
         out = tmp_path / "run.jsonl"
         config = RunConfig(
             target=Target(url=handle.url),
-            profile=parse_profile(PROFILE, source="<tasks>"),
+            profile=parse_profile(PROFILE + extra, source="<tasks>"),
             plan=RampPlan(levels, step_s=1.5, warmup_s=0.3),
             out=str(out),
         )
@@ -72,3 +74,20 @@ def test_failed_tasks_are_counted_not_fatal(tmp_path: Path) -> None:
         x["tasks_ok"] is None or x["tasks_ok"] < 0.5 for x in q
     ), q
     assert all(sum(s["errors"].values()) >= x["errors"] for s, x in zip(steps, q, strict=True))
+
+
+def test_the_diagnosis_names_the_answer_change(tmp_path: Path) -> None:
+    slo = "[slo]\nquality_agree_min = 0.95\n"
+    steps = ramp(tmp_path, (1, 2, 6), extra=slo, answer_change_above=2)
+    q = [s["quality"] for s in steps]
+    assert [x["agree"] for x in q[:2]] == [1.0, 1.0] and q[2]["agree_hi"] < 0.95, q
+    named = [
+        any(e.startswith("answers changed under load") for e in s["diagnosis"]["evidence"]) for s in steps
+    ]
+    assert named == [False, False, True], [s["diagnosis"] for s in steps]
+    line = steps[2]["diagnosis"]["evidence"][-1]
+    assert line == (
+        f"answers changed under load: agreement {q[2]['agree']:.2f} ({q[2]['agree_lo']:.2f}–"
+        f"{q[2]['agree_hi']:.2f}) of {q[2]['n']} probes, below the SLO's 0.95"
+    )
+    assert "tasks_n" not in q[2] and q[2]["tasks_ok"] is None  # tasks off: null, not counted
