@@ -217,12 +217,18 @@ def _quality(key: str) -> Callable[[StepInput], object]:
 
 
 def _quality_columns() -> list[Column]:
-    """The answer probes' agreement (``--quality``, ``loadgen.analysis.quality``): empty without probes."""
+    """The answer probes' agreement (``--quality``, ``loadgen.analysis.quality``) and the verifiable tasks'
+    share passed (``--quality-tasks``): empty without them."""
     return [
         _c("quality_agree", "number", "share of the step's answer probes that matched their reference (--quality)", _quality("agree")),
         _c("quality_agree_lo", "number", "quality_agree's 95 % interval, low end", _quality("agree_lo")),
         _c("quality_agree_hi", "number", "quality_agree's 95 % interval, high end", _quality("agree_hi")),
         _c("quality_n", "integer", "answer probes compared in the step", _quality("n")),
+        _c("quality_errors", "integer", "answer probes and tasks that failed (no answer), apart from the load's errors", _quality("errors")),
+        _c("quality_tasks_ok", "number", "share of the step's verifiable tasks passed (--quality-tasks)", _quality("tasks_ok")),
+        _c("quality_tasks_ok_lo", "number", "quality_tasks_ok's 95 % interval, low end", _quality("tasks_ok_lo")),
+        _c("quality_tasks_ok_hi", "number", "quality_tasks_ok's 95 % interval, high end", _quality("tasks_ok_hi")),
+        _c("quality_tasks_n", "integer", "verifiable tasks answered and checked in the step", _quality("tasks_n")),
     ]  # fmt: skip
 
 

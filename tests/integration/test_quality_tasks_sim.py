@@ -8,12 +8,16 @@ streams, the diagnosis of the step at 6 names it beside its limit."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 from typing import Any
 
+from loadgen.analysis.reports import load_report_run
 from loadgen.config import RampPlan
 from loadgen.profile import parse_profile
 from loadgen.record import read_record
+from loadgen.report.tables import csv_report
 from loadgen.run.config import RunConfig
 from loadgen.run.engine import Engine
 from loadgen.sim import build_config, run_sim_in_thread
@@ -64,6 +68,11 @@ def test_tasks_are_counted_beside_the_agreement(tmp_path: Path) -> None:
         assert x["tasks_ok_lo"] <= x["tasks_ok"] <= x["tasks_ok_hi"] < 1.0, x
         assert x["agree"] == 1.0, x  # the tasks leave the other probes' agreement as it was
     assert sorted(q[0]["reference"]) == ["0", "1"]  # only the probes compared with a reference set one
+    rows = list(csv.DictReader(io.StringIO(csv_report([load_report_run(str(tmp_path / "run.jsonl"), "t")]))))
+    assert [(int(r["quality_tasks_n"]), float(r["quality_tasks_ok_hi"])) for r in rows] == [
+        (x["tasks_n"], x["tasks_ok_hi"]) for x in q
+    ]
+    assert [int(r["quality_errors"]) for r in rows] == [0, 0]
 
 
 def test_failed_tasks_are_counted_not_fatal(tmp_path: Path) -> None:
