@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from loadgen.types import RequestResult, RequestSpec, ToolCall
+from loadgen.types import Outcome, RequestResult, RequestSpec, ToolCall
 
 __all__ = ["CALLS_MARK", "assistant_tool_calls", "calls_of", "calls_text", "probe_text", "response_items"]
 
@@ -77,6 +77,10 @@ def calls_of(text: str | None) -> list[tuple[str, str]] | None:
     return [(str(c.get("name", "")), str(c.get("arguments", ""))) for c in found if isinstance(c, dict)]
 
 
-def probe_text(result: RequestResult) -> str | None:
-    """What an answer probe answered: its tool calls (``calls_text``) when it called any, else its text."""
-    return calls_text(result.tool_calls) if result.tool_calls else result.output_text
+def probe_text(result: RequestResult, limit: int) -> str | None:
+    """What an answer probe answered, ``limit`` characters at most: its tool calls (``calls_text``) when it
+    called any, else its text; None when it failed (no answer)."""
+    if result.outcome is not Outcome.OK:
+        return None
+    text = calls_text(result.tool_calls) if result.tool_calls else result.output_text
+    return None if text is None else text[:limit]

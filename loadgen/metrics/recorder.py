@@ -312,8 +312,7 @@ class Recorder:
             counters["cached_tokens"] = counters.get("cached_tokens", 0) + result.cached_tokens
         outcome = result.outcome
         if result.probe >= 0 and outcome is not Outcome.CANCELLED:  # an answer probe (analysis/quality.py)
-            text = probe_text(result) if outcome is Outcome.OK else None  # tool calls as text
-            self._probes.append((result.probe, None if text is None else text[:PROBE_TEXT_LIMIT]))
+            self._probes.append((result.probe, probe_text(result, PROBE_TEXT_LIMIT)))  # None: it failed
         if self.slo is not None:
             counters["judged"] = counters.get("judged", 0) + 1  # goodput is known (0 if none was good)
         if outcome is Outcome.OK:
