@@ -157,9 +157,12 @@ class ProcessSimHandle(SimHandle):
 def spawn_sim_process(
     config: SimConfig | None = None, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0
 ) -> ProcessSimHandle:
-    """Run ``python -m loadgen.sim`` with exactly ``config`` in a child process; return once it is READY."""
+    """Run ``python -m loadgen.sim`` (``llm_ramp.loadgen.sim`` in the wheel) with exactly ``config`` in a
+    child process; return once it is READY."""
     config = config if config is not None else build_config()
-    package_root = str(Path(__file__).resolve().parents[2])
+    # The folder that holds this module's top-level package: the checkout (loadgen.sim.handle) or, in the
+    # wheel, site-packages (llm_ramp.loadgen.sim.handle), never a folder inside the package.
+    package_root = str(Path(__file__).resolve().parents[__name__.count(".")])
     env = dict(os.environ)
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-m", "loadgen.sim", "--host", host, "--port", str(port)]

@@ -99,7 +99,7 @@ def test_a_headless_level_of_zero_is_a_usage_error(tmp_path: Path) -> None:
 def test_the_python_engine_example_runs_as_a_script(sim: Any, tmp_path: Path) -> None:
     """Issue 17.5: saved as a script (no ``if __name__ == "__main__":``) the example used to die: each spawned
     worker ran the script again ("load worker exited with code 1", then an IndexError)."""
-    (example,) = [b for b in code_blocks("python") if "from loadgen.run.engine import Engine" in b]
+    (example,) = [b for b in code_blocks("python") if "from llm_ramp.loadgen.run.engine import Engine" in b]
     script = tmp_path / "example.py"
     script.write_text(example, encoding="utf-8")
     env = dict(os.environ, OPENAI_BASE_URL=sim.url)
