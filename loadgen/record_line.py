@@ -111,6 +111,7 @@ def _margins_out(margins: Mapping[str, Interval]) -> JsonObject:
             "n": iv.n,
             "trusted": iv.trusted,
             **({"why": iv.why} if iv.why else {}),
+            **({"need": iv.need} if iv.need else {}),  # open above: about the values that would bound it
         }
         for name, iv in margins.items()
         if not math.isnan(iv.value)
@@ -135,6 +136,7 @@ def _margins_in(data: Any) -> dict[str, Interval]:
             float(max(0, batches - 1)),
             bool(m.get("trusted")),
             str(m.get("why") or ""),
+            need=m["need"] if isinstance(m.get("need"), int) and not isinstance(m.get("need"), bool) else 0,
         )
     return out
 

@@ -41,7 +41,12 @@ def margin_pct(share: float) -> str:
 
 
 def margin_text(interval: Interval | None) -> str:
-    """'±6 %' for a trusted interval, '±6 %?' for one not trusted, '' without one."""
+    """'±6 %' for a trusted interval, '±6 %?' for one not trusted, '−6 %/+?' for one open above (too few
+    values to bound a tail), '' without one."""
+    if interval is not None and interval.open_above and interval.lo is not None and interval.value:
+        return (
+            f"−{margin_pct(max(0.0, interval.value - interval.lo) / abs(interval.value))}/+{UNTRUSTED_MARK}"
+        )
     share = None if interval is None else interval.rel_half_width
     if interval is None or share is None:
         return ""

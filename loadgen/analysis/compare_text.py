@@ -170,6 +170,8 @@ def _delta_cells(delta: Delta | None, row: MetricRow) -> list[str]:
     mark = delta.mark
     if delta.noise == "interval" and delta.half is not None:
         mark = f"within noise (±{row.figure.delta_look(delta.half).strip()})"
+    elif delta.noise == "open":
+        mark = "within noise (too few values to bound)"
     return [fmt_signed(delta.delta, row.figure.delta_look), pct, mark]
 
 
@@ -242,7 +244,7 @@ def format_comparison(comparison: Comparison) -> str:
     if not comparison.levels:
         notes.append("no level was run by two of these runs: nothing to compare step by step")
     if any(
-        d is not None and d.noise != "interval" and d.lo is None
+        d is not None and d.noise not in ("interval", "open") and d.lo is None
         for level in comparison.levels
         if any(s is not None and s.repeats == 1 for s in level.steps)
         for row in level.rows

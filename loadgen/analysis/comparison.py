@@ -22,6 +22,7 @@ key always present); the terminal text is ``loadgen.analysis.compare_text``'s, t
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -67,8 +68,8 @@ class Delta:
     delta: float  # against the first run's median
     pct: float | None  # 10.0 = +10 %; None when the first run's value is 0
     mark: str  # "within noise" | "better" | "worse" | "" (the same)
-    # why "within noise": "interval" (the difference's 95 % interval holds 0), "ranges" (the repeats' ranges
-    # overlap), "floor" (NOISE_FLOOR_PCT)
+    # why "within noise": "interval" (the difference's 95 % interval holds 0), "open" (a tail too thin to
+    # bound from above: its bounds hold 0), "ranges" (the repeats' ranges overlap), "floor" (NOISE_FLOOR_PCT)
     noise: str = ""
     # the difference's 95 % interval (combined repeats of each run), when both runs' steps carry margins
     lo: float | None = None
@@ -150,19 +151,37 @@ def step_interval(figure: Figure, step: StepSummary) -> Interval | None:
     scale = 1.0
     if iv is None and figure.key.endswith("_s") and not figure.key.endswith("tok_s"):
         iv, scale = step.margins.get(figure.key[:-2] + "_ms"), 1 / 1000
-    if iv is None or iv.lo is None or iv.hi is None:
+    if iv is None or iv.lo is None or (iv.hi is None and not iv.open_above):
         return None
     if scale == 1.0:
         return iv
-    return dataclasses.replace(iv, value=iv.value * scale, lo=iv.lo * scale, hi=iv.hi * scale)
+    hi = None if iv.hi is None else iv.hi * scale
+    return dataclasses.replace(iv, value=iv.value * scale, lo=iv.lo * scale, hi=hi)
 
 
 def level_interval(figure: Figure, steps: Sequence[StepSummary]) -> Interval | None:
-    """One interval of ``figure`` over a level's repeats; None when a repeat has none."""
+    """One interval of ``figure`` over a level's repeats; None when a repeat has none. A repeat open above
+    (too few values to bound a tail) leaves the level open above, bounded below by the lowest repeat."""
     known = [step_interval(figure, s) for s in steps]
     if not known or any(iv is None for iv in known):
         return None
-    return combine([iv for iv in known if iv is not None])
+    ivs = [iv for iv in known if iv is not None]
+    opened = [iv for iv in ivs if iv.open_above]
+    if opened:
+        low = min(iv.lo for iv in ivs if iv.lo is not None)
+        values = sorted(iv.value for iv in ivs)
+        return dataclasses.replace(opened[0], value=values[len(values) // 2], lo=low, hi=None)
+    return combine(ivs)
+
+
+def _one_sided(other: Interval, base: Interval) -> tuple[float, float] | None:
+    """Bounds of ``other - base`` when either is open above: (lo, hi) with an infinite end where open;
+    None when neither is open."""
+    if not (other.open_above or base.open_above) or other.lo is None or base.lo is None:
+        return None
+    lo = -math.inf if base.hi is None else other.lo - base.hi
+    hi = math.inf if other.hi is None else other.hi - base.lo
+    return lo, hi
 
 
 def figure_delta(
@@ -180,6 +199,15 @@ def figure_delta(
         return None
     delta = other.median - base.median
     pct = None if base.median == 0 else delta / abs(base.median) * 100.0
+    if base_iv is not None and other_iv is not None and (bounds := _one_sided(other_iv, base_iv)):
+        # a tail too thin to bound from above: a difference is called only where the lower end of one
+        # lies past the upper end of the other; else it is within what the steps can tell apart
+        lo, hi = bounds
+        low, high = (None if math.isinf(lo) else lo), (None if math.isinf(hi) else hi)
+        if lo <= 0 <= hi:
+            return Delta(delta, pct, "within noise", "open", low, high)
+        better = (lo > 0) == figure.higher_is_better
+        return Delta(delta, pct, "better" if better else "worse", "", low, high)
     if base_iv is not None and other_iv is not None:
         diff = difference(other_iv, base_iv)
         if diff.lo is not None and diff.hi is not None:

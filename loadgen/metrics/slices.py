@@ -13,6 +13,7 @@ a ``loadgen.stats.Interval`` for each percentile a step line carries (``loadgen.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -224,6 +225,7 @@ def judge(slo: SLO, verdict: SLOVerdict, margins: Mapping[str, Interval], elapse
             iv.trusted,
             iv.why,
             iv.level,
+            iv.need,
         )
         decision = decide(scaled, limit, "le" if c.at_most else "ge", elapsed_s)
         if decision.verdict == "missed":
@@ -232,7 +234,9 @@ def judge(slo: SLO, verdict: SLOVerdict, margins: Mapping[str, Interval], elapse
             more = "" if decision.more_s is None else f", ≈{fmt_duration(decision.more_s)} more"
             span = (
                 ""
-                if scaled.lo is None or scaled.hi is None
+                if scaled.lo is None
+                else f" (≥{fmt_num_trimmed(scaled.lo)}, too few values)"
+                if scaled.hi is None
                 else f" ({fmt_num_trimmed(scaled.lo)}-{fmt_num_trimmed(scaled.hi)})"
             )
             undecided.append(
@@ -295,13 +299,15 @@ def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "mi
     for c in judged:
         iv = margins.get(figure_name(c.metric, c.point))
         limit = limits[c.key]
-        if iv is None or iv.lo is None or iv.hi is None or limit is None:
+        if iv is None or iv.lo is None or limit is None:
             met = False
             continue
         # a trusted interval decides on its side of the limit; an untrusted one (a short tail, few batches)
-        # only FAR beyond it, a factor of 2 either way
+        # only FAR beyond it, a factor of 2 either way; one open above (too few values) only where its
+        # lower end decides
         far = 1.0 if iv.trusted else FAR
-        lo, hi = iv.lo * c.scale, iv.hi * c.scale
+        lo = iv.lo * c.scale
+        hi = math.inf if iv.hi is None else iv.hi * c.scale
         if (lo > limit * far) if c.at_most else (hi < limit / far):
             return "missed"
         if not ((hi <= limit / far) if c.at_most else (lo >= limit * far)):

@@ -53,7 +53,7 @@ def _families(
     )
     for values, margins in rows:
         for figure, iv in margins.items():
-            if iv.lo is not None and iv.hi is not None:
+            if iv.lo is not None:  # an interval open above (too few values) is there, and not trusted
                 trusted.add_metric([*values, figure], 1.0 if iv.trusted else 0.0)
     yield trusted
 

@@ -2,7 +2,9 @@
 
 A figure judged against a bound is **met** when its whole interval lies on the good side, **missed** when
 its whole interval lies on the bad side, and **undecided** when the interval straddles the bound (or no
-interval could be formed and the figure sits within ``NEAR`` of the bound). How much longer would decide it
+interval could be formed and the figure sits within ``NEAR`` of the bound). An interval open above (too few
+values to bound a tail percentile from above) can miss an upper bound or meet a lower one, and is otherwise
+undecided until about ``Interval.need`` values. How much longer would decide it
 assumes the half-width shrinks as one over the square root of the measured time (independent batches): a
 step of ``elapsed * (half / distance)^2`` seconds in all.
 """
@@ -33,6 +35,13 @@ def decide(interval: Interval, bound: float, good: Literal["le", "ge"], elapsed_
     value, lo, hi = interval.value, interval.lo, interval.hi
     if math.isnan(value):
         return Decision("undecided")
+    if interval.open_above and lo is not None:
+        # bounded below only: it can miss an upper bound or meet a lower one, never the other way
+        if (lo > bound) if good == "le" else (lo >= bound):
+            return Decision("missed" if good == "le" else "met")
+        n, need = interval.n, interval.need
+        more = elapsed_s * (need / n - 1) if elapsed_s > 0 and n > 0 and need > n else None
+        return Decision("undecided", more)
     if lo is None or hi is None:
         if abs(value - bound) <= NEAR * abs(bound):
             return Decision("undecided")

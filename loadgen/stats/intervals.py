@@ -17,12 +17,15 @@ The method here is batch means over time slices of the step's window:
   pooled CDF at ``q_p`` (each batch's count at or below ``q_p`` against its size, the same ratio
   estimator), mapped back through the pooled quantile function: ``[Q(p - t*se), Q(p + t*se)]``, the lower end
   read at its bucket's lowest value and the upper at its highest (the histogram's resolution is part of the
-  interval). A batch's own percentile is never used, so a p99 needs no tail in every batch;
+  interval). A batch's own percentile is never used, so a p99 needs no tail in every batch. When
+  ``p + t*se`` lies past the largest value (a p99 of 100 values), the data cannot bound the percentile from
+  above: the interval is **open above** (``hi`` None, ``lo`` kept): "p99 >= lo", never the largest value
+  seen, which covered a 5-s step's true p99 in about half the steps. ``need`` says about how many values
+  would close it;
 * the multiplier is Student's t with ``batches - 1`` degrees of freedom.
 
 An interval is **not trusted** (``Interval.trusted`` false, ``why`` says why) with fewer than
-``MIN_BATCHES`` batches, too few values beyond the percentile (``MIN_TAIL``), or an upper end past the
-largest value seen. ``docs/measurement.md`` states the assumptions and where the method fails.
+``MIN_BATCHES`` batches, too few values beyond the percentile (``MIN_TAIL``), or an open upper end. ``docs/measurement.md`` states the assumptions and where the method fails.
 """
 
 from __future__ import annotations
@@ -69,6 +72,12 @@ class Interval:
     trusted: bool = False
     why: str = ""  # why it is not trusted
     level: float = LEVEL
+    need: int = 0  # open above: about how many values would bound it from above (0: not open, or unknown)
+
+    @property
+    def open_above(self) -> bool:
+        """Bounded below only: the data cannot say how high the figure may be (``hi`` None, ``lo`` known)."""
+        return self.lo is not None and self.hi is None
 
     @property
     def half_width(self) -> float | None:
@@ -93,7 +102,10 @@ class Interval:
         return half / two_sided(self.level, self.df)
 
     def contains(self, x: float) -> bool:
-        return self.lo is not None and self.hi is not None and self.lo <= x <= self.hi
+        """``x`` within the interval (an open upper end holds every value at or above ``lo``)."""
+        if self.lo is None:
+            return False
+        return self.lo <= x if self.hi is None else self.lo <= x <= self.hi
 
 
 def batch_sums(rows: npt.NDArray[np.float64], batches: int) -> FloatArray:
@@ -197,13 +209,17 @@ def quantile_interval(
     p_lo, p_hi = p - t * se, p + t * se
     lo = float(lo_val[_read(cum, total, p_lo)]) if p_lo > 0 else float(lo_val[int(np.flatnonzero(cum)[0])])
     reasons = []
+    hi: float | None = None
+    need = 0
     if p_hi * total > total - 0.5:
-        hi = float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))])
-        reasons.append("upper end past the largest value")
+        # the data cannot bound it from above: how many values would (the margin shrinks as 1/sqrt(n))
+        need = math.ceil(total * ((t * se * total) / max(total * (1 - p) - 0.5, 0.5)) ** 2)
+        need = max(need, math.ceil(min_tail / (1 - p)), total + 1)
+        reasons.append(f"open above: {total} values, about {need} would bound it")
     else:
         hi = float(hi_val[_read(cum, total, p_hi)])
     if b < min_batches:
         reasons.append(f"{b} batches")
     if total * min(p, 1 - p) < min_tail:
         reasons.append(f"{total} values")
-    return Interval(value, lo, hi, b, total, b - 1, not reasons, ", ".join(reasons), level)
+    return Interval(value, lo, hi, b, total, b - 1, not reasons, ", ".join(reasons), level, need)
