@@ -1,9 +1,9 @@
 """``ramp run URL --replay-session RECORD``: a recorded session run again as a plan against another server
 (``loadgen.analysis.session`` reads it), so that an exploration at the console becomes a CI gate.
 
-The steps, their order, levels or rates, warm-ups and lengths are the record's; the workload is the
-run's own (``--profile``, ``--seed`` as usual: the line before the run says when the profile is not the
-one the record ran); the SLO is the record's, or the profile's with ``--replay-slo profile`` (said before
+The steps, their order, levels or rates, warm-ups and lengths are the record's; so is the prompts' seed
+(the same prompts again) unless ``--seed`` gives another; the workload is the run's ``--profile`` (the line
+before the run says when it is not the one the record ran); the SLO is the record's, or the profile's with ``--replay-slo profile`` (said before
 the run, as is the step count). The new record's header names the session it replays (``replay_of``).
 
 Exit codes, those of a headless run (``loadgen.exits``) with the SLO's verdict replaced by the gate's
@@ -65,6 +65,9 @@ def replay_session(flags: RunFlags, url: str) -> int:
     source: SloSource = "profile" if flags.replay_slo == "profile" else "record"
     slo = config.profile.slo if source == "profile" else recorded_slo
     plan, first = session.plan(), session.steps[0]
+    recorded_seed = session.header.get("seed")
+    if flags.seed is None and type(recorded_seed) is int:  # the same prompts as the session, unless --seed
+        config = dataclasses.replace(config, seed=recorded_seed, seed_source="given")
     config = dataclasses.replace(
         config,
         plan=plan,
@@ -82,7 +85,7 @@ def replay_session(flags: RunFlags, url: str) -> int:
     say(
         f"ramp: replaying {len(session.steps)} steps of {session.path} ({plan.mode} loop, "
         f"{sum(plan.step_seconds):.0f} s of steps, {keyed} ended by a key or a stop, "
-        f"{session.commands} commands{', the SLA search' if session.searched else ''}); "
+        f"{session.commands} commands{', the SLA search' if session.searched else ''}); seed {config.seed}; "
         f"SLO from the {source}: {slo_text(slo)}\n"
     )
     if session.header.get("profile_hash") not in (None, config.profile.content_hash):

@@ -129,6 +129,7 @@ def test_a_replay_visits_the_same_levels_for_as_long_and_passes_the_gate(
     assert header["replay_of"]["record"] == os.path.abspath(original_path)
     assert header["replay_of"]["steps"] == 3
     assert header["plan"]["levels"] == [2.0, 5.0, 1.0]
+    assert header["seed"] == 3 and header["seed_source"] == "given"  # the session's prompts again
     assert original_path.read_bytes() == before  # the session's record is read, never written
 
 
