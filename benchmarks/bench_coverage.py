@@ -157,12 +157,13 @@ def coverage(
         widths: list[float] = []
         for s, truth in zip(steps, truths, strict=True):
             m = (s.get("margins") or {}).get(figure)
-            if m is None or m.get("lo") is None or m.get("hi") is None:
+            if m is None or m.get("lo") is None:
                 untrusted += 1
                 continue
-            covered += m["lo"] <= truth[figure] <= m["hi"]
+            # an interval open above (too few values to bound a tail) holds every value from its lower end
+            covered += m["lo"] <= truth[figure] <= (math.inf if m.get("hi") is None else m["hi"])
             untrusted += not m.get("trusted")
-            if m["value"]:
+            if m["value"] and m.get("hi") is not None:
                 widths.append((m["hi"] - m["lo"]) / 2 / abs(m["value"]))
         n = max(1, len(steps))
         table[figure] = (covered / n, untrusted / n, float(np.median(widths)) if widths else math.nan)
@@ -171,12 +172,24 @@ def coverage(
 
 def interval_of(step: dict[str, Any], figure: str) -> Interval | None:
     m = (step.get("margins") or {}).get(figure)
-    if m is None or m.get("lo") is None or m.get("hi") is None:
+    if m is None or m.get("lo") is None:
         return None
     b = int(m.get("batches") or 0)
     return Interval(
-        m["value"], m["lo"], m["hi"], b, int(m.get("n") or 0), float(b - 1), bool(m.get("trusted"))
+        m["value"], m["lo"], m.get("hi"), b, int(m.get("n") or 0), float(b - 1), bool(m.get("trusted"))
     )
+
+
+def called(a: Interval, b: Interval) -> bool | None:
+    """Whether ``ramp compare`` would call ``a`` and ``b`` different (None: no interval to judge on). An
+    interval open above parts from another only where its lower end lies past the other's upper end."""
+    if a.open_above or b.open_above:
+        assert a.lo is not None and b.lo is not None
+        return (b.hi is not None and a.lo > b.hi) or (a.hi is not None and b.lo > a.hi)
+    d = difference(a, b)
+    if d.lo is None or d.hi is None:
+        return None
+    return not d.lo <= 0 <= d.hi
 
 
 def false_calls(steps: list[dict[str, Any]]) -> dict[str, float]:
@@ -184,17 +197,15 @@ def false_calls(steps: list[dict[str, Any]]) -> dict[str, float]:
     interval excludes 0: what ``ramp compare`` would call a difference that is not there."""
     out: dict[str, float] = {}
     for figure in FIGURES:
-        called = pairs = 0
+        calls = pairs = 0
         for i, a in enumerate(steps):
             for b in steps[i + 1 :]:
                 ia, ib = interval_of(a, figure), interval_of(b, figure)
-                if ia is None or ib is None:
-                    continue
-                d = difference(ia, ib)
-                if d.lo is not None and d.hi is not None:
+                call = None if ia is None or ib is None else called(ia, ib)
+                if call is not None:
                     pairs += 1
-                    called += not d.lo <= 0 <= d.hi
-        out[figure] = called / pairs if pairs else math.nan
+                    calls += call
+        out[figure] = calls / pairs if pairs else math.nan
     return out
 
 
