@@ -70,7 +70,7 @@ def calls_of(text: str | None) -> list[tuple[str, str]] | None:
         return None
     try:
         found = json.loads(text[len(CALLS_MARK) :])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser (a hostile reply)
         return None
     if not isinstance(found, list):
         return None

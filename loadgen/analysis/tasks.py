@@ -139,7 +139,7 @@ def check_json(answer: str, schema: Mapping[str, object]) -> bool:
         return False
     try:
         value = json.loads(answer[start : end + 1])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser (a hostile reply)
         return False
     return matches(value, schema)
 
@@ -149,7 +149,7 @@ def _good_call(task: Task, name: str, arguments: str) -> bool:
         return False
     try:
         args = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser (a hostile reply)
         return False
     return matches(args, TOOL_SCHEMA) and args.get("minutes") == int(task.expected)
 

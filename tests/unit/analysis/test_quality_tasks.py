@@ -229,3 +229,19 @@ def test_the_tasks_key_and_the_flag() -> None:
     config = resolve(RunFlags(quality_tasks=True), "http://127.0.0.1:9")
     assert config.profile.quality == Quality(tasks=True)
     assert resolve(RunFlags(quality=True), "http://127.0.0.1:9").profile.quality == Quality()
+
+
+def test_a_hostile_answer_fails_its_task_without_an_exception() -> None:
+    deep = "[" * 3000 + "]" * 3000  # nested past Python's JSON parser: RecursionError, not ValueError
+    for kind in KINDS:
+        task = of_kind(kind)
+        for answer in (
+            deep,
+            "{" + deep + "}",
+            calls_text((ToolCall("c", TOOL_NAME, deep),)),
+            "\x1etool_calls " + deep,
+        ):
+            assert not check(task, answer), (kind, answer[:20])
+    book = QualityBook(tasks_seed=1234)
+    step = book.step([(TASK_BASE + n, deep) for n in range(TASKS)])
+    assert step is not None and step["tasks_n"] == TASKS and step["tasks_ok"] == 0.0
