@@ -386,3 +386,6 @@ class Snapshot:
     # out_tok_s and each figure the SLO judges, with its 95 % interval; empty between windows
     live_margins: Mapping[str, Interval] = EMPTY
     precision: Precision | None = None  # --precision: its target and the time left to it; None without
+    # The measuring step's diagnosis so far (``loadgen.run.live_diagnosis``, read once a second): the step
+    # line's ``diagnosis`` shape with "provisional": true; empty between windows and while too few requests
+    live_diagnosis: Mapping[str, object] = EMPTY

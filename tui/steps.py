@@ -372,6 +372,7 @@ class StepsPanel(SnapshotPanel):
             snapshot.best_step,
             snapshot.slo if self.baseline else None,
             snapshot.selected,
+            diagnosis_line(snapshot.live_diagnosis),  # the measuring step's, changed once a second at most
         )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
@@ -390,9 +391,12 @@ class StepsPanel(SnapshotPanel):
             self.border_subtitle = "no step under the SLO yet" if snapshot.steps else ""
         if snapshot.steps:
             self.border_subtitle = f"{self.border_subtitle} · d: details"
-            latest = diagnosis_line(snapshot.steps[-1].diagnosis)
-            if latest:  # the last finished step's, in one line: the full evidence is in d
-                self.border_title = f"{self.border_title} · {latest}"
+        # the measuring step's so far (provisional), else the last finished step's: the full evidence is in d
+        latest = diagnosis_line(snapshot.live_diagnosis) or (
+            diagnosis_line(snapshot.steps[-1].diagnosis) if snapshot.steps else ""
+        )
+        if latest:
+            self.border_title = f"{self.border_title} · {latest}"
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Table | Text:
         styles = {name.removeprefix("steps--"): self.style_of(name) for name in self.COMPONENT_CLASSES}

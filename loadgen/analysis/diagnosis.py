@@ -7,10 +7,12 @@ preemptions, per-stream decode falling with no queue, prefill time driving a gro
 the server dominating TTFT, failures, ramp's own limit); when two unrelated mechanisms show at once, or
 latency grows with none showing, it says ``unknown`` and which. Without server telemetry it tells
 ``none``, ``client`` and ``errors`` apart and says which causes telemetry would separate. Bad input (too
-few requests, a server reporting more running requests than the level, counters gone) is ``unknown``
-with the reason, never an exception. The thresholds are the module's constants, and docs/measurement.md
-("Diagnosis") explains each. ``with_answers`` adds an evidence line where the step's answer probes
-(``--quality``) changed: no kind of its own, an answer change limits no load.
+few requests, a server reporting more running requests than the level; server figures that are not the
+server's: telemetry lost, counters gone back, buckets changed, ``StepFigures.doubt``) is ``unknown`` with
+the reason, never an exception. A measuring step's diagnosis so far (``loadgen.run.live_diagnosis``) is the
+same function on its figures until now, marked ``provisional``. The thresholds are the module's
+constants, and docs/measurement.md ("Diagnosis") explains each. ``with_answers`` adds an evidence line
+where the step's answer probes (``--quality``) changed: no kind of its own, an answer change limits no load.
 """
 
 from __future__ import annotations
@@ -84,9 +86,12 @@ class StepFigures:
     bound_reason: str
     server: Mapping[str, float | None]
     split: Mapping[str, object]
+    # why the server's figures over the window are not its own (telemetry lost, counters gone back,
+    # buckets changed: ``loadgen.telemetry.doubts``); '' when they are, or when there are none
+    doubt: str = ""
 
     @classmethod
-    def of(cls, step: StepSummary, split: Mapping[str, object] | None = None) -> StepFigures:
+    def of(cls, step: StepSummary, split: Mapping[str, object] | None = None, doubt: str = "") -> StepFigures:
         st = step.stats
         ttft, decode = st.pct(measures.TTFT_MS), st.pct(measures.DECODE_TOK_S)
         return cls(
@@ -102,6 +107,7 @@ class StepFigures:
             bound_reason=step.bound_reason,
             server=step.server,
             split=step.ttft_split if split is None else split,
+            doubt=doubt,
         )
 
     def num(self, key: str) -> float | None:
@@ -223,6 +229,8 @@ def _diagnose(now: StepFigures, before: Sequence[StepFigures]) -> Verdict:
             evidence.append(f"{now.rate_limited} rate limited (HTTP 429)")
         return _verdict("errors", "high", evidence)
     trend = Trend.of(now, before)
+    if now.doubt:
+        return _doubted(now, trend)
     has_server = any(now.num(k) is not None for k in ("running_max", "waiting_max", "kv_usage_max")) or bool(
         now.split
     )
@@ -236,6 +244,17 @@ def _diagnose(now: StepFigures, before: Sequence[StepFigures]) -> Verdict:
             return _verdict(found.kind, "medium", [*found.evidence, f"and {bound}"])
         return _verdict("client", "high", [bound])
     return found if found is not None else _without_server(now, trend)
+
+
+def _doubted(now: StepFigures, trend: Trend) -> Verdict:
+    """The server's figures over the step are not its own: only the client's are read (ramp's own limit),
+    and the rest is ``unknown`` with the doubt."""
+    unread = f"{now.doubt}: its figures over the step are not read"
+    if now.client_bound:
+        bound = f"ramp itself is the limit: {now.bound_reason or 'client-bound'}"
+        return _verdict("client", "high", [bound, unread])
+    evidence = [unread, *_trend_words(trend)]
+    return _verdict("unknown", "low", evidence, ("the server's /metrics and its log", "the step again"))
 
 
 def _scaling(trend: Trend) -> bool:
@@ -389,13 +408,15 @@ def _judge(now: StepFigures, signs: dict[Kind, list[str]], trend: Trend) -> Verd
 
 def diagnosis_line(diagnosis: Mapping[str, object]) -> str:
     """One line for the console: 'Limit: queueing — 12 waiting, TTFT p95 ×4 since 32 streams · check
-    max-num-seqs (the batch limit), KV capacity'; '' for no diagnosis."""
+    max-num-seqs (the batch limit), KV capacity'; a measuring step's (``"provisional": true``) starts
+    'Limit so far (provisional):'; '' for no diagnosis."""
     kind = diagnosis.get("kind")
     if not isinstance(kind, str):
         return ""
     evidence = diagnosis.get("evidence")
     checks = diagnosis.get("first_checks")
-    head = "Limit: none yet" if kind == "none" else f"Limit: {kind}"
+    label = "Limit so far (provisional):" if diagnosis.get("provisional") is True else "Limit:"
+    head = f"{label} none yet" if kind == "none" else f"{label} {kind}"
     words = ", ".join(str(e) for e in evidence) if isinstance(evidence, list) else ""
     tail = ", ".join(str(c) for c in checks[:2]) if isinstance(checks, list) and kind != "none" else ""
     return head + (f" — {words}" if words else "") + (f" · check {tail}" if tail else "")

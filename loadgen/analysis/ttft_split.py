@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 
 from loadgen.snapshot import Percentiles
-from loadgen.telemetry.reading import CumulativeHistogram
+from loadgen.telemetry.reading import CumulativeHistogram, well_formed
 
 JsonValue = float | int | str | list[float | None] | None
 Part = dict[str, JsonValue]
@@ -51,8 +51,9 @@ def _ms(v: float | None) -> float | None:
 
 def part(hist: CumulativeHistogram) -> Part | None:
     """One server part's figures in ms: ``n``, ``mean_ms`` (exact), ``p50_ms`` / ``p95_ms`` and the bucket
-    each lies in (``p50_bucket_ms``: [lower, upper], upper ``None`` for +Inf); None with no observation."""
-    if hist.count <= 0:
+    each lies in (``p50_bucket_ms``: [lower, upper], upper ``None`` for +Inf); None with no observation, or
+    for a histogram that is not one (``well_formed``)."""
+    if hist.count <= 0 or not well_formed(hist):
         return None
     out: Part = {"n": int(hist.count), "mean_ms": _ms(hist.sum / hist.count)}
     for name, q in (("p50", 0.50), ("p95", 0.95)):

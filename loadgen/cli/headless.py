@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from loadgen import measures
+from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.config import SLO
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, EXIT_USAGE, EXIT_WORKER_LOST
 from loadgen.format import fmt_first_wait, fmt_ms_wide, fmt_num_wide
@@ -201,6 +202,7 @@ class _Progress:
         self.phase_since = 0.0
         self.last_print = 0.0
         self.warned = 0
+        self.told_steps = 0  # finished steps whose diagnosis was said
 
     def show(self, snap: Snapshot | None) -> None:
         if snap is None or snap.state == "starting":
@@ -208,6 +210,7 @@ class _Progress:
         for text in snap.warnings[self.warned :]:
             say((_CLEAR_LINE if self.tty else "") + f"ramp: warning: {scrub(text)}\n")
         self.warned = len(snap.warnings)
+        self.tell_limits(snap.steps)
         now = time.monotonic()
         phase = "warmup" if snap.warming_up else snap.phase
         changed = snap.step_index != self.last_step or phase != self.last_phase
@@ -221,9 +224,22 @@ class _Progress:
             say(line + "\n")
             self.last_step, self.last_print = snap.step_index, now
 
-    def end(self) -> None:
+    def tell_limits(self, steps: Sequence[StepSummary]) -> None:
+        """Each newly finished step's diagnosis, a line of its own: 'ramp: step 3 (16): Limit: queueing — ...'."""
+        for step in steps[self.told_steps :]:
+            line = diagnosis_line(step.diagnosis)
+            if line:
+                say(
+                    (_CLEAR_LINE if self.tty else "")
+                    + f"ramp: step {step.index + 1} ({step.level}): {line}\n"
+                )
+        self.told_steps = max(self.told_steps, len(steps))
+
+    def end(self, outcome: RunOutcome | None = None) -> None:
         if self.tty:
             say("\n")
+        if outcome is not None:  # the steps finished after the last snapshot shown
+            self.tell_limits(outcome.steps)
 
 
 def wait_with_progress(
@@ -247,7 +263,7 @@ def wait_with_progress(
         signum = interrupted_by(exc)
         engine.interrupt(signum)
         outcome = _stopping(engine, signum)
-    view.end()
+    view.end(outcome)
     return outcome
 
 

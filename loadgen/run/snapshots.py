@@ -6,21 +6,32 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping
+from typing import TypedDict
 
 from loadgen.config import SLO
-from loadgen.metrics.live_margins import LiveMargins, LiveReading
+from loadgen.metrics.live_margins import LiveMargins
 from loadgen.run.config import RunConfig
 from loadgen.run.live import LiveFigures
+from loadgen.run.live_diagnosis import LiveDiagnosis
 from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import Steps
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.run.wheel import Wheel, next_value
-from loadgen.snapshot import ReplicaStats, SeriesPoint, Snapshot, WindowStats
+from loadgen.snapshot import Precision, ReplicaStats, SeriesPoint, Snapshot, WindowStats
+from loadgen.stats import Interval
 from loadgen.target.http import scrub
 
 SERIES_POINTS = 900  # one a second: the last 15 minutes
 SERIES_EVERY_NS = 1_000_000_000
+
+
+class LiveReads(TypedDict):
+    """What a snapshot takes of the measuring step's reads (``Snapshot``'s fields of these names)."""
+
+    live_margins: Mapping[str, Interval]
+    precision: Precision | None
+    live_diagnosis: Mapping[str, object]
 
 
 class SnapshotBuilder:
@@ -34,6 +45,7 @@ class SnapshotBuilder:
         self.last_series_ns = 0
         self.unrecorded: list[SeriesPoint] = []  # points not yet in the record (``take_series``)
         self.margins = LiveMargins(slo)  # the measuring step's intervals so far, read once a second
+        self.diagnosis = LiveDiagnosis()  # the measuring step's limit so far, read once a second
 
     def windows(self, now: int, status: RunStatus, steps: Steps, live: LiveFigures) -> dict[str, WindowStats]:
         """The step's, the rolling and the run's figures at ``now``."""
@@ -91,7 +103,7 @@ class SnapshotBuilder:
             step_remaining_s=remaining_s(now, status, steps),
             warming_up=phase == "warmup",
             **live.gauges_now(now),  # in flight, queued, backing off, waiting for a first token
-            windows=self.windows(now, status, steps, live),
+            windows=(windows := self.windows(now, status, steps, live)),
             rolling_s=self.config.rolling_s,
             step_starts_s=tuple(steps.starts_s),
             steps=tuple(steps.summaries),
@@ -114,16 +126,23 @@ class SnapshotBuilder:
             series=self.series_point(now, status.elapsed_s(now), status, load, live),
             replicas=self.replicas(now, status, live, link),
             worker_hosts=worker_hosts(status.fleet),
-            live_margins=(found := self.live_margins(now, load, steps)).margins,
-            precision=found.precision,
+            **self.live_reads(now, load, steps, link, windows["step"]),  # margins, diagnosis: once a second
         )
 
-    def live_margins(self, now: int, load: Load, steps: Steps) -> LiveReading:
-        """The measuring step's margins so far and, under --precision, the time left to its target."""
+    def live_reads(
+        self, now: int, load: Load, steps: Steps, link: TelemetryLink, stats: WindowStats
+    ) -> LiveReads:
+        """The measuring step's margins so far and, under --precision, the time left to its target; and its
+        diagnosis so far (``stats``: its figures), each read at most once a second."""
         seg = steps.current
         since = steps.measuring_since_ns()
         pct = load.plan.precision_pct if load.plan is not None else None
-        return self.margins.read(seg.slices if seg is not None else None, since, now, pct)
+        found = self.margins.read(seg.slices if seg is not None else None, since, now, pct)
+        return LiveReads(
+            live_margins=found.margins,
+            precision=found.precision,
+            live_diagnosis=self.diagnosis.read(steps, link, stats, load.level, now),
+        )
 
     def replicas(
         self, now: int, status: RunStatus, live: LiveFigures, link: TelemetryLink

@@ -448,7 +448,8 @@ class Steps:
         quality = self.quality.step(seg.probes) if self.quality is not None else None  # answer probes
         summary = seg.summary(slo, self.link, self.fleet.config.target, quality)
         before = [StepFigures.of(s) for s in self.summaries]
-        diagnosis = diagnose(StepFigures.of(summary), before)
+        doubt = self.link.window_doubt(summary.window_t0_ns, summary.window_t1_ns)
+        diagnosis = diagnose(StepFigures.of(summary, doubt=doubt), before)
         # an answer change (--quality) named beside the limit: the agreement's interval below the clause or 1
         diagnosis = with_answers(diagnosis, summary.quality, slo.quality_agree_min)
         summary = replace(summary, diagnosis=diagnosis)

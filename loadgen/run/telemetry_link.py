@@ -179,6 +179,16 @@ class TelemetryLink:
         except Exception:
             return {}
 
+    def window_doubt(self, t0_ns: int, t1_ns: int) -> str:
+        """Why the server's figures over a window cannot be read as its own ('' without telemetry, or when
+        nothing is wrong): its telemetry stopped, its counters went back, its buckets changed."""
+        if self.hub is None:
+            return ""
+        try:
+            return self.hub.window_doubt(t0_ns, t1_ns) or ""
+        except Exception:
+            return ""
+
     def latest(self, step_t0_ns: int | None) -> ServerTelemetry | None:
         """The server panel's figures; with the measured step's start, its TTFT over that step too."""
         if self.hub is None:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from loadgen.snapshot import KVHeadroom, ServerTelemetry
-from loadgen.telemetry import headroom, window
+from loadgen.telemetry import doubts, headroom, window
 from loadgen.telemetry.reading import CumulativeHistogram, Reading, SourceError
 from loadgen.telemetry.sources import Source
 
@@ -115,8 +115,7 @@ class TelemetryHub:
         return poked is not None and poked.is_set()
 
     def settled(self, t_ns: int) -> bool:
-        """Whether every healthy server source has a reading taken after ``t_ns`` (a window's end is
-        sampled)."""
+        """Whether every healthy server source has a reading taken after ``t_ns`` (its end sampled)."""
         if not self._running:
             return True
         with self._lock:
@@ -326,9 +325,8 @@ class TelemetryHub:
         return self._latest.kv_headroom
 
     def ttft_since(self, t0_ns: int) -> tuple[float | None, float | None]:
-        """The server's own TTFT p50/p95 (ms) from the sample nearest ``t0_ns`` to the latest one: the
-        console puts it beside the client's figures for the same step. Cheap enough for every snapshot:
-        one histogram difference, cached until a new sample arrives."""
+        """The server's own TTFT p50/p95 (ms) from the sample nearest ``t0_ns`` to the latest one, for the
+        console, beside the client's; one histogram difference, cached until a new sample arrives."""
         with self._lock:
             last_t = max((st.readings[-1].t_ns for st in self._states.values() if st.readings), default=0)
         key = (t0_ns, last_t)
@@ -346,6 +344,9 @@ class TelemetryHub:
     def ttft_histograms(self, t0_ns: int, t1_ns: int) -> dict[str, CumulativeHistogram]:
         """The server's TTFT, queue and prefill histograms over a window (``window.ttft_histograms``)."""
         return window.ttft_histograms(self._series(ok_only=False), t0_ns, t1_ns)
+
+    def window_doubt(self, t0_ns: int, t1_ns: int) -> str | None:  # doubts.window_doubt: why not read it
+        return doubts.window_doubt(self._series(ok_only=False), t0_ns, t1_ns)
 
     def conditions(self) -> dict[str, object | None]:
         """The run's conditions for the record header; ``None`` where unknown (fill with ``--tag``)."""

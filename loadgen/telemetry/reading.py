@@ -100,6 +100,20 @@ def histogram_delta(prev: CumulativeHistogram, cur: CumulativeHistogram) -> Cumu
     )
 
 
+def well_formed(hist: CumulativeHistogram) -> bool:
+    """A bound per count, the last +Inf, counts that never fall from one bucket to the next and a sum of
+    no less than 0 (durations): else a bucket is missing, or a reset was caught halfway through a scrape,
+    and its mean and percentiles would be fiction."""
+    bounds, counts = hist.bounds, hist.counts
+    return (
+        len(bounds) == len(counts) > 0
+        and math.isinf(bounds[-1])
+        and all(b >= a for a, b in zip(counts, counts[1:], strict=False))
+        and hist.sum >= 0
+        and not math.isnan(hist.sum)
+    )
+
+
 def add_histograms(a: CumulativeHistogram, b: CumulativeHistogram) -> CumulativeHistogram | None:
     if a.bounds != b.bounds:
         return None
