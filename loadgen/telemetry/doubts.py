@@ -9,6 +9,7 @@ diagnosis says what telemetry would have told.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ from loadgen.telemetry.window import NS, Series, preferred
 # seconds: the telemetry stopped answering (a poll or two late is a slow scrape, not a loss).
 LOST_POLLS = 3.0
 LOST_S = 2.0
+POLLS_READ = 16  # the last this many samples tell the usual poll
 
 
 def window_doubt(entries: Sequence[Series], t0_ns: int, t1_ns: int) -> str | None:
@@ -30,16 +32,19 @@ def window_doubt(entries: Sequence[Series], t0_ns: int, t1_ns: int) -> str | Non
     )
     if server is None:
         return None  # never answered: no server figures, not doubtful ones
-    upto = [r for r in server if r.t_ns <= t1_ns]
-    if not upto:
+    times = [r.t_ns for r in server]  # in time order, as the hub keeps them
+    end = bisect.bisect_right(times, t1_ns)
+    if not end:
         return None  # its first answer came after the window
-    inside = [r for r in upto if r.t_ns >= t0_ns]
-    gap_s = (t1_ns - upto[-1].t_ns) / NS
-    if gap_s > max(LOST_S, LOST_POLLS * _poll_s(upto)):
-        where = "before the step began" if not inside else f"{fmt_setting(round(gap_s, 1))} s before its end"
+    begin = bisect.bisect_left(times, t0_ns, hi=end)
+    gap_s = (t1_ns - times[end - 1]) / NS
+    if gap_s > max(LOST_S, LOST_POLLS * _poll_s(times[max(0, end - POLLS_READ) : end])):
+        where = (
+            "before the step began" if begin == end else f"{fmt_setting(round(gap_s, 1))} s before its end"
+        )
         return f"the server's telemetry stopped answering {where}"
     # the sample at or just before the window's start, then every one inside: what its figures differ
-    span = [*[r for r in upto if r.t_ns < t0_ns][-1:], *inside]
+    span = server[max(0, begin - 1) : end]
     for r in span:
         broken = next((k for k, h in r.histograms.items() if not well_formed(h)), None)
         if broken:
@@ -54,9 +59,9 @@ def window_doubt(entries: Sequence[Series], t0_ns: int, t1_ns: int) -> str | Non
     return None
 
 
-def _poll_s(readings: list[Reading]) -> float:
+def _poll_s(times: list[int]) -> float:
     """The usual time between two samples (the median: a gap after a loss does not stretch it)."""
-    gaps = [(b.t_ns - a.t_ns) / NS for a, b in zip(readings, readings[1:], strict=False)]
+    gaps = [(b - a) / NS for a, b in zip(times, times[1:], strict=False)]
     return statistics.median(gaps) if gaps else 1.0
 
 
