@@ -31,19 +31,24 @@ class LiveDiagnosis:
     read_ns: int = 0
     since_ns: int | None = None
     last: Mapping[str, object] = field(default_factory=lambda: EMPTY)
+    finished: int = 0  # the steps finished when it was read
 
     def read(
         self, steps: Steps, link: TelemetryLink, stats: WindowStats, level: int, now_ns: int
     ) -> Mapping[str, object]:
-        """The diagnosis of the window measuring now (``stats``: its figures so far, at ``level``); empty
-        between windows and while it holds too few requests."""
+        """The diagnosis of the window measuring now (``stats``: its figures so far, at ``level``), kept while
+        it closes; empty from the next warm-up or the step's own diagnosis on, and while it holds too few
+        requests."""
         seg, since = steps.current, steps.measuring_since_ns()
         if seg is None or since is None:
-            self.last, self.read_ns, self.since_ns = EMPTY, 0, None
+            # A window closing (its last requests coming back) keeps its line until its own diagnosis is
+            # in; a new step's warm-up, or a finished step, ends it.
+            if steps.closing is None or len(steps.summaries) != self.finished:
+                self.last, self.read_ns, self.since_ns = EMPTY, 0, None
             return self.last
         if since == self.since_ns and now_ns < self.read_ns + EVERY_NS:
             return self.last
-        self.read_ns, self.since_ns = now_ns, since
+        self.read_ns, self.since_ns, self.finished = now_ns, since, len(steps.summaries)
         if stats.ok + stats.error_count < MIN_REQUESTS:
             self.last = EMPTY
             return self.last
