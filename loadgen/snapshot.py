@@ -325,6 +325,40 @@ class Precision:
     eta_s: float | None = None
 
 
+SearchState = Literal["probing", "held", "done", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchProbe:
+    """One probe of the SLA search as the console draws it: its level, its SLO margin (``loadgen.slo.margin``:
+    the tightest objective's room as a share of its limit, at least 0 meets) and its verdict."""
+
+    level: float
+    margin: float
+    met: bool
+    verdict: str | None  # met / missed / undecided on its intervals; None: judged on its point value
+    step: int  # the step's number (from 1, as the record's)
+    by_operator: bool = False  # a level the operator set during the search
+
+
+@dataclass(frozen=True, slots=True)
+class SearchView:
+    """The SLA search (``--find-max``, or ``f`` in the console) as it forms (``loadgen.run.live_search``)."""
+
+    lo: float
+    hi: float
+    state: SearchState  # held: the operator took over
+    level: float | None = None  # the level probed now (probing)
+    why: str = ""  # why this level is probed again ("" for its first probe), or why the search ended
+    probes: tuple[SearchProbe, ...] = ()
+    fit: tuple[tuple[float, float], ...] = ()  # (level, fitted margin): the monotone fit, ascending
+    met: float | None = None  # the bracket: the highest level the fit says meets ...
+    missed: float | None = None  # ... and the lowest above it that misses
+    confidence: str = ""  # high / medium / low ("" before a bracket)
+    shape: str = ""  # cliff / slope ("" before a bracket)
+    summary: str = ""  # the answer in one line, once done
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     seq: int
@@ -389,3 +423,4 @@ class Snapshot:
     # The measuring step's diagnosis so far (``loadgen.run.live_diagnosis``, read once a second): the step
     # line's ``diagnosis`` shape with "provisional": true; empty between windows and while too few requests
     live_diagnosis: Mapping[str, object] = EMPTY
+    search: SearchView | None = None  # the SLA search under way or last run; None: none was

@@ -18,6 +18,7 @@ from textual.message import Message
 
 from loadgen.config import Mode
 from loadgen.format import fmt_rate
+from loadgen.run.config import RunConfig
 from loadgen.run.engine import EngineControl, ensure_resource_tracker
 from loadgen.run.protocol import (
     ChangeLevel,
@@ -26,20 +27,42 @@ from loadgen.run.protocol import (
     NextStep,
     Pause,
     Resume,
+    ResumeSearch,
     SetAuto,
     SetLevel,
     SetMode,
     SetRate,
+    StartSearch,
+    StopSearch,
 )
 from loadgen.snapshot import Snapshot
 from tui import keytrace
 from tui.dialogs import ValueInput
 from tui.prompt import Answer, LinePrompt, Question
-from tui.steering import level_delta, next_level, next_rate, parse_level, parse_rate
+from tui.steering import (
+    default_range,
+    level_delta,
+    next_level,
+    next_rate,
+    parse_level,
+    parse_range,
+    parse_rate,
+)
 
 # The actions below that send the engine a command: a console bound to them steers the run.
 STEERING_ACTIONS = frozenset(
-    {"level", "type_level", "type_cap", "toggle_pause", "next_step", "toggle_auto", "toggle_mode", "mark"}
+    {
+        "level",
+        "type_level",
+        "type_cap",
+        "toggle_pause",
+        "next_step",
+        "toggle_auto",
+        "toggle_mode",
+        "mark",
+        "find_max",
+        "stop_search",
+    }
 )
 
 
@@ -78,6 +101,7 @@ class EngineActions(App[None]):
     def __init__(self, engine: EngineControl | None = None) -> None:
         super().__init__()
         self.engine = engine
+        self.config: RunConfig | None = None  # the run's (``RampApp`` is given it): the search's range
         if engine is not None:
             prepare_subprocesses()
         self._pushed: Snapshot | None = None  # written by the engine's thread
@@ -251,3 +275,38 @@ class EngineActions(App[None]):
         if note is not None and self.engine is not None:
             send(self.engine, Mark(note.strip() or "mark"))
             self.notify("marked")
+
+    def action_find_max(self) -> None:
+        """f: the SLA search — asks its range and starts it; stops it while it drives; resumes it once the
+        operator took over."""
+        engine = self.steering_engine()
+        if engine is None:
+            return
+        snapshot = self.latest_snapshot
+        view = snapshot.search if snapshot is not None else None
+        if view is not None and view.state == "probing":
+            send(engine, StopSearch())
+            return
+        if view is not None and view.state == "held":
+            send(engine, ResumeSearch())
+            return
+        config = self.config
+        plan = config.plan.levels if config is not None and config.plan is not None else ()
+        lo, hi = default_range(config.find_max if config is not None else None, plan)
+        unit = "req/s" if self._mode() == "open" else "streams"
+        self.ask(
+            f"Find max: search range LO:HI ({unit})",
+            self._apply_search,
+            value=f"{lo:g}:{hi:g}",
+            placeholder="e.g. 1:64",
+            validate=parse_range,
+        )
+
+    def _apply_search(self, text: str | None) -> None:
+        if text is not None and self.engine is not None:
+            send(self.engine, StartSearch(*parse_range(text)))
+
+    def action_stop_search(self) -> None:
+        engine = self.steering_engine()
+        if engine is not None:
+            send(engine, StopSearch())

@@ -49,6 +49,12 @@ def steering_entries(app: RampApp) -> list[Entry]:
             app.action_toggle_mode,
         ),
         ("Mark this moment…", "write a note into the record", app.action_mark),
+        (
+            "Find max (knee search)…",
+            "search the highest level that meets the SLO; f again stops it, or resumes it after you took over",
+            app.action_find_max,
+        ),
+        ("Stop the knee search", "the load holds where it is", app.action_stop_search),
     ]
 
 

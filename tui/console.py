@@ -131,6 +131,15 @@ class ConsoleScreen(Screen[None]):
         Binding("w", "app.cycle_window", "Window", id="cycle_window"),
         Binding("o", "app.toggle_mode", "Open/closed loop", show=False, id="switch_mode"),
         Binding("k", "app.mark", "Mark", show=False, priority=True, id="mark"),
+        # f: find max (the SLA search): asks the range, then stops it or resumes it once you took over
+        Binding(
+            "f",
+            "app.find_max",
+            "Find max: start / stop the knee search",
+            show=False,
+            priority=True,
+            id="find_max",
+        ),
         # Not in the footer (no room at 80 columns): the steps and errors panels name their keys.
         Binding("d", "app.step_detail", "Step details", show=False, id="step_detail"),
         Binding("e", "app.error_detail", "Error details", show=False, id="error_detail"),

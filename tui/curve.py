@@ -22,6 +22,7 @@ from loadgen import measures
 from loadgen.format import fmt_ms, fmt_si
 from loadgen.snapshot import Snapshot, StepSummary
 from tui.baseline import LiveBaseline
+from tui.knee import knee_legend, render_knee
 from tui.line import fit_line, piece
 from tui.panel import SnapshotPanel
 from tui.plot import place_labels
@@ -319,10 +320,12 @@ class CurvePanel(SnapshotPanel):
         "curve--slo",
         "curve--ghost",
         "curve--selected",
+        "curve--fit",
     }
     DEFAULT_CSS = """
     CurvePanel > .curve--ghost { color: $text-muted; }
     CurvePanel > .curve--selected { background: $accent-muted; text-style: bold; }
+    CurvePanel > .curve--fit { color: $accent; }
     """
 
     def __init__(
@@ -339,6 +342,7 @@ class CurvePanel(SnapshotPanel):
 
     def inputs(self, snapshot: Snapshot, view: ViewState) -> object:
         return (
+            snapshot.search,
             snapshot.steps,
             snapshot.best_step,
             view.curve_x,
@@ -348,6 +352,9 @@ class CurvePanel(SnapshotPanel):
         )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
+        if snapshot.search is not None:  # the SLA search as it forms (tui.knee)
+            self.border_title, self.border_subtitle = "Knee search", knee_legend(snapshot.search)
+            return
         self.border_title = "Throughput–latency"
         points = curve_points(snapshot.steps, snapshot.best_step, view.curve_x)
         points += ghost_points(self.ghosts(view))
@@ -355,6 +362,8 @@ class CurvePanel(SnapshotPanel):
 
     def draw(self, snapshot: Snapshot, view: ViewState, width: int, height: int) -> Text:
         styles = {name.removeprefix("curve--"): self.style_of(name) for name in self.COMPONENT_CLASSES}
+        if snapshot.search is not None:
+            return render_knee(snapshot.search, width, height, styles)
         return render_curve(
             snapshot.steps,
             snapshot.best_step,

@@ -14,6 +14,7 @@ from rich.text import Text
 from loadgen.format import fmt_count, fmt_duration
 from loadgen.snapshot import Snapshot
 from tui.format import mode_label, snapshot_phase, step_label
+from tui.knee import search_parts
 from tui.line import Piece, fit_line, piece
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
@@ -181,6 +182,9 @@ def progress_line(
             keep=7 if snapshot.selected is None else REPLAY_STEP_KEEP,  # a replay's "step 2/3" is where it is
         ),
     ]
+    doing, why = search_parts(snapshot)  # what the search does, kept before the rest; why, where it fits
+    if doing:
+        pieces += [piece((DOT, dim), (doing, _s(styles, "strong")), keep=8), piece((why, ""), keep=5)]
     counting_down = snapshot_phase(snapshot.phase, snapshot.warming_up) in ("warmup", "measure")
     if snapshot.step_remaining_s is not None and snapshot.step_count is not None and counting_down:
         pieces.append(piece((" · ", dim), (f"{fmt_duration(snapshot.step_remaining_s)} left", ""), keep=4))

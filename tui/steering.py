@@ -89,3 +89,25 @@ def parse_rate(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError("rate must be a positive number of req/s")
     return value
+
+
+def parse_range(text: str) -> tuple[float, float]:
+    """A typed search range 'LO:HI' ('64' is 1:64); raises ValueError with a message fit for the screen."""
+    lo, colon, hi = text.strip().partition(":")
+    try:
+        bounds = (float(lo), float(hi)) if colon else (1.0, float(lo))
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not a range LO:HI, like 1:64") from None
+    if not 0 < bounds[0] < bounds[1] <= MAX_LEVEL:
+        raise ValueError(f"the range needs 0 < LO < HI <= {MAX_LEVEL}, like 1:64")
+    return bounds
+
+
+def default_range(find_max: tuple[float, float] | None, levels: tuple[float, ...]) -> tuple[float, float]:
+    """The search range a key offers: the run's --find-max, else its plan's lowest to highest level, else
+    --find-max's own default (1:512)."""
+    if find_max is not None:
+        return find_max
+    if len(levels) > 1 and min(levels) > 0:
+        return min(levels), max(levels)
+    return 1.0, 512.0

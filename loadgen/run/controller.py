@@ -22,6 +22,7 @@ from loadgen.metrics.slices import decided, precise
 from loadgen.run.config import RunConfig, RunOutcome
 from loadgen.run.fleet import Fleet, ProcessFleet
 from loadgen.run.live import LiveFigures
+from loadgen.run.live_search import steer
 from loadgen.run.protocol import (
     ChangeLevel,
     ControlCommand,
@@ -31,11 +32,14 @@ from loadgen.run.protocol import (
     PauseLoad,
     Resume,
     ResumeLoad,
+    ResumeSearch,
     SetAuto,
     SetLevel,
     SetMode,
     SetRate,
+    StartSearch,
     Stop,
+    StopSearch,
     WorkerDelta,
     WorkerFatal,
     WorkerMessage,
@@ -79,6 +83,7 @@ class Controller:
         self.live = LiveFigures(config.rolling_s, self.status.t0_ns)
         self.snapshots = SnapshotBuilder(config, self.slo)
         self.wheel = Wheel(config, self.status, self.load, self.steps, self.fleet, self.live)
+        self.wheel.searching.write = lambda kind, data: self.record.event(kind, data)
         self.vitals = Vitals(
             config, self.status, self.fleet, self.live, lambda note: self.command(Mark(note))
         )
@@ -110,16 +115,10 @@ class Controller:
                 self._pause()
             case Resume():
                 self._resume()
-            case SetLevel(level=level):
-                self.wheel.manual(level=level)
-            case ChangeLevel(delta=delta):
-                self.wheel.manual(level=load.level + delta)
-            case SetRate(rate_rps=rate):
-                self.wheel.manual(rate=rate)
-            case SetMode(mode=mode):
-                self.wheel.switch_mode(mode)
-            case NextStep():
-                self.wheel.next_step()
+            case SetLevel() | ChangeLevel() | SetRate() | SetMode() | NextStep():
+                steer(self.wheel, cmd)  # a level key during a search is the operator's probe
+            case StartSearch() | ResumeSearch() | StopSearch():
+                steer(self.wheel, cmd)
         self.record.command(cmd, load, self.status.elapsed_s(self.clock()), self.steps.shown_index() + 1)
         self.say_dropped()
         self.answer_due = True

@@ -5,10 +5,11 @@
 * Worker → controller, over the shared delta queue: ``WorkerReady``, ``WorkerFatal``, ``WorkerDelta``
   (``WorkerMessage``).
 * Face → controller, the operator's commands: ``Stop``, ``Mark``, ``SetAuto``, ``Pause``, ``Resume``,
-  ``SetLevel``, ``ChangeLevel``, ``SetRate``, ``SetMode``, ``NextStep`` (``ControlCommand``). A face builds
-  the value and gives it to ``EngineControl.send`` (``loadgen.run.engine``), which hands it to the
-  controller's loop; ``Controller.command`` is the one place that acts on each. A new command is a class
-  here, a member of ``ControlCommand`` and a ``case`` there.
+  ``SetLevel``, ``ChangeLevel``, ``SetRate``, ``SetMode``, ``NextStep``, ``StartSearch``, ``ResumeSearch``,
+  ``StopSearch`` (``ControlCommand``). A face builds the value and gives it to ``EngineControl.send``
+  (``loadgen.run.engine``), which hands it to the controller's loop; ``Controller.command`` is the one place
+  that acts on each (the ``Steering`` ones through ``loadgen.run.live_search.steer``). A new command is a
+  class here, a member of ``ControlCommand`` and a ``case`` there.
 
 Each is a frozen, slotted dataclass: cheap to pickle, unchangeable once sent. Receivers dispatch on the
 type (``match``), never on a string tag.
@@ -206,6 +207,40 @@ class NextStep:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class StartSearch:
+    """Start the SLA search between ``lo`` and ``hi`` (levels in closed loop, req/s in open loop)."""
+
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeSearch:
+    """The search drives again after the operator took over (its probes so far kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopSearch:
+    """Stop the search: the load holds where it is."""
+
+
 ControlCommand: TypeAlias = (
-    Stop | Mark | SetAuto | Pause | Resume | SetLevel | ChangeLevel | SetRate | SetMode | NextStep
+    Stop
+    | Mark
+    | SetAuto
+    | Pause
+    | Resume
+    | SetLevel
+    | ChangeLevel
+    | SetRate
+    | SetMode
+    | NextStep
+    | StartSearch
+    | ResumeSearch
+    | StopSearch
+)
+# The commands that steer the load (``loadgen.run.live_search.steer``: a level key during a search is a probe)
+Steering: TypeAlias = (
+    SetLevel | ChangeLevel | SetRate | SetMode | NextStep | StartSearch | ResumeSearch | StopSearch
 )

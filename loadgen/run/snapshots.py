@@ -80,7 +80,6 @@ class SnapshotBuilder:
         record_path: str | None,
         wheel: Wheel,
     ) -> Snapshot:
-        phase = wheel.phase()
         return Snapshot(
             seq=self.next_seq(),
             elapsed_s=status.elapsed_s(now),
@@ -101,7 +100,7 @@ class SnapshotBuilder:
             step_count=load.plan.positions if load.plan is not None and wheel.search is None else None,
             step_elapsed_s=(now - steps.t0_step_ns) / 1e9 if steps.t0_step_ns else 0.0,
             step_remaining_s=remaining_s(now, status, steps),
-            warming_up=phase == "warmup",
+            warming_up=(phase := wheel.phase()) == "warmup",
             **live.gauges_now(now),  # in flight, queued, backing off, waiting for a first token
             windows=(windows := self.windows(now, status, steps, live)),
             rolling_s=self.config.rolling_s,
@@ -127,6 +126,7 @@ class SnapshotBuilder:
             replicas=self.replicas(now, status, live, link),
             worker_hosts=worker_hosts(status.fleet),
             **self.live_reads(now, load, steps, link, windows["step"]),  # margins, diagnosis: once a second
+            search=wheel.searching.view(),
         )
 
     def live_reads(

@@ -167,6 +167,16 @@ class Load:
     def leave_plan(self) -> None:
         self.plan = None
 
+    def probe_at(self, plan: RampPlan, repeat: int, warmup_s: float | None = None) -> None:
+        """A probe of a search the console started (or the operator's level during one): a step of ``plan``'s
+        length on the auto-ramp's timer, which its intervals may end early; its ``repeat`` at its level."""
+        self.plan, self.plan_index, self.auto = plan, 0, True
+        self.probe_repeat, self.probe_warmup_s = repeat, warmup_s
+
+    def hold(self) -> None:
+        """The search no longer drives: the level stays, its steps have no set length (as a key's)."""
+        self.plan, self.auto, self.probe_repeat, self.probe_warmup_s = None, False, None, None
+
     def set_auto(self, on: bool) -> None:
         self.auto = on
 

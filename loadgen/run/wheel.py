@@ -22,6 +22,7 @@ from loadgen.config import EndedBy, Mode, RampPlan, StepPhase
 from loadgen.run.config import RunConfig
 from loadgen.run.fleet import Fleet
 from loadgen.run.live import LiveFigures
+from loadgen.run.live_search import LiveSearch
 from loadgen.run.search import Search
 from loadgen.run.state import Load, RunStatus
 from loadgen.run.steps import Steps
@@ -66,6 +67,7 @@ class Wheel:
             repeat, slo = config.plan.repeat if config.plan else 1, config.slo or config.profile.slo
             self.search = Search(lo, hi, integer=config.mode == "closed", repeat=repeat, slo=slo)
             load.first_probe = self.search.first()
+        self.searching = LiveSearch(self)  # the search as the operator steers it (f, a level key)
 
     # ---- what the snapshot shows ------------------------------------------------------------------------
     def phase(self) -> StepPhase:
@@ -211,15 +213,11 @@ class Wheel:
     def search_next(self, summary: StepSummary | None) -> bool:
         search = self.search
         assert search is not None
+        if (held := self.searching.after(summary)) is not None:
+            return held  # the operator's probe: counted, and the load holds at its level
         nxt = search.after(summary) if summary is not None else None
         if nxt is None:
-            self.finished_search, self.search = search, None
-            failure = search.failure()
-            if failure is None:
-                self.status.say(search.summary())
-            else:  # one line, and the exit: 3 for a server that failed every request, else 2
-                self.status.fail(failure[0], unreachable=failure[1], usage=not failure[1])
-            return False
+            return self.searching.finished(search)
         self.load.set_target(nxt)
         self.load.probe_repeat = search.trials_at(nxt)  # the step line's ``repeat``: its probe at the level
         assert summary is not None  # a next level is only ever found after a step

@@ -23,12 +23,15 @@ from loadgen.run.protocol import (
     PauseLoad,
     Resume,
     ResumeLoad,
+    ResumeSearch,
     SetAuto,
     SetLevel,
     SetMode,
     SetRate,
+    StartSearch,
     Stop,
     StopLoad,
+    StopSearch,
     WorkerDelta,
     WorkerFatal,
     WorkerReady,
@@ -54,6 +57,9 @@ MESSAGES = [
     SetRate(12.5),
     SetMode("open"),
     NextStep(),
+    StartSearch(1.0, 64.0),
+    ResumeSearch(),
+    StopSearch(),
 ]
 
 
