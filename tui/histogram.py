@@ -14,6 +14,7 @@ axis; a crowded label row keeps the SLO's percentile (p95 by default) first.
 
 A baseline's percentiles at the same level (``ghosts``) are hollow △ on the axis in a dim style; the run's
 own ▲ wins a column they share, and the axis stretches to them when they lie within 10x of the data.
+A marked percentile's 95 % interval, where known, is a ├─┤ band under its ▲ (``tui.histogram_bands``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from rich.text import Text
 
 from loadgen.format import fmt_si, fmt_value, fmt_value_short
 from loadgen.snapshot import HistogramView
+from loadgen.stats import Interval
+from tui.histogram_bands import Band, draw_bands, percentile_bands
 from tui.plot import LogScale, bar_rows, nice_linear_ticks, nice_log_ticks, place_labels
 
 Bin = tuple[float, float, int]
@@ -223,9 +226,11 @@ def axis_line(
     span: tuple[float, float],
     style: HistogramStyle,
     ghost_cols: Sequence[int] = (),
+    bands: Sequence[Band] = (),
 ) -> Text:
     axis = ["─"] * width
     axis_styles: list[Style] = [style.axis] * width
+    draw_bands(axis, axis_styles, bands)  # under the SLO's line, the ghosts and the markers
     if slo_col is not None:
         axis[slo_col], axis_styles[slo_col] = SLO_GLYPH, style.slo
     for col in ghost_cols:
@@ -254,10 +259,11 @@ def render_histogram(
     basic: bool = False,
     ghosts: Mapping[str, float] | None = None,
     empty: str = "no samples yet",
+    intervals: Mapping[str, Interval] | None = None,
 ) -> Text:
     """The whole histogram block as one multi-line ``Text`` of at most ``height`` lines; ``ghosts``: a
     baseline's percentiles ("p50", "p95", "p99") at the same level; ``empty``: what a view without samples
-    says."""
+    says; ``intervals``: the marked percentiles' 95 % intervals ("p95"), drawn as bands on the axis."""
     if width < 8 or height < 2:
         return Text("")
     if view is None or view.pct.count == 0 or data_range(view.bins) is None:
@@ -286,7 +292,8 @@ def render_histogram(
     lines += bar_lines(bars, slo_col, higher_is_better, style)
     markers = percentile_markers(view, scale, style, slo_point(threshold))
     ghost_cols = [scale.column(v) for v in ghost_values if span[0] <= v <= span[1]]  # off the axis: left out
-    lines.append(axis_line(width, markers, slo_col, slo_value, span, style, ghost_cols))
+    bands = percentile_bands(intervals or {}, scale, markers)
+    lines.append(axis_line(width, markers, slo_col, slo_value, span, style, ghost_cols, bands))
 
     if show_marker_labels:
         labels: list[tuple[int, str, Style | str]] = [

@@ -2,7 +2,8 @@
 
 Each reads one ``HistogramView`` from the window the view state picks and hands it to the pure
 renderer in ``tui.histogram``; the SLO threshold for the metric is drawn on it, and with a baseline
-(``--baseline``) the baseline's p50/p95/p99 of the metric at the load the run is under now, as ghosts.
+(``--baseline``) the baseline's p50/p95/p99 of the metric at the load the run is under now, as ghosts; over
+the step window, the 95 % intervals of the marked percentiles that the step knows, as bands.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from loadgen.snapshot import HistogramView, Snapshot
 from tui.baseline import LiveBaseline, current_level
 from tui.format import metric_title, slo_threshold, snapshot_phase, window_label
 from tui.histogram import GHOST_GLYPH, HistogramStyle, render_histogram
+from tui.histogram_bands import marked_intervals
 from tui.panel import SnapshotPanel
 from tui.view import ViewState
 
@@ -85,6 +87,7 @@ class HistogramPanel(SnapshotPanel):
             snapshot.rolling_s,
             snapshot_phase(snapshot.phase, snapshot.warming_up),
             current_level(snapshot) if self.baseline is not None else None,
+            marked_intervals(snapshot, view.window, metric),
         )
 
     def update_titles(self, snapshot: Snapshot, view: ViewState) -> None:
@@ -124,4 +127,5 @@ class HistogramPanel(SnapshotPanel):
             basic=self.basic_glyphs,
             ghosts=self.ghosts(snapshot, view),
             empty=why_empty(snapshot, view.window, metric) or "no samples yet",
+            intervals=marked_intervals(snapshot, view.window, metric),
         )

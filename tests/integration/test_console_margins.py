@@ -19,8 +19,12 @@ from loadgen.snapshot import Precision, SLOVerdict, StepSummary
 from loadgen.stats import Interval
 from tui.app import RampApp
 from tui.detail import StepDetail
+from tui.format import slo_threshold
+from tui.histogram import axis_range
+from tui.histogram_panel import pick_view
 from tui.margins import margin_pct, margin_text
 from tui.panel import SnapshotPanel
+from tui.plot import LogScale
 
 TTFT_P95 = figure_name(measures.TTFT_MS, "p95")
 TTFT_P99 = figure_name(measures.TTFT_MS, "p99")
@@ -153,3 +157,38 @@ async def test_the_step_window_line_shows_the_live_margin_and_the_time_to_the_pr
         steady.redraw(force=True)
         await pilot.pause()
         assert "±" not in text_of(steady.screen.query_one("#control", SnapshotPanel))
+
+
+async def test_the_histogram_draws_the_measuring_steps_p95_interval_as_a_band_under_its_marker() -> None:
+    """Issue 31: over the step window the TTFT histogram draws the live TTFT p95 interval as ├─┤ on its
+    marker row, its caps in the columns of the interval's ends on the panel's own axis; the rolling window
+    (not the step's margins) and a step without margins draw none."""
+    snapshot = make_snapshot()
+    view = pick_view(snapshot, "step", measures.TTFT_MS)
+    threshold = slo_threshold(snapshot.slo, measures.TTFT_MS)
+    assert view is not None and view.pct.p95 is not None and threshold is not None
+    lo, hi = view.pct.p95 * 0.9, view.pct.p95 * 1.12
+    live = {TTFT_P95: Interval(view.pct.p95, lo, hi, 16, 400, 15.0, True)}
+    app = console_on(live_margins=live)[0]
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.redraw(force=True)
+        await pilot.pause()
+        panel = app.screen.query_one("#hist-left", SnapshotPanel)
+        row = next(line for line in text_of(panel).splitlines() if "▲" in line)
+        span = axis_range(view.bins, threshold[0])
+        assert span is not None
+        scale = LogScale(*span, panel.content_region.width)
+        assert row.index("├") == scale.column(lo) and row.index("┤") == scale.column(hi), row
+        assert row[scale.column(view.pct.p95)] == "▲"
+        await pilot.press("w")  # the rolling window
+        app.redraw(force=True)
+        await pilot.pause()
+        row = next(line for line in text_of(panel).splitlines() if "▲" in line)
+        assert "├" not in row and "┤" not in row, row
+    steady = console_on()[0]  # between windows, or a record without margins: no band
+    async with steady.run_test(size=(160, 48)) as pilot:
+        steady.redraw(force=True)
+        await pilot.pause()
+        panel = steady.screen.query_one("#hist-left", SnapshotPanel)
+        row = next(line for line in text_of(panel).splitlines() if "▲" in line)
+        assert "├" not in row and "┤" not in row, row
