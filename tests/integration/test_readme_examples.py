@@ -59,13 +59,21 @@ def test_the_open_loop_example_runs_one_step_and_exits(sim: Any, tmp_path: Path)
     )
     record = read_record(out)
     (step,) = record.steps
-    assert proc.returncode == (0 if step["slo_met"] else 1), proc.stderr
+    # exit 0 only where the step met the SLO on its intervals too: a short step's p95 of a few requests is
+    # open above (too few values to bound it), undecided, and claims nothing
+    assert proc.returncode == (0 if met_on_intervals(step) else 1), proc.stderr
     assert record.header["plan"]["levels"] == [4.0] and record.header["plan"]["step_s"] == 3.0
     assert step["mode"] == "open" and step["rate_rps"] == 4.0 and step["arrival"] == "gamma(0.5)"
     assert step["level"] == 64  # --max-concurrency: the open loop's cap
     assert step["ok"] > 0 and step["out_tok_s"] > 0 and step["ttft_ms"]["p50"] > 0
     assert record.events[-1]["kind"] == "end" and record.events[-1]["state"] == "finished"
     assert "Traceback" not in proc.stderr
+
+
+def met_on_intervals(step: dict[str, Any]) -> bool:
+    """The step's three-valued verdict is met (its point verdict, in a record without one)."""
+    verdict = step.get("slo_verdict")
+    return bool(step["slo_met"]) if verdict is None else verdict == "met"
 
 
 def test_a_headless_level_runs_one_step(sim: Any, tmp_path: Path) -> None:
@@ -81,7 +89,9 @@ def test_a_headless_level_runs_one_step(sim: Any, tmp_path: Path) -> None:
         timeout=90,
     )
     (step,) = read_record(out).steps
-    assert proc.returncode == (0 if step["slo_met"] else 1), proc.stderr
+    # exit 0 only where the step met the SLO on its intervals too: a short step's p95 of a few requests is
+    # open above (too few values to bound it), undecided, and claims nothing
+    assert proc.returncode == (0 if met_on_intervals(step) else 1), proc.stderr
     assert step["mode"] == "closed" and step["level"] == 2 and step["ok"] > 0
 
 
