@@ -163,6 +163,8 @@ _HEAD: tuple[StepKey, ...] = (
     StepKey("stats_duration_s", _stats(lambda w: w.duration_s), float, "stats.duration_s", 0.0, "window_s"),
     StepKey("ended_by", _step(lambda s: s.ended_by), str, "ended_by", "plan"),
     StepKey("carried_share", _step(lambda s: s.carried_share), float, "carried_share", 0.0),
+    # a step a key cut: the reading on its requests done before the key (loadgen.run.censor); {} when none
+    StepKey("before_key", _step(lambda s: dict(s.before_key)), dict, "before_key", {}, only_if=lambda s: bool(s.before_key)),
     StepKey("repeat", _step(lambda s: s.repeat), int, "repeat", 0),
     StepKey("cache", _step(lambda s: s.cache), str, "cache", ""),
     StepKey("cache_how", _step(lambda s: s.cache_how), str, "cache_how", ""),

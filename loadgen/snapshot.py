@@ -236,10 +236,16 @@ class StepSummary:
     # answer probes (--quality): n, agree with its interval, the median common prefix, tasks_ok, errors
     # (``loadgen.analysis.quality``); empty without probes
     quality: Mapping[str, object] = EMPTY
+    # A step a key cut, read again on its requests done before the key (``loadgen.run.censor``): ok, carried,
+    # slo_met, agrees (the carried requests decide nothing), its TTFT / ITL / e2e percentiles; empty when
+    # no key cut it
+    before_key: Mapping[str, object] = EMPTY
 
     @property
     def clean(self) -> bool:
-        return self.carried_share == 0.0 and not self.flags
+        """Measured under its own load: closed under it, or cut by a key whose carried requests decide
+        nothing (the SLO reads the same on the requests done before the key); and no flag."""
+        return (self.carried_share == 0.0 or self.before_key.get("agrees") is True) and not self.flags
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ too late to wait), and once the server has been sampled after its end; steps are
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from loadgen import measures
@@ -21,6 +21,7 @@ from loadgen.config import SLO, EndedBy, Mode, Phase
 from loadgen.metrics import Accumulator, IntervalDelta
 from loadgen.metrics.replicas import idle_replicas
 from loadgen.metrics.slices import SliceBook, judge, step_margins
+from loadgen.run.censor import before_key
 from loadgen.run.fleet import Fleet
 from loadgen.run.health import BoundJudge, first_reason
 from loadgen.run.live import latest_by_kind
@@ -29,7 +30,7 @@ from loadgen.run.replicas import replica_figures
 from loadgen.run.state import Load
 from loadgen.run.telemetry_link import TelemetryLink
 from loadgen.slo import best_step, evaluate, judge_quality
-from loadgen.snapshot import EMPTY, STEP_FLAGS, SLOVerdict, StepFlag, StepSummary
+from loadgen.snapshot import EMPTY, STEP_FLAGS, SLOVerdict, StepFlag, StepSummary, WindowStats
 from loadgen.target.ratelimit import read_ratelimit
 from loadgen.types import Target
 
@@ -76,6 +77,7 @@ class Segment:
     in_flight: dict[int, int] = field(default_factory=dict)  # per worker: its requests still in flight
     cut_ns: int | None = None  # when its load was changed under its requests (they ran into the next load)
     carried: dict[int, int] = field(default_factory=dict)  # per worker: its requests in flight at the cut
+    after_cut: list[IntervalDelta] = field(default_factory=list)  # shipped after the cut (run.censor)
     closed_ns: int | None = None  # when its last request was done
     latest_errors: dict[str, str] = field(default_factory=dict)  # error kind -> its latest message
     ratelimit: dict[str, str] = field(default_factory=dict)  # the latest x-ratelimit-* values seen
@@ -101,6 +103,8 @@ class Segment:
         # The first figures shipped after the cut say how many of its requests the cut caught in flight.
         if self.cut_ns is not None and wid not in self.carried and delta.t1_ns >= self.cut_ns:
             self.carried[wid] = self.in_flight[wid]
+        elif self.cut_ns is not None and not current and delta.t0_ns >= self.cut_ns:  # those the key caught
+            self.after_cut.append(delta)
         if closed:
             self.pending.discard(wid)
             if not self.pending and self.closed_ns is None:
@@ -180,7 +184,12 @@ class Segment:
             margins=margins,
             ttft_split=ttft_split(stats.pct(measures.TTFT_MS), link.ttft_histograms(self.t0_ns, t1_ns)),
             quality=quality or EMPTY,
+            before_key=EMPTY if self.cut_ns is None else self.censored(slo, stats, window_s),
         )
+
+    def censored(self, slo: SLO, stats: WindowStats, window_s: float) -> Mapping[str, object]:
+        """A cut window read on its requests done before the key (``loadgen.run.censor``)."""
+        return before_key(slo, self.acc, self.after_cut, stats, window_s, sum(self.carried.values()))
 
 
 class Steps:
