@@ -248,7 +248,7 @@ def _step_columns(_metrics: object, _clauses: object) -> tuple[Column, ...]:
         _c("window_s", "number", "measurement window, s", lambda s: s.step.window_s, False),
         _c("duration_s", "number", "the whole step, s", lambda s: s.step.duration_s, False),
         _c("ended_by", "string", "what ended the step: plan, key, slo, stop ...", lambda s: s.step.ended_by, False),
-        _c("clean", "boolean", "measured under its own load only (no share carried into the next)", lambda s: s.step.clean, False),
+        _c("clean", "boolean", "measured under its own load (or cut by a key, its requests done before it reading the same verdict)", lambda s: s.step.clean, False),
         _c("carried_share", "number", "share of its requests that finished under the next load", lambda s: s.step.carried_share, False),
         _c("closing_s", "number", "from the window's end until its last counted request was done, s", lambda s: s.step.closing_s, False),
         _c("cache", "string", "prefix cache before the step: reset, kept, or empty (unknown)", lambda s: s.step.cache, False),
