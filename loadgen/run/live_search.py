@@ -186,7 +186,9 @@ class LiveSearch:
         self.by_hand.add(probe.step)
         verdict = probe.verdict or ("met" if probe.met else "missed")
         wheel.notify(f"your probe at {probe.level:g}: {verdict}, counted (f resumes the search)")
-        self.event("probe", by="operator", level=probe.level, verdict=verdict, probe_step=probe.step)
+        self.event(
+            "probe", by="operator", level=probe.level, verdict=verdict, probe_step=probe.step, next=nxt
+        )
         wheel.load.hold()
         self.next = nxt
         return True if nxt is not None else self.finished(search)
