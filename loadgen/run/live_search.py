@@ -63,7 +63,7 @@ def steer(wheel: Wheel, cmd: Steering) -> None:
                 searching.stop("the loop changed: the search's levels were the other loop's", begin=False)
             wheel.switch_mode(mode)
         case NextStep():
-            if wheel.search is not None:
+            if wheel.search is not None and not searching.held:  # once you took over, n is yours
                 wheel.notify("the search chooses the levels: f stops it, or set a level (l, ↑ ↓)")
             else:
                 wheel.next_step()
