@@ -148,9 +148,11 @@ def standing_block(step: StepSummary, look: Look) -> RenderableType:
         changed = below_one(step.quality)
         table.add_row("answers", Text(quality_line(step.quality), style=look.bad if changed else ""))
     if step.carried_share > 0:
+        # read again on its requests done before the key (loadgen.run.censor): the same verdict or not
+        kept = "its requests done before the key read the same verdict: it may be the best step"
         cut = (
             f"cut: {fmt_pct(step.carried_share, 0)} of its counted requests were carried into the next load "
-            "(a manual change); never a best step"
+            f"(a manual change); {kept if step.clean else 'never a best step'}"
         )
         table.add_row("load", Text(cut, style=look.warn))
     else:
