@@ -1,7 +1,8 @@
 """The throughput-latency curve: each finished step's TTFT p95 against its output tok/s (or its level).
 
 A step is a marker that says its verdict (● met, ✕ missed, ○ no SLO, ★ best), with its number beside
-it when there is room; a label never touches another label or marker, so "9" and "12" cannot read as
+it when there is room, on a dim bar that spans its TTFT p95's 95 % interval (dotted up to the top where the
+interval is open above: too few values to bound it); a label never touches another label or marker, so "9" and "12" cannot read as
 "912". Two steps on one cell are nudged apart, so no point is hidden. The y axis keeps to the ordinary
 points: a step far above the rest (over ``OUTLIER_GAP`` times the next one) is drawn on the top edge with
 an arrow instead of squashing every other point onto the floor. The TTFT p95 SLO is a dashed line.
@@ -38,6 +39,8 @@ NOT_MATCHED = "⚠ not matched"
 CLIPPED = "↑"
 SLO_SPAN = 4.0  # the y axis stretches to an SLO up to this many times the highest point
 OUTLIER_GAP = 3.0  # a point over this many times the next highest is drawn on the top edge
+P95_FIGURE = "ttft_p95_ms"  # the y axis' figure as the step's margins name it
+BAR, OPEN_BAR = "│", "┆"  # a step's interval; the part of one open above (bounded below only)
 
 Cell = tuple[str, Style | str]
 
@@ -54,6 +57,10 @@ class CurvePoint:
     label: str  # the step's number, as everywhere on screen
     cut: bool  # a manual change cut the step: drawn dim, never best
     selected: bool = False  # ramp replay: the step looked at, drawn in the selection's style
+    # the 95 % interval of its TTFT p95 (issue 31): a bar through the marker; y_top None: open above (too
+    # few values to bound it), the bar runs dotted to the top
+    y_low: float | None = None
+    y_top: float | None = None
 
 
 def point_kind(step: StepSummary, best: bool) -> str:
@@ -79,6 +86,7 @@ def curve_points(
         )
         if x is None or y is None:
             continue
+        iv = step.margins.get(P95_FIGURE)
         points.append(
             CurvePoint(
                 x,
@@ -87,6 +95,8 @@ def curve_points(
                 str(step.index + 1),
                 not step.clean,
                 selected=position == selected,
+                y_low=None if iv is None else iv.lo,
+                y_top=None if iv is None else iv.hi,
             )
         )
     return points
@@ -211,6 +221,8 @@ def draw_points(
     the baseline's ghosts in the cells left."""
     steps = [i for i, p in enumerate(points) if p.kind != "ghost"]
     order = sorted(steps, key=lambda i: (points[i].kind != "best", -i))
+    for i in steps:
+        draw_bar(grid, points[i], x_hi, y_hi, _s(styles, "dim"))
     at: dict[int, tuple[int, int]] = {}
     for i in order:
         at[i] = place_marker(grid, points[i], x_hi, y_hi, styles)
@@ -227,13 +239,30 @@ def draw_points(
             place_marker(grid, p, x_hi, y_hi, styles)
 
 
+def _row(grid: Grid, y: float, y_hi: float) -> int:
+    """The row (from the top) of the height ``y``; past the top: the top row."""
+    height = grid.height - 1 if y > y_hi else round(y / y_hi * (grid.height - 1)) if y_hi > 0 else 0
+    return grid.height - 1 - min(grid.height - 1, max(0, height))
+
+
+def draw_bar(grid: Grid, p: CurvePoint, x_hi: float, y_hi: float, style: Style) -> None:
+    """``p``'s interval as a bar in its column, from its lower end to its upper end (dotted to the top when
+    open above); a fill, as the SLO line: markers and labels draw over it."""
+    if p.y_low is None or p.y > y_hi:
+        return
+    col = min(grid.width - 1, max(0, round(p.x / x_hi * (grid.width - 1)) if x_hi > 0 else 0))
+    top = 0 if p.y_top is None else _row(grid, p.y_top, y_hi)
+    for row in range(top, _row(grid, p.y_low, y_hi) + 1):
+        if not grid.taken[row][col]:
+            grid.cells[row][col] = (OPEN_BAR if p.y_top is None else BAR, style)
+
+
 def place_marker(
     grid: Grid, p: CurvePoint, x_hi: float, y_hi: float, styles: Mapping[str, Style]
 ) -> tuple[int, int]:
     """``p``'s marker in its cell, or the free one nearest it; where it went."""
     col = round(p.x / x_hi * (grid.width - 1)) if x_hi > 0 else 0
-    height = grid.height - 1 if p.y > y_hi else round(p.y / y_hi * (grid.height - 1)) if y_hi > 0 else 0
-    row = grid.height - 1 - min(grid.height - 1, max(0, height))  # counted from the top
+    row = _row(grid, p.y, y_hi)  # counted from the top
     cell = grid.nearest_free(min(grid.width - 1, max(0, col)), row)
     style = _s(styles, "selected") if p.selected else _s(styles, "cut") if p.cut else _s(styles, p.kind)
     grid.put(*cell, glyph(p.kind), style)
