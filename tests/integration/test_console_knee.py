@@ -5,13 +5,15 @@ against a real engine and simulator: ``test_console_search.py``."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 from textual.pilot import Pilot
-from tui_fakes import FakeEngine, make_app, text_of
+from tui_fakes import FakeEngine, make_app, make_snapshot, text_of
 
 from loadgen.config import SLO
+from loadgen.observe.snapshot_json import plain, snapshot_from_plain
 from loadgen.run.knee import knee
 from loadgen.run.protocol import ResumeSearch, StartSearch, StopSearch
 from loadgen.snapshot import SearchProbe, SearchView
@@ -123,3 +125,10 @@ def test_knee_search_curve_80x24(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(knee_app(probing()), terminal_size=(80, 24), run_before=curve_tab)
+
+
+def test_an_attached_console_gets_the_search_as_the_run_shows_it() -> None:
+    """``ramp attach``: the shared snapshot's wire form carries the search, probes, fit and bracket."""
+    shared = make_snapshot(search=probing())
+    back = snapshot_from_plain(json.loads(json.dumps(plain(shared))))
+    assert back.search == shared.search and back.search is not None and back.search.probes[2].by_operator
