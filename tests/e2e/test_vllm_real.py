@@ -8,7 +8,8 @@ queue. Set RAMP_VLLM_URL to use a server already running with those flags instea
 
 What is checked: a headless ramp 1 → 4 → 16 counts every output token from usage (not chunks), reads
 the runtime and model from the server and the server's running/waiting/KV/preemption gauges; prefix-cache
-hits show in the server's counters and in a lower TTFT than misses; our TTFT and throughput agree with the
+hits show in the server's counters and in a lower TTFT than misses; greedy answer probes (``[quality]``) at
+one stream agree with their own reference and are compared at 8; our TTFT and throughput agree with the
 server's own histograms for the same window and with ``vllm bench serve`` on the same load; ``ramp launch
 vllm`` measures a cold start, ramps and stops the server. The figures are printed (run with ``-s``).
 """
@@ -281,6 +282,29 @@ def test_prefix_cache_hits_show_on_the_server_and_in_ttft(server: str, tmp_path:
     # Half the requests reuse a 1k-token prefix of ~1.06k prompt tokens: about 0.45 of all prompt tokens.
     assert rate is not None and 0.2 < rate < 0.8
     assert hit["p50"] < miss["p50"]
+
+
+QUALITY = CHAT.format(output=48) + "[quality]\nprobes = 4\n"
+
+
+def test_answer_probes_agree_with_level_1_at_level_1_and_are_compared_at_8(
+    server: str, tmp_path: Path
+) -> None:
+    """Greedy probes (issue 34): level 1 sets each probe's reference and its own repeats agree with it
+    exactly (one stream: no batch, the same numerics each time); at 8 streams they are compared, whatever
+    they read (batch-variant numerics may change a greedy answer: the measured figure is in
+    docs/numbers.md, from benchmarks/bench_vllm_quality.py, not asserted here)."""
+    profile = write_profile(tmp_path / "quality.toml", QUALITY)
+    rec = ramp_run(server, tmp_path, profile, "--steps", "1,8", "--step-seconds", "14", "--warmup", "1")
+    one, eight = (s["quality"] for s in rec.steps)
+    print(f"quality: level 1 {one}\nlevel 8 {eight}")
+    # One probe at least every 2 s per worker: 14 s of window answer each of the 4 prompts, some twice
+    # (measured in 12 s: 6 at level 1, 7 at level 8, where they agreed 1.00).
+    assert sorted(one["reference"]) == ["0", "1", "2", "3"] and all(one["reference"].values())
+    assert one["errors"] == 0 and one["n"] >= 5 and one["agree"] == 1.0
+    assert eight["errors"] == 0 and eight["n"] >= 4 and eight.get("unreferenced", 0) == 0
+    assert 0.0 <= eight["agree_lo"] <= eight["agree"] <= eight["agree_hi"] <= 1.0
+    assert isinstance(eight["prefix_chars_p50"], (int, float)) and eight["prefix_chars_p50"] >= 0
 
 
 def bench_serve(
