@@ -16,6 +16,10 @@ spaced by 0.25-0.5 s, spread so that they land all over the console's refresh pe
 ``--cotenant N`` runs N busy processes beside the console for the whole benchmark (a machine shared with
 other work: a load average of about N plus the run's own); they end with it.
 
+``--finished N`` (default 3): the modal run's plan is the stream count repeated in steps of 4 s, and its
+keys start once N steps have finished, so that d draws a real step's report (and new steps keep finishing
+while the keys are pressed); 0 keeps the hour-long steps, where d says that no step has finished.
+
 ``--trace`` runs the console with ``RAMP_KEY_TRACE`` (``tui.keytrace``) and prints, per key, the median
 time of each stage: tmux and the pty (key: the app parsed the bytes), the app's queue (keyin), the action
 and a dialog's round (send), the engine (arrive), the app's queue again (steered), the panels' update
@@ -44,6 +48,7 @@ SMALL = (80, 24)  # the local keys: the compact layout, with tabs
 POLL_S = 0.002  # between two captures while waiting for an effect
 LATE_FACTOR = 6  # a press that timed out is watched this many timeouts more: late, or never
 START_TIMEOUT_S = 90.0
+FINISHED_STEP_S = 4  # the modal run's steps (--finished): short, so that d has steps to show
 
 Extract = Callable[[list[str]], object]
 
@@ -229,7 +234,14 @@ def gap(i: int) -> float:
 
 
 def run_at(
-    streams: int, presses: int, timeout: float, preset: str, tmp: Path, only: str, trace: bool
+    streams: int,
+    presses: int,
+    timeout: float,
+    preset: str,
+    tmp: Path,
+    only: str,
+    trace: bool,
+    finished: int = 0,
 ) -> list[Result]:
     """The steering keys in one run at 160x48, then the local keys in another at 80x24, both at ``streams``."""
     results: dict[str, Result] = {}
@@ -239,10 +251,14 @@ def run_at(
         "local": (SMALL, local_presses(presses)),
         "modal": (SMALL, modal_presses(presses)),
     }
-    runs = list(kinds.values()) if only == "all" else [kinds[only]]
-    for size, todo in runs:
+    runs = [(k, *v) for k, v in kinds.items() if only in ("all", k)]
+    for kind, size, todo in runs:
         levels = ",".join(str(streams + i) for i in range(presses + 1))
         args = ["demo", "--preset", preset, "--steps", levels, "--step-seconds", "3600", "--warmup", "1"]
+        if kind == "modal" and finished > 0:  # d shows a real step's report: short steps, all at ``streams``
+            repeat = finished + int(len(todo) * 1.5 / FINISHED_STEP_S) + 4  # the plan outlasts the presses
+            args = ["demo", "--preset", preset, "--steps", str(streams), "--repeat", str(repeat)]
+            args += ["--step-seconds", str(FINISHED_STEP_S), "--warmup", "1"]
         args += ["--out", str(tmp / f"keys-{streams}-{size[0]}.jsonl")]
         trace_path = tmp / f"trace-{streams}-{size[0]}.log" if trace else None
         session = Session(args, tmp, size, trace_path)
@@ -252,6 +268,8 @@ def run_at(
                 lambda s: in_flight(s) >= 0.9 * streams, START_TIMEOUT_S, f"{streams} streams in flight"
             )
             session.wait(lambda s: "MEASURING" in header(s), 30, "the step's warm-up to end")
+            if kind == "modal" and finished > 0:
+                time.sleep(finished * FINISHED_STEP_S)  # the steps d shows (a benchmark, not a test)
             for press in todo:
                 span = measure(session, press, timeout)
                 result = results.setdefault(press.label, Result(press.label, streams))
@@ -338,6 +356,12 @@ def main() -> int:
     ap.add_argument("--preset", default="fast", help="the simulator's preset (default fast)")
     ap.add_argument("--only", choices=("steering", "local", "modal", "all"), default="all", help="which keys")
     ap.add_argument("--cotenant", type=int, default=0, help="busy processes beside the console (default 0)")
+    ap.add_argument(
+        "--finished",
+        type=int,
+        default=3,
+        help="steps finished before the modal keys (default 3; 0: none, d shows 'no finished step')",
+    )
     ap.add_argument("--trace", action="store_true", help="time each stage (RAMP_KEY_TRACE, tui.keytrace)")
     opts = ap.parse_args()
     if shutil.which("tmux") is None:
@@ -364,7 +388,9 @@ def main() -> int:
 def run_all(opts: argparse.Namespace, tmp: Path) -> list[Result]:
     results: list[Result] = []
     for streams in opts.streams:
-        results += run_at(streams, opts.presses, opts.timeout, opts.preset, tmp, opts.only, opts.trace)
+        results += run_at(
+            streams, opts.presses, opts.timeout, opts.preset, tmp, opts.only, opts.trace, opts.finished
+        )
         print(table([r for r in results if r.streams == streams]), flush=True)
         print(flush=True)
     return results

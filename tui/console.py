@@ -24,6 +24,7 @@ from tui.baseline import LiveBaseline
 from tui.control import ControlPanel
 from tui.curve import CurvePanel
 from tui.errors import ErrorsPanel
+from tui.footer import ConsoleFooter
 from tui.histogram_panel import HistogramPanel
 from tui.panel import PanelHost, SnapshotPanel
 from tui.prompt import LinePrompt
@@ -162,7 +163,7 @@ class ConsoleScreen(Screen[None]):
         dashboard = Dashboard(id="dashboard", baseline=self.baseline, pricer=self.pricer)
         dashboard.set_reactive(Dashboard.compact, is_compact(self.app.size.width, self.app.size.height))
         yield dashboard
-        yield Footer(compact=True, show_command_palette=self.app.size.width >= PALETTE_IN_FOOTER_W)
+        yield ConsoleFooter(compact=True, show_command_palette=self.app.size.width >= PALETTE_IN_FOOTER_W)
         yield LinePrompt(id="prompt")  # over the footer while a value is typed (tui.prompt)
 
     @property

@@ -5,6 +5,7 @@ labels collide, and the pure lines the header, steps table and footer draw."""
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import replace
 
 import pytest
@@ -14,16 +15,20 @@ from rich.style import Style
 from textual.widgets import Label, Static
 from tui_fakes import FakeEngine, judged_steps, make_snapshot, server_telemetry, text_of, window
 
+import tui.detail as detail_module
+from loadgen.format import fmt_count, fmt_ms
 from loadgen.report import format_step_table
 from loadgen.snapshot import ClientHealth, GPUSample, HistogramView, Percentiles, Snapshot
 from tui.app import RampApp, sixteen_colours
 from tui.console import ConsoleScreen
 from tui.detail import ErrorsDetail, StepDetail
+from tui.footer import ConsoleFooter
 from tui.histogram import render_histogram
 from tui.histogram_panel import HistogramPanel
 from tui.panel import SnapshotPanel
 from tui.server import ServerPanel
 from tui.status import progress_line
+from tui.step_report import step_report
 from tui.throughput import ThroughputPanel
 from tui.view import ViewState
 
@@ -287,3 +292,85 @@ def test_sixteen_colours_are_told_by_term_or_by_a_terminal_in_16_colours(
     assert not sixteen_colours("standard", headless=True)  # tests and screenshots: the same on every machine
     monkeypatch.setenv("TERM", "linux")
     assert sixteen_colours("truecolor", headless=True)
+
+
+async def test_the_step_detail_is_on_screen_before_its_slow_report_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30, d under load: the modal is the active screen after one pause and its own frame (title and
+    placeholder) is laid out, which Textual does in the pass that paints it, before its report is built,
+    however slow the build; the report then shows the step's own figures. The screen is opaque, so that
+    none of its frames draws the console again under it."""
+    seen_by_build: list[tuple[object, str, int]] = []  # (the screen, its title, the title's width) then
+
+    def slow_report(*args: object, **kwargs: object) -> RenderableType:
+        title = app.screen.query_one("#detail-title", Label)
+        seen_by_build.append((type(app.screen), str(title.render()), title.region.width))
+        time.sleep(0.3)  # a loaded machine: the report takes a while
+        return step_report(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(detail_module, "step_report", slow_report)
+    app = RampApp(refresh_hz=4.0)
+    steps = judged_steps()
+    app.attach(FakeEngine(make_snapshot(steps=steps), on_snapshot=app.snapshot_callback))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, StepDetail)
+        for _ in range(100):
+            if seen_by_build and "TTFT" in screen.plain():
+                break
+            await pilot.pause(0.05)
+        assert seen_by_build, "the report was never built"
+        shown, title, width = seen_by_build[0]
+        assert shown is StepDetail and title == "Step details" and width > 0, seen_by_build
+        assert screen.styles.background.a == 1  # opaque: Textual draws no console under it
+        last = steps[-1]
+        report = screen.plain()
+        ttft = last.stats.hist["ttft_ms"].pct
+        assert f"step {last.index + 1}" in report and f"of {len(steps)} finished" in str(
+            screen.query_one("#detail-title", Label).render()
+        )
+        for name, value in (("p95", ttft.p95), ("p99", ttft.p99)):  # the TTFT column comes first
+            assert re.search(rf"^{name}\s+{re.escape(fmt_ms(value))} ", report, re.M), report
+        assert f"ok {fmt_count(last.stats.ok)}" in report, report
+
+
+async def test_the_footer_is_rebuilt_only_when_the_keys_it_shows_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30: Textual's footer rebuilt all its keys (~30 ms, five times that under load) as d or e covered
+    the console and again as escape uncovered it, its keys unchanged. Now neither rebuilds it, nor a
+    refresh of the bindings that changes nothing; one that changes what it shows (the level prompt open:
+    the steering keys hidden) still does."""
+    rebuilt: list[str] = []
+    recompose = ConsoleFooter.recompose
+
+    async def counted(self: ConsoleFooter) -> None:
+        rebuilt.append(type(self.app.screen).__name__)
+        await recompose(self)
+
+    monkeypatch.setattr(ConsoleFooter, "recompose", counted)
+    app = RampApp(refresh_hz=4.0)
+    app.attach(FakeEngine(make_snapshot(steps=judged_steps()), on_snapshot=app.snapshot_callback))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        footer = app.screen.query_one(ConsoleFooter)
+        keys = [str(key.render()) for key in footer.query("FooterKey")]
+        rebuilt.clear()
+        for key in ("d", "escape", "e", "escape", "question_mark", "escape"):
+            await pilot.press(key)
+            await pilot.pause(0.2)
+        assert isinstance(app.screen, ConsoleScreen) and rebuilt == [], rebuilt
+        assert [str(key.render()) for key in footer.query("FooterKey")] == keys and keys
+        app.refresh_bindings()  # a refresh that changes nothing (Textual's, on a focus change)
+        await pilot.pause(0.2)
+        assert rebuilt == [], rebuilt
+        await pilot.press("l")  # the level prompt: the steering keys are off while it is open
+        app.refresh_bindings()
+        await pilot.pause(0.3)
+        assert rebuilt, "the footer kept keys that changed"
+        shown = [str(key.render()) for key in footer.query("FooterKey")]
+        assert "l Set" in keys and "l Set" not in shown and "? Help" in shown, shown
