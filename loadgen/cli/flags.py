@@ -258,6 +258,13 @@ class RunFlags:
         const=(1.0, 512.0),
         metavar="LO:HI",
     )
+    hold: float | None = flag(
+        None,
+        "SLO",
+        "--find-max: then hold the knee's level for one step of S seconds, confirmed if met on its intervals",
+        type=float,
+        metavar="S",
+    )
     replay_slo: str = flag(
         "record",
         "SLO",

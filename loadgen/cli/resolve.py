@@ -70,7 +70,7 @@ def load_shape(flags: RunFlags, base: RampPlan | None) -> LoadShape:
     profile_levels = base if base is not None and not manual and flags.steps is None else None
     flag_open = flags.open_loop or flags.rate is not None
     mode: Mode = "open" if flag_open else (profile_levels.mode if profile_levels is not None else "closed")
-    if mode == "open" and flags.steps is None and flags.rate is None:
+    if mode == "open" and flags.steps is None and flags.rate is None and flags.find_max is None:
         if profile_levels is None or profile_levels.mode != "open":
             raise UsageError("open loop needs --rate R or --steps R1,R2,... (req/s)")
     levels = flags.steps or (profile_levels.levels if profile_levels is not None else None)
@@ -360,6 +360,7 @@ def resolve(flags: RunFlags, url: str, server_args: Sequence[str] = ()) -> RunCo
         # The console keeps a finished plan's run open: a key starts another step; headless ends with it.
         after_plan="finish" if flags.headless else "idle",
         find_max=flags.find_max,
+        hold_s=flags.hold,
         fit_context=flags.fit_context,
         reset_prefix_cache=flags.reset_prefix_cache,
         pricing=resolve_pricing(flags, profile.pricing),
@@ -388,6 +389,11 @@ def _refuse_what_cannot_run(flags: RunFlags, profile: Profile, shape: LoadShape,
         raise UsageError(problem)
     if flags.find_max is not None and profile.slo.is_empty():
         raise UsageError(f"--find-max needs an SLO to meet: profile '{profile.name}' has no [slo] table")
+    if flags.hold is not None and (flags.find_max is None or not flags.hold > 0):
+        raise UsageError(
+            f"--hold S holds the answer of --find-max for S seconds (more than 0), got --hold {flags.hold:g}"
+            + ("" if flags.find_max is not None else " without --find-max")
+        )
 
 
 def run_warmup_s(flags: RunFlags, profile: Profile, plan: RampPlan | None) -> float:

@@ -69,6 +69,7 @@ class RunConfig:
     after_plan: AfterPlan = "finish"
     # --find-max: bisect the level between these bounds to the highest one whose held step meets the SLO
     find_max: tuple[float, float] | None = None
+    hold_s: float | None = None  # --hold S: the search's answer held for a confirmation step of S seconds
     seed_source: Literal["fresh", "given"] = "given"  # "fresh": drawn for this run (the record says which)
     # Requests that cannot fit the server's max_model_len are clamped (max_tokens first, then the prompt)
     # instead of being sent to be rejected (--fit-context; the record header says so).

@@ -231,7 +231,8 @@ class Controller:
         """A planned step measuring now ends before its length (checked once a second: reading the intervals
         costs a few ms): --precision once its figures are precise enough ("precision"); a probe of the SLA
         search once its intervals decide the SLO, met or missed ("decided")."""
-        plan, searching, seg = self.load.plan, self.wheel.search is not None, self.steps.current
+        search, plan, seg = self.wheel.search, self.load.plan, self.steps.current
+        searching = search is not None and not search.holding  # --hold's step runs its length
         if plan is None or self.steps.end_ns is None or (plan.precision_pct is None and not searching):
             return None
         if now < self.precision_checked_ns + PRECISION_CHECK_NS:

@@ -16,14 +16,18 @@ re-probe with its reason in the record:
   point value alone within ``NOISE`` of the limit, up to ``confirm_trials`` probes;
 - ``client-bound``: a client-bound probe (the load generator may have slowed it) that missed by less than
   ``WIDE`` of the limit, ``BOUND_RETRIES`` times. One that met, or missed by more, stands: a slow client
-  only makes figures worse, so a pass cannot flip and a wide miss does not;
+  only makes figures worse, so a pass cannot flip and a wide miss does not. A level still client-bound and
+  missed by less than ``WIDE`` after its re-probes ends the search (``client_limit``): the client is too weak
+  for the range, and its misses are not the server's (``failure`` says "add --workers", exit 2);
 - ``near the knee``: once the bisection closed, a side of the bracket judged on its point value alone within
   ``CONFIRM`` of the limit (a side decided on its intervals is not probed again);
 - ``out of order``: a side the monotone fit over every probe (``loadgen.run.knee``) contradicts.
 
 The answer is the knee of the monotone fit (``loadgen.run.knee``): the highest level that meets, the bracket,
 the confidence and whether the limit is a cliff or a slope — in the summary and in the record's ``find_max``
-event.
+event. With ``hold_s`` (``--hold S``) the answer's level is then held for one more step of that length, not
+ended early (``holding``): it confirms the knee when it meets the SLO on its intervals (``hold`` in the event,
+the summary's last words); it is no probe, so the answer stands either way.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class Probe:
     errors_only: bool = False  # no request of the step succeeded
     judged: bool = True  # the SLO judged something (a clause with nothing to judge is n/a)
     failures: str = ""  # what missed ("TTFT p95 812 ms > 100 ms")
+    bound_reason: str = ""  # why it was client-bound (the step's ``bound_reason``)
 
     @property
     def room(self) -> float:
@@ -103,6 +108,10 @@ class Search:
     probes: list[Probe] = field(default_factory=list)
     decided: dict[float, Decision] = field(default_factory=dict)
     pending: dict[float, str] = field(default_factory=dict)  # a level to probe again: why
+    client_limit: Probe | None = None  # the probe that showed the client too weak for the range (the end)
+    hold_s: float | None = None  # --hold S: the answer's level held for a confirmation step of S seconds
+    holding: bool = False  # the confirmation step is the one running (the controller does not end it early)
+    held: dict[str, object] | None = None  # the confirmation step's outcome (``confirm``)
 
     def first(self) -> float:
         """Closed loop: the middle of the range (a bound is probed only when the bisection reaches it: a level
@@ -131,7 +140,18 @@ class Search:
         return sum(p.level == level for p in self.probes)
 
     def after(self, step: StepSummary) -> float | None:
-        """The level to probe next after ``step``, or None when the search is over."""
+        """The level to probe next after ``step`` (``hold_s``: then the answer's), or None when it is over."""
+        if self.holding:
+            self.holding, self.held = False, held_outcome(step, self.hold_s, self.integer)
+            return None
+        nxt = self._after(step)
+        best = self.answer() if nxt is None and self.hold_s and self.failure() is None else None
+        if best is not None:
+            self.holding = True
+            return best.level
+        return nxt
+
+    def _after(self, step: StepSummary) -> float | None:
         level = float(step.level) if self.integer else float(step.rate_rps or 0.0)
         usable = step.clean and step.ended_by != "stop"
         room = margin(self.slo, step.stats) if usable else None
@@ -152,7 +172,10 @@ class Search:
             errors_only=step.stats.ok == 0,
             judged=step.verdict.met is not None,
             failures="; ".join(step.verdict.failures[:2])[:200],
+            bound_reason=step.bound_reason[:200],
         )
+        if self.client_limit is last:  # the probe that ended the search: with its reason
+            self.client_limit = self.probes[-1]
         return nxt
 
     def probe_result(
@@ -170,6 +193,8 @@ class Search:
         if len(self.probes) >= MAX_PROBES:
             return None
         again = self._decide(level)
+        if self.client_limit is not None:
+            return None  # the client is the limit: no level past it can be told from the client's slowness
         if again:
             self.pending[level] = again
             return level
@@ -207,7 +232,10 @@ class Search:
                     "a faster client could flip it"
                 )
             return f"repeat {len(usable) + 1} of {self.repeat}"
-        basis = usable if len(usable) >= self.repeat else trials
+        if len(usable) < self.repeat:  # still client-bound and narrowly missed after its re-probes
+            self.client_limit = last
+            return ""
+        basis = usable
         room = float(statistics.median(p.room for p in basis))
         met_votes = sum(p.verdict == "met" or (p.verdict is None and p.room >= 0) for p in basis)
         missed_votes = sum(p.verdict == "missed" or (p.verdict is None and p.room < 0) for p in basis)
@@ -295,9 +323,17 @@ class Search:
     def failure(self) -> tuple[str, bool] | None:
         """Why the search has no answer as it was asked, in one line, and whether the target is unusable
         (exit 3) rather than the range or the SLO (exit 2); None when it has an answer."""
+        unit = "streams" if self.integer else "req/s"
+        if self.client_limit is not None:
+            bound = self.client_limit
+            why = f" (step {bound.step}: {bound.bound_reason})" if bound.bound_reason else ""
+            return (
+                f"find-max: the client is the limit at {bound.level:g} {unit}: add --workers (or a bigger "
+                f"machine) before probing further{why}",
+                False,
+            )
         if not self.probes or self.answer() is not None:
             return None
-        unit = "streams" if self.integer else "req/s"
         levels = ", ".join(f"{x:g}" for x in sorted({p.level for p in self.probes}))
         if all(p.errors_only for p in self.probes):
             return (
@@ -352,7 +388,7 @@ class Search:
         repeated = f", {again} repeated" if again else ""
         return (
             f"max {best.level:g} {unit}, {fmt_si(best.out_tok_s)} out tok/s under SLO{bracket} "
-            f"({n} probes{per_level}{repeated})" + "".join(f"; {d}" for d in doubts)
+            f"({n} probes{per_level}{repeated})" + "".join(f"; {d}" for d in doubts) + held_text(self.held)
         )
 
     def edges(self) -> list[Decision]:
@@ -361,33 +397,81 @@ class Search:
         return [self.decided[x] for x in (fit.met, fit.missed) if x is not None and x in self.decided]
 
     def event(self) -> dict[str, object]:
-        best, fit = self.answer(), self.fit()
-        return {
-            "bounds": [self.lo, self.hi],
-            "repeat": self.repeat,
-            "noise": NOISE,
-            "max_level": None if best is None else best.level,
-            "out_tok_s": None if best is None else best.out_tok_s,
-            "step": None if best is None else self.steps_at(best.level)[-1],
-            "bracket": {
-                "met": None if best is None else best.level,
-                "missed": fit.missed,
-                "uncertain": any(d.uncertain for d in self.edges()),
-                "client_bound": any(d.client_bound for d in self.edges()),
-            },
-            "knee": fit.as_dict(),
-            "levels": [d.as_dict() for _, d in sorted(self.decided.items())],
-            "probes": [
-                {
-                    "level": p.level,
-                    "met": p.met,
-                    "verdict": p.verdict,
-                    "step": p.step,
-                    "margin": None if p.margin is None else round(p.margin, 4),
-                    "client_bound": p.client_bound,
-                    "why": p.why,
-                }
-                for p in self.probes
-            ],
-            "summary": self.summary(),
-        }
+        """The record's ``find_max`` event: the answer, the fit, every level and probe, the summary."""
+        return search_event(self)
+
+
+def held_outcome(step: StepSummary, hold_s: float | None, integer: bool) -> dict[str, object]:
+    """The confirmation step's outcome (``--hold``): confirmed when it met the SLO on its intervals; not when
+    it missed, or could not tell (undecided, or not usable: cut, flagged)."""
+    usable = step.clean and step.ended_by != "stop"
+    verdict = step.verdict.on_intervals if usable else "unusable"
+    if verdict is None and step.verdict.met is not None:
+        verdict = "met" if step.verdict.met else "missed"  # no interval: its point value
+    return {
+        "level": float(step.level) if integer else float(step.rate_rps or 0.0),
+        "step": step.index + 1,
+        "seconds": hold_s,
+        "window_s": step.window_s,
+        "verdict": verdict,
+        "confirmed": usable and step.verdict.met is True and step.verdict.on_intervals == "met",
+        "client_bound": step.client_bound,
+        "failures": list(step.verdict.failures[:2]),
+    }
+
+
+def held_text(held: dict[str, object] | None) -> str:
+    """The confirmation step in the summary's last words ("" without one)."""
+    if held is None:
+        return ""
+    said = f"; held {held['level']:g} for {held['window_s']:g} s (step {held['step']}): "
+    if held["confirmed"]:
+        return said + "confirmed (met on its intervals)"
+    failures = held["failures"]
+    why = f": {'; '.join(failures)}" if isinstance(failures, list) and failures else ""
+    if held["verdict"] == "missed":
+        return said + f"NOT confirmed (missed{why})"
+    return said + f"not confirmed ({held['verdict']}: its intervals did not decide)"
+
+
+def search_event(search: Search) -> dict[str, object]:
+    """``Search.event``."""
+    best, fit = search.answer(), search.fit()
+    return {
+        "bounds": [search.lo, search.hi],
+        "repeat": search.repeat,
+        "noise": NOISE,
+        "max_level": None if best is None else best.level,
+        "out_tok_s": None if best is None else best.out_tok_s,
+        "step": None if best is None else search.steps_at(best.level)[-1],
+        "bracket": {
+            "met": None if best is None else best.level,
+            "missed": fit.missed,
+            "uncertain": any(d.uncertain for d in search.edges()),
+            "client_bound": any(d.client_bound for d in search.edges()),
+        },
+        "knee": fit.as_dict(),
+        "levels": [d.as_dict() for _, d in sorted(search.decided.items())],
+        "probes": [
+            {
+                "level": p.level,
+                "met": p.met,
+                "verdict": p.verdict,
+                "step": p.step,
+                "margin": None if p.margin is None else round(p.margin, 4),
+                "client_bound": p.client_bound,
+                "why": p.why,
+            }
+            for p in search.probes
+        ],
+        "summary": search.summary(),
+        "hold": search.held,
+        "client_limit": None
+        if search.client_limit is None
+        else {
+            "level": search.client_limit.level,
+            "step": search.client_limit.step,
+            "margin": None if search.client_limit.margin is None else round(search.client_limit.margin, 4),
+            "reason": search.client_limit.bound_reason,
+        },
+    }

@@ -10,7 +10,7 @@ of ``Load``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from loadgen.arrivals import ArrivalSpec
 from loadgen.config import Mode, RampPlan, RunState
@@ -166,6 +166,11 @@ class Load:
 
     def leave_plan(self) -> None:
         self.plan = None
+
+    def hold_for(self, step_s: float) -> None:
+        """The SLA search's confirmation step (``--hold S``): the next step of the plan lasts ``step_s``."""
+        if self.plan is not None:
+            self.plan = replace(self.plan, step_s=step_s, step_seconds=())
 
     def probe_at(self, plan: RampPlan, repeat: int, warmup_s: float | None = None) -> None:
         """A probe of a search the console started (or the operator's level during one): a step of ``plan``'s

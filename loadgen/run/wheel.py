@@ -16,6 +16,7 @@ It reads time only through the controller's clock (``Steps.clock``), the seam a 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine
 
 from loadgen.config import EndedBy, Mode, RampPlan, StepPhase
@@ -65,7 +66,8 @@ class Wheel:
         if config.find_max is not None:
             lo, hi = config.find_max
             repeat, slo = config.plan.repeat if config.plan else 1, config.slo or config.profile.slo
-            self.search = Search(lo, hi, integer=config.mode == "closed", repeat=repeat, slo=slo)
+            integer = config.mode == "closed"
+            self.search = Search(lo, hi, integer=integer, repeat=repeat, slo=slo, hold_s=config.hold_s)
             load.first_probe = self.search.first()
         self.searching = LiveSearch(self)  # the search as the operator steers it (f, a level key)
 
@@ -118,6 +120,14 @@ class Wheel:
             self.settling = True
             self.fleet.apply_load(load)
             return
+        if load.mode == "open" and self.search is not None and self.live.in_flight > 0:
+            # An open-loop probe starts on an empty server: what the last probe's close sent (at a rate past
+            # the server's, a queue of seconds) is served with no arrivals first, else it would read as this one's.
+            if not self.settling:
+                self.settling_since_ns = self.steps.clock()
+            self.settling = True
+            self.fleet.apply_load(dataclasses.replace(load, rate=0.0))
+            return
         self.settling = False
         self.warn_headroom()
         self.begin()
@@ -161,7 +171,9 @@ class Wheel:
             self.status.warnings.append(text)
 
     def check_settled(self) -> None:
-        if self.settling and self.status.state == "running" and self.live.in_flight <= self.load.level:
+        load = self.load
+        settled_at = 0 if load.mode == "open" else load.level  # open: drained (``start``)
+        if self.settling and self.status.state == "running" and self.live.in_flight <= settled_at:
             self.settling = False
             self.steps.settled_s = (self.steps.clock() - self.settling_since_ns) / 1e9
             self.begin()
@@ -223,6 +235,8 @@ class Wheel:
         assert summary is not None  # a next level is only ever found after a step
         self.load.probe_warmup_s = None
         self.load.probe_warmup_s = search.warmup_after(summary.stats, self.load.warmup_s())
+        if search.holding and search.hold_s:  # --hold S: the answer's level, for S seconds
+            self.load.hold_for(search.hold_s)
         return True
 
     def step_plan_level(self) -> bool:

@@ -77,3 +77,24 @@ def test_an_slo_that_judges_nothing_exits_2(
     code, line, _ = search(sim, tmp_path, capsys, "ttftc_p95_ms = 500", "1:8")
     assert code == 2, line
     assert "the SLO judged nothing at any level probed" in line and "n/a" in line
+
+
+def test_a_client_too_weak_for_the_range_says_add_workers_and_exits_2(
+    sim: ProcessSimHandle, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every step client-bound (the CPU threshold below any reading): 11 streams, the middle of 2:20, miss
+    "decode p50 >= 105 tok/s" by about 20 % (about 1000 / 12 = 83 tok/s), a miss a faster client could flip.
+    Probed again, still so: the search stops there with one line, exit 2, the record holding both probes."""
+    monkeypatch.setattr("loadgen.run.health.CLIENT_BOUND_CPU_PCT", -1.0)
+    code, line, events = search(sim, tmp_path, capsys, "decode_p50_tok_s = 105", "2:20")
+    assert code == 2, line
+    assert line.startswith(
+        "ramp: find-max: the client is the limit at 11 streams: add --workers (or a bigger machine) before "
+        "probing further (step 2: load worker at"
+    ), line
+    probes = events[0]["probes"]
+    assert [(p["level"], p["met"], p["client_bound"]) for p in probes] == [(11.0, False, True)] * 2, probes
+    assert "client-bound" in probes[1]["why"]
+    limit = events[0]["client_limit"]
+    assert limit["level"] == 11.0 and limit["step"] == 2 and -0.5 < limit["margin"] < 0, limit
+    assert "CPU" in limit["reason"]

@@ -140,3 +140,43 @@ def test_the_window_read_at_its_first_instant_is_neither_precise_nor_decided() -
     slo = SLO(ttft_p95_ms=100.0)
     assert precise(book, book.t0_ns, 5.0, slo) is False
     assert decided(book, book.t0_ns, slo) is None
+
+
+def test_a_client_too_weak_for_the_range_ends_the_search_saying_add_workers() -> None:
+    """A level client-bound and missed by less than WIDE again after its re-probe: a faster client could
+    pass it, so the miss is not the server's. The search stops there, its probes kept, and says so in one
+    line (exit 2: the set-up, not the server); no level above is probed."""
+
+    def weak_client_past_12(level: float, _n: int) -> tuple[float, bool, str | None]:
+        if level >= 12:  # the server would meet up to SLOTS: past 12 streams the client slows every request
+            return -0.2, True, "missed"
+        return decided_cliff(level, _n)
+
+    search = run(weak_client_past_12, lo=1.0, hi=64.0)
+    levels = [p.level for p in search.probes]
+    assert levels == [32.0, 32.0], levels  # the middle, client-bound twice: nothing more is probed
+    assert search.probes[1].why.startswith("client-bound, missed by 20 %")
+    failure = search.failure()
+    assert failure is not None
+    line, unusable = failure
+    assert line == (
+        "find-max: the client is the limit at 32 streams: add --workers (or a bigger machine) before "
+        "probing further"
+    )
+    assert unusable is False  # exit 2, as a range or an SLO the search cannot answer
+    event = search.event()
+    assert event["client_limit"] == {"level": 32.0, "step": 2, "margin": -0.2, "reason": ""}
+    assert [p["client_bound"] for p in event["probes"]] == [True, True]  # type: ignore[union-attr]
+
+    # the same below a level that met: the probes so far stay in the record, the answer is not given
+    search = run(weak_client_past_12, lo=1.0, hi=16.0)
+    assert [p.level for p in search.probes] == [8.0, 12.0, 12.0]
+    assert search.failure() is not None and "at 12 streams" in search.failure()[0]  # type: ignore[index]
+    assert search.decided[8.0].met and 12.0 not in search.decided
+
+    # a wide client-bound miss (a faster client could not make it pass) stands: the search goes on
+    def wide(level: float, _n: int) -> tuple[float, bool, str | None]:
+        room, _, verdict = decided_cliff(level, _n)
+        return room, level > SLOTS, verdict
+
+    assert run(wide).failure() is None and run(wide).fit().met == SLOTS
