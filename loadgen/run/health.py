@@ -15,6 +15,7 @@ from loadgen.snapshot import ClientHealth
 
 CLIENT_BOUND_LAG_MS = 5.0  # a loop lag sample over this counts against the client (> 1 % of them: bound)
 CLIENT_BOUND_CPU_PCT = 90.0
+SATURATED = "% CPU: add --workers"  # the end of the reason a load worker's own CPU gives (``cpu_saturated``)
 CLIENT_BOUND_WAIT_PCT = 10.0  # of wall time spent ready to run but not given a core (Linux schedstat)
 RECENT_HEALTH = 12  # health reports (about 3 s) behind the live client-bound flag
 HEALTH_SPAN_S = 1.0  # CPU shares are taken over at least this long
@@ -115,7 +116,7 @@ class BoundJudge:
 
     def reason(self) -> str | None:
         if self.cpu_max > CLIENT_BOUND_CPU_PCT:
-            return f"load worker at {self.cpu_max:.0f}% CPU: add --workers"
+            return f"load worker at {self.cpu_max:.0f}{SATURATED}"
         if self.over >= 2 and self.over > 0.01 * self.n:
             share = 100.0 * self.over / self.n
             lag = f"loop lag over {CLIENT_BOUND_LAG_MS:g} ms in {share:.0f}% of samples, max {self.lag_max:.0f} ms"
@@ -126,6 +127,12 @@ class BoundJudge:
                 )
             return f"worker event {lag}: timings may read high"
         return None
+
+
+def cpu_saturated(reason: str) -> bool:
+    """A client-bound reason that says a load worker used up its core (the load generator is too weak for
+    the level: more workers), not the loop lag of a shared machine."""
+    return reason.endswith(SATURATED)
 
 
 def first_reason(judges: Mapping[int, BoundJudge]) -> str | None:

@@ -17,8 +17,9 @@ re-probe with its reason in the record:
 - ``client-bound``: a client-bound probe (the load generator may have slowed it) that missed by less than
   ``WIDE`` of the limit, ``BOUND_RETRIES`` times. One that met, or missed by more, stands: a slow client
   only makes figures worse, so a pass cannot flip and a wide miss does not. A level still client-bound and
-  missed by less than ``WIDE`` after its re-probes ends the search (``client_limit``): the client is too weak
-  for the range, and its misses are not the server's (``failure`` says "add --workers", exit 2);
+  missed by less than ``WIDE`` after its re-probes, because a load worker used up its CPU (not a shared
+  machine's loop lag: then it is decided on them, with a doubt), ends the search (``client_limit``): the
+  client is too weak for the range, its misses not the server's (``failure``: "add --workers", exit 2);
 - ``near the knee``: once the bisection closed, a side of the bracket judged on its point value alone within
   ``CONFIRM`` of the limit (a side decided on its intervals is not probed again);
 - ``out of order``: a side the monotone fit over every probe (``loadgen.run.knee``) contradicts.
@@ -38,7 +39,9 @@ from dataclasses import dataclass, field, replace
 from loadgen.config import SLO
 from loadgen.format import fmt_si
 from loadgen.measures import E2E_MS, TTFT_MS
+from loadgen.run.health import cpu_saturated
 from loadgen.run.knee import Knee, knee
+from loadgen.run.search_ends import held_outcome, held_text, search_failure
 from loadgen.slo import margin
 from loadgen.snapshot import StepSummary, WindowStats
 
@@ -66,6 +69,11 @@ class Probe:
     judged: bool = True  # the SLO judged something (a clause with nothing to judge is n/a)
     failures: str = ""  # what missed ("TTFT p95 812 ms > 100 ms")
     bound_reason: str = ""  # why it was client-bound (the step's ``bound_reason``)
+
+    @property
+    def saturated(self) -> bool:
+        """Client-bound because a load worker used up its core (not a shared machine's loop lag)."""
+        return self.client_bound and cpu_saturated(self.bound_reason)
 
     @property
     def room(self) -> float:
@@ -164,7 +172,14 @@ class Search:
         if verdict is not None and verdict != "undecided" and (verdict == "met") != met:
             verdict = "undecided"  # the point verdict and the intervals disagree (an error-rate clause)
         nxt = self.probe_result(
-            level, met, step.stats.out_tok_s, step.index + 1, room, step.client_bound, verdict
+            level,
+            met,
+            step.stats.out_tok_s,
+            step.index + 1,
+            room,
+            step.client_bound,
+            verdict,
+            step.bound_reason,
         )
         last = self.probes[-1]
         self.probes[-1] = replace(
@@ -172,10 +187,7 @@ class Search:
             errors_only=step.stats.ok == 0,
             judged=step.verdict.met is not None,
             failures="; ".join(step.verdict.failures[:2])[:200],
-            bound_reason=step.bound_reason[:200],
         )
-        if self.client_limit is last:  # the probe that ended the search: with its reason
-            self.client_limit = self.probes[-1]
         return nxt
 
     def probe_result(
@@ -187,9 +199,22 @@ class Search:
         margin: float | None = None,
         client_bound: bool = False,
         verdict: str | None = None,
+        bound_reason: str = "",
     ) -> float | None:
         why = self.pending.pop(level, "")
-        self.probes.append(Probe(level, met, out_tok_s, step, margin, client_bound, verdict, why))
+        self.probes.append(
+            Probe(
+                level,
+                met,
+                out_tok_s,
+                step,
+                margin,
+                client_bound,
+                verdict,
+                why,
+                bound_reason=bound_reason[:200],
+            )
+        )
         if len(self.probes) >= MAX_PROBES:
             return None
         again = self._decide(level)
@@ -232,10 +257,10 @@ class Search:
                     "a faster client could flip it"
                 )
             return f"repeat {len(usable) + 1} of {self.repeat}"
-        if len(usable) < self.repeat:  # still client-bound and narrowly missed after its re-probes
+        if len(usable) < self.repeat and last.saturated:  # a worker's CPU used up, still, at a narrow miss
             self.client_limit = last
             return ""
-        basis = usable
+        basis = usable if len(usable) >= self.repeat else trials
         room = float(statistics.median(p.room for p in basis))
         met_votes = sum(p.verdict == "met" or (p.verdict is None and p.room >= 0) for p in basis)
         missed_votes = sum(p.verdict == "missed" or (p.verdict is None and p.room < 0) for p in basis)
@@ -323,37 +348,7 @@ class Search:
     def failure(self) -> tuple[str, bool] | None:
         """Why the search has no answer as it was asked, in one line, and whether the target is unusable
         (exit 3) rather than the range or the SLO (exit 2); None when it has an answer."""
-        unit = "streams" if self.integer else "req/s"
-        if self.client_limit is not None:
-            bound = self.client_limit
-            why = f" (step {bound.step}: {bound.bound_reason})" if bound.bound_reason else ""
-            return (
-                f"find-max: the client is the limit at {bound.level:g} {unit}: add --workers (or a bigger "
-                f"machine) before probing further{why}",
-                False,
-            )
-        if not self.probes or self.answer() is not None:
-            return None
-        levels = ", ".join(f"{x:g}" for x in sorted({p.level for p in self.probes}))
-        if all(p.errors_only for p in self.probes):
-            return (
-                f"find-max: the server answered no request successfully at any level probed ({levels} {unit}): "
-                "nothing to search; see why with ramp check URL",
-                True,
-            )
-        if not any(p.judged for p in self.probes):
-            return (
-                f"find-max: the SLO judged nothing at any level probed ({levels} {unit}): each of its clauses "
-                "had nothing to judge (n/a); set a limit on TTFT, ITL, e2e, decode speed or the error rate",
-                False,
-            )
-        low = next(p for p in self.probes if p.level == min(q.level for q in self.probes))
-        why = f" ({low.failures})" if low.failures else ""
-        return (
-            f"--find-max {self.lo:g}:{self.hi:g} cannot be met: even {low.level:g} {unit} misses the SLO{why}; "
-            "lower the range's low end or loosen the SLO",
-            False,
-        )
+        return search_failure(self)
 
     def answer(self) -> Decision | None:
         """The decision at the fit's knee (the highest level the monotone fit says meets)."""
@@ -399,39 +394,6 @@ class Search:
     def event(self) -> dict[str, object]:
         """The record's ``find_max`` event: the answer, the fit, every level and probe, the summary."""
         return search_event(self)
-
-
-def held_outcome(step: StepSummary, hold_s: float | None, integer: bool) -> dict[str, object]:
-    """The confirmation step's outcome (``--hold``): confirmed when it met the SLO on its intervals; not when
-    it missed, or could not tell (undecided, or not usable: cut, flagged)."""
-    usable = step.clean and step.ended_by != "stop"
-    verdict = step.verdict.on_intervals if usable else "unusable"
-    if verdict is None and step.verdict.met is not None:
-        verdict = "met" if step.verdict.met else "missed"  # no interval: its point value
-    return {
-        "level": float(step.level) if integer else float(step.rate_rps or 0.0),
-        "step": step.index + 1,
-        "seconds": hold_s,
-        "window_s": step.window_s,
-        "verdict": verdict,
-        "confirmed": usable and step.verdict.met is True and step.verdict.on_intervals == "met",
-        "client_bound": step.client_bound,
-        "failures": list(step.verdict.failures[:2]),
-    }
-
-
-def held_text(held: dict[str, object] | None) -> str:
-    """The confirmation step in the summary's last words ("" without one)."""
-    if held is None:
-        return ""
-    said = f"; held {held['level']:g} for {held['window_s']:g} s (step {held['step']}): "
-    if held["confirmed"]:
-        return said + "confirmed (met on its intervals)"
-    failures = held["failures"]
-    why = f": {'; '.join(failures)}" if isinstance(failures, list) and failures else ""
-    if held["verdict"] == "missed":
-        return said + f"NOT confirmed (missed{why})"
-    return said + f"not confirmed ({held['verdict']}: its intervals did not decide)"
 
 
 def search_event(search: Search) -> dict[str, object]:

@@ -30,13 +30,13 @@ def profile(tmp_path: Path, slo: str) -> Path:
 
 
 def search(
-    sim: SimHandle, tmp_path: Path, capsys: pytest.CaptureFixture[str], slo: str, bounds: str
+    sim: SimHandle, tmp_path: Path, capsys: pytest.CaptureFixture[str], slo: str, bounds: str, *more: str
 ) -> tuple[int, str, list[dict[str, object]]]:
     out = tmp_path / "run.jsonl"
     code = main(
         [
             "run", sim.url, "--headless", "--profile", str(profile(tmp_path, slo)), "--find-max", bounds,
-            "--step-seconds", "2", "--warmup", "0.3", "--out", str(out), "--no-metrics",
+            "--step-seconds", "2", "--warmup", "0.3", "--out", str(out), "--no-metrics", *more,
         ]
     )  # fmt: skip
     ramp_lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ramp: ")]
@@ -68,6 +68,35 @@ def test_a_server_failing_every_request_exits_3(tmp_path: Path, capsys: pytest.C
     assert code == 3, line
     assert "answered no request successfully at any level probed (1, 2, 4 streams)" in line, line
     assert "ramp check" in line
+
+
+def test_a_server_failing_every_request_in_open_loop_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same over a rate: the low bound fails every request, so nothing above it is probed."""
+    failing = spawn_sim_process(build_config("tiny-cpu", **SIM, error_rate=1.0))  # type: ignore[arg-type]
+    try:
+        code, line, events = search(failing, tmp_path, capsys, "ttft_p95_ms = 500", "2:8", "--open-loop")
+    finally:
+        failing.stop()
+    assert code == 3, line
+    assert "answered no request successfully at any level probed (2 req/s)" in line, line
+    assert {p["level"] for p in events[0]["probes"]} == {2.0}  # type: ignore[union-attr]
+
+
+def test_find_max_without_an_slo_is_refused_before_the_run(
+    sim: ProcessSimHandle, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare = tmp_path / "bare.toml"
+    bare.write_text('name = "bare"\n[[bucket]]\ninput = 16\noutput = 50\n')
+    out = tmp_path / "run.jsonl"
+    code = main(
+        ["run", sim.url, "--headless", "--profile", str(bare), "--find-max", "1:8", "--out", str(out)]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--find-max needs an SLO to meet: profile 'bare' has no [slo] table" in err, err
+    assert not out.exists()  # refused before the run: no record
 
 
 def test_an_slo_that_judges_nothing_exits_2(
