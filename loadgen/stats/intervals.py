@@ -204,6 +204,8 @@ def quantile_interval(
         return Interval(value, None, None, batches=b, n=total, why="one batch")
     se = math.sqrt(b / (b - 1) * float(np.dot(e, e))) / total
     t = two_sided(level, b - 1)
+    # the values' worth as independent ones, from the spread the batches show (never more than there are)
+    n_eff = total if se <= 0 else min(float(total), p * (1 - p) / se**2)
     # a histogram's own resolution: the true quantile lies somewhere in the bucket it was read from
     se = max(se, 0.5 / total)
     p_lo, p_hi = p - t * se, p + t * se
@@ -211,10 +213,15 @@ def quantile_interval(
     reasons = []
     hi: float | None = None
     need = 0
-    if p_hi * total > total - 0.5:
+    if p_hi * total > total - 0.5 and p**n_eff <= (1 - level) / 2:
+        # past the normal approximation's reach, but enough values that the largest bounds it: were the true
+        # quantile below it, all n_eff (independent-worth) values would lie under it with chance p^n_eff
+        hi = float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))])
+        reasons.append("upper end at the largest value")
+    elif p_hi * total > total - 0.5:
         # the data cannot bound it from above: how many values would (the margin shrinks as 1/sqrt(n))
-        need = math.ceil(total * ((t * se * total) / max(total * (1 - p) - 0.5, 0.5)) ** 2)
-        need = max(need, math.ceil(min_tail / (1 - p)), total + 1)
+        need = math.ceil(math.log((1 - level) / 2) / math.log(p) * total / max(n_eff, 1.0))
+        need = max(need, total + 1)
         reasons.append(f"open above: {total} values, about {need} would bound it")
     else:
         hi = float(hi_val[_read(cum, total, p_hi)])

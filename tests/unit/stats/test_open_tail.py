@@ -61,12 +61,16 @@ def test_a_p99_of_a_hundred_values_is_open_above_and_covers_the_truth() -> None:
     largest = [float(BINS[np.flatnonzero(c.sum(axis=0))[-1]]) for c in steps]
     old = sum(iv.lo is not None and iv.lo <= truth(0.99) <= top for iv, top in zip(p99, largest, strict=True))
     assert old <= 75
-    # the p50 of the same steps is closed and covers as a 95 % interval should; their p95 (5 values beyond
-    # it) is open above in most steps and covers too
+    # the p50 of the same steps is closed and covers as a 95 % interval should. Their p95 (5 values beyond
+    # it) is mostly past the normal approximation's reach; where the values are worth more than 72
+    # independent ones (0.95^72 < 2.5 %) the largest bounds it, else it is open above; all cover
     p50 = [quantile_interval(c, BINS, 0.5, lower=LOWER) for c in steps]
     assert all(iv.hi is not None for iv in p50) and sum(iv.contains(truth(0.5)) for iv in p50) >= 90
     p95 = [quantile_interval(c, BINS, 0.95, lower=LOWER) for c in steps]
-    assert sum(iv.open_above for iv in p95) >= 50 and sum(iv.contains(truth(0.95)) for iv in p95) >= 92
+    at_largest = [iv for iv in p95 if "upper end at the largest value" in iv.why]
+    assert at_largest and all(iv.hi is not None and not iv.trusted for iv in at_largest)
+    assert sum(iv.open_above for iv in p95) >= 5
+    assert sum(iv.contains(truth(0.95)) for iv in p95) >= 92
 
 
 def test_enough_values_close_the_interval() -> None:
