@@ -166,6 +166,31 @@ def _read(cum: npt.NDArray[np.int64], total: int, prob: float) -> int:
     return int(np.searchsorted(cum, target, side="left"))
 
 
+def _upper(
+    c: npt.NDArray[np.int64],
+    cum: npt.NDArray[np.int64],
+    hi_val: FloatArray,
+    p: float,
+    p_hi: float,
+    n_eff: float,
+    level: float,
+    reasons: list[str],
+) -> tuple[float | None, int]:
+    """The interval's upper end (None: open above) and, open, about how many values would bound it."""
+    total = int(cum[-1])
+    if p_hi * total <= total - 0.5:
+        return float(hi_val[_read(cum, total, p_hi)]), 0
+    if p**n_eff <= (1 - level) / 2:
+        # past the normal approximation's reach, but enough values that the largest bounds it: were the true
+        # quantile below it, all n_eff (independent-worth) values would lie under it with chance p^n_eff
+        reasons.append("upper end at the largest value")
+        return float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))]), 0
+    # the data cannot bound it from above: how many values would (n_eff grows with the count)
+    need = max(math.ceil(math.log((1 - level) / 2) / math.log(p) * total / max(n_eff, 1.0)), total + 1)
+    reasons.append(f"open above: {total} values, about {need} would bound it")
+    return None, need
+
+
 def quantile_interval(
     counts: npt.ArrayLike,
     upper: npt.ArrayLike,
@@ -210,21 +235,8 @@ def quantile_interval(
     se = max(se, 0.5 / total)
     p_lo, p_hi = p - t * se, p + t * se
     lo = float(lo_val[_read(cum, total, p_lo)]) if p_lo > 0 else float(lo_val[int(np.flatnonzero(cum)[0])])
-    reasons = []
-    hi: float | None = None
-    need = 0
-    if p_hi * total > total - 0.5 and p**n_eff <= (1 - level) / 2:
-        # past the normal approximation's reach, but enough values that the largest bounds it: were the true
-        # quantile below it, all n_eff (independent-worth) values would lie under it with chance p^n_eff
-        hi = float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))])
-        reasons.append("upper end at the largest value")
-    elif p_hi * total > total - 0.5:
-        # the data cannot bound it from above: how many values would (the margin shrinks as 1/sqrt(n))
-        need = math.ceil(math.log((1 - level) / 2) / math.log(p) * total / max(n_eff, 1.0))
-        need = max(need, total + 1)
-        reasons.append(f"open above: {total} values, about {need} would bound it")
-    else:
-        hi = float(hi_val[_read(cum, total, p_hi)])
+    reasons: list[str] = []
+    hi, need = _upper(c, cum, hi_val, p, p_hi, n_eff, level, reasons)
     if b < min_batches:
         reasons.append(f"{b} batches")
     if total * min(p, 1 - p) < min_tail:
