@@ -45,6 +45,10 @@ __all__ = [
 FAR = 2.0
 MIN_DECIDE_SLICES = 4  # ... and never before 4 slices of window (2 s): a trusted interval needs 8 anyway
 SLICE_S = 0.5  # a worker ships a delta every ~250 ms: a slice holds at least one of each worker's
+# a time's interval is widened by this much either way: the client's per-request accuracy against a
+# server's own timing (~1 ms: its read delay, a server's scheduling tick), which varies from step to step
+# with the machine and which no step's slices can see (docs/measurement.md#margins-of-error)
+INSTRUMENT_MS = 1.0
 MAX_SLICES = 64
 # Rates: (figure, what a slice adds up: a counter, or "live" for the tokens streamed), over seconds.
 RATES: tuple[tuple[str, str], ...] = (
@@ -98,6 +102,13 @@ class _Slice:
                 count = np.concatenate([p[1] for p in parts])
                 keys, where = np.unique(index, return_inverse=True)
                 self.hists[key] = [(keys, np.bincount(where, weights=count).astype(np.int64))]
+
+
+def _widened(iv: Interval, slack: float) -> Interval:
+    """``iv`` with ``slack`` more on either end (the lower end not below 0)."""
+    if not slack or iv.lo is None:
+        return iv
+    return replace(iv, lo=max(0.0, iv.lo - slack), hi=None if iv.hi is None else iv.hi + slack)
 
 
 def _rescaled(iv: Interval, value: float) -> Interval:
@@ -177,8 +188,12 @@ class SliceBook:
             if counts is None or not wanted:
                 continue
             grid, upper, lower = counts
+            # a time the client read: the instrument's own resolution (its read delay, a server's tick) is
+            # part of the interval, as the histogram's is
+            slack = INSTRUMENT_MS if measures.metric(metric).kind == "latency" else 0.0
             for point in wanted:
-                out[figure_name(metric, point)] = quantile_interval(grid, upper, _POINTS[point], lower=lower)
+                iv = quantile_interval(grid, upper, _POINTS[point], lower=lower)
+                out[figure_name(metric, point)] = _widened(iv, slack)
         return out
 
     @staticmethod

@@ -134,3 +134,33 @@ def test_a_steady_rate_reads_steady_whatever_the_deltas_cadence() -> None:
     out = book.margins(T0 + 9_000_000_000, [])["out_tok_s"]
     assert out.value == 1000.0
     assert out.rel_half_width is not None and out.rel_half_width < 0.01
+
+
+def test_a_time_s_interval_holds_the_instruments_own_millisecond() -> None:
+    """Every request alike (TTFT 50.0 ms exactly): the histogram alone gives an interval of its bucket, ±0.1 %,
+    which the step-to-step jitter of the client's read (about a millisecond) does not fit in: two steps of
+    the same server read 51.7 and 52.9 ms. The interval holds INSTRUMENT_MS more either way; a rate's does
+    not."""
+    from loadgen.metrics.slices import INSTRUMENT_MS
+
+    layout = spec_for("ttft_ms").layout
+    index, _ = layout.index_of(np.full(12, 50_000, dtype=np.int64))
+    keys, counts = np.unique(index, return_counts=True)
+    book = SliceBook(T0)
+    for tick in range(int(WINDOW_S * 4)):
+        book.add(
+            IntervalDelta(
+                t0_ns=T0 + tick * 250_000_000,
+                t1_ns=T0 + (tick + 1) * 250_000_000,
+                worker_id=0,
+                counters={"ok": 12},
+                hists={"ttft_ms": (keys.astype(np.uint16), counts.astype(np.uint32))},
+                live_tokens=12 * 32,
+            )
+        )
+    margins = book.margins(T0 + int(WINDOW_S * 1e9), [("ttft_ms", ("p50",))])
+    p50 = margins["ttft_p50_ms"]
+    assert p50.lo is not None and p50.hi is not None and INSTRUMENT_MS == 1.0
+    assert p50.lo <= 49.0 and p50.hi >= 51.0 and p50.hi - p50.lo < 2 * INSTRUMENT_MS + 0.2
+    rate = margins["out_tok_s"]
+    assert rate.lo is not None and rate.hi is not None and rate.hi - rate.lo < 1.0  # a steady rate: no slack
