@@ -112,6 +112,7 @@ def _margins_out(margins: Mapping[str, Interval]) -> JsonObject:
             "trusted": iv.trusted,
             **({"why": iv.why} if iv.why else {}),
             **({"need": iv.need} if iv.need else {}),  # open above: about the values that would bound it
+            **({"top": iv.top} if iv.top is not None else {}),  # open above: the largest value seen
         }
         for name, iv in margins.items()
         if not math.isnan(iv.value)
@@ -137,6 +138,7 @@ def _margins_in(data: Any) -> dict[str, Interval]:
             bool(m.get("trusted")),
             str(m.get("why") or ""),
             need=m["need"] if isinstance(m.get("need"), int) and not isinstance(m.get("need"), bool) else 0,
+            top=num(m.get("top")),
         )
     return out
 

@@ -241,6 +241,7 @@ def judge(slo: SLO, verdict: SLOVerdict, margins: Mapping[str, Interval], elapse
             iv.why,
             iv.level,
             iv.need,
+            None if iv.top is None else iv.top * c.scale,
         )
         decision = decide(scaled, limit, "le" if c.at_most else "ge", elapsed_s)
         if decision.verdict == "missed":
@@ -322,7 +323,9 @@ def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "mi
         # lower end decides
         far = 1.0 if iv.trusted else FAR
         lo = iv.lo * c.scale
-        hi = math.inf if iv.hi is None else iv.hi * c.scale
+        # open above: its largest value seen stands for its upper end, which an untrusted interval needs FAR
+        # below the limit to meet it (as a step's verdict: stats.decide's FAR_OPEN)
+        hi = (math.inf if iv.top is None else iv.top * c.scale) if iv.hi is None else iv.hi * c.scale
         if (lo > limit * far) if c.at_most else (hi < limit / far):
             return "missed"
         if not ((hi <= limit / far) if c.at_most else (lo >= limit * far)):

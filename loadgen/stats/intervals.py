@@ -73,6 +73,7 @@ class Interval:
     why: str = ""  # why it is not trusted
     level: float = LEVEL
     need: int = 0  # open above: about how many values would bound it from above (0: not open, or unknown)
+    top: float | None = None  # open above: the largest value seen (where a verdict far from a limit looks)
 
     @property
     def open_above(self) -> bool:
@@ -237,8 +238,13 @@ def quantile_interval(
     lo = float(lo_val[_read(cum, total, p_lo)]) if p_lo > 0 else float(lo_val[int(np.flatnonzero(cum)[0])])
     reasons: list[str] = []
     hi, need = _upper(c, cum, hi_val, p, p_hi, n_eff, level, reasons)
+    top = (
+        None
+        if hi is not None
+        else float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))])
+    )
     if b < min_batches:
         reasons.append(f"{b} batches")
     if total * min(p, 1 - p) < min_tail:
         reasons.append(f"{total} values")
-    return Interval(value, lo, hi, b, total, b - 1, not reasons, ", ".join(reasons), level, need)
+    return Interval(value, lo, hi, b, total, b - 1, not reasons, ", ".join(reasons), level, need, top)

@@ -13,6 +13,7 @@ when the last ends. Each value lands in the half-second slice its request finish
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from statistics import NormalDist
 
 import numpy as np
@@ -80,12 +81,16 @@ def test_enough_values_close_the_interval() -> None:
     assert all(iv.need == 0 for iv in ivs if not iv.open_above)
 
 
-def test_a_verdict_on_an_open_interval_can_miss_an_upper_bound_but_never_meet_it() -> None:
-    open_iv = Interval(0.2, 0.15, None, 10, 100, 9, False, "open above", need=400)
+def test_a_verdict_on_an_open_interval_misses_past_its_lower_end_and_meets_only_far_beyond_its_top() -> None:
+    open_iv = Interval(0.2, 0.15, None, 10, 100, 9, False, "open above", need=400, top=0.24)
     assert decide(open_iv, 0.1, "le").verdict == "missed"  # even its lower end is past the bound
     undecided = decide(open_iv, 0.25, "le", elapsed_s=5.0)
     assert undecided.verdict == "undecided"  # below the bound, but how far above it may lie is unknown
     assert undecided.more_s == 15.0  # 400 values where 100 took 5 s
+    # twice its largest value within the bound (the SLA search's rule for an untrusted interval): met
+    assert decide(open_iv, 0.48, "le").verdict == "met"
+    assert decide(open_iv, 0.47, "le").verdict == "undecided"
+    assert decide(replace(open_iv, top=None), 10.0, "le").verdict == "undecided"  # no largest value known
     assert decide(open_iv, 0.1, "ge").verdict == "met"  # a lower bound it clears
     assert decide(open_iv, 0.3, "ge").verdict == "undecided"
 
