@@ -23,6 +23,7 @@ from loadgen.sources.model import first_overflow
 from loadgen.target.connect import connection_warnings
 from loadgen.target.probe import ServerInfo, probe
 from loadgen.telemetry.headroom import headroom_record, plan_warning
+from loadgen.workload.probes import probe_overflow
 
 if TYPE_CHECKING:
     from loadgen.workload import PromptSizer
@@ -103,6 +104,11 @@ async def prepare(
         overflow = first_overflow(source, info.max_model_len)  # before any prompt is built
         if overflow is not None:
             raise SetupError(overflow)
+    quality = config.profile.quality
+    if quality is not None and isinstance(info.max_model_len, int):
+        too_long = probe_overflow(quality, sizer, info.max_model_len)  # refused like other prompts
+        if too_long is not None:
+            raise SetupError(too_long)
     warning = context_warning(config.profile, info.max_model_len, fit=config.fit_context, sizer=sizer)
     if warning is not None:
         status.warnings.append(warning)

@@ -12,6 +12,7 @@ its index ``TASK_BASE`` + its number, ``TASK_MAX_TOKENS`` at least), a tool-call
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -19,6 +20,7 @@ from loadgen.analysis.tasks import TASK_BASE, TASK_MAX_TOKENS, make_task, task_n
 from loadgen.config import Api, chat_like
 from loadgen.profile import Quality
 from loadgen.types import RequestSpec
+from loadgen.workload.sizing import PromptSizer
 
 # fixed probe prompts: short, with one right answer each where the model can give it
 PROMPTS = (
@@ -34,6 +36,30 @@ PROMPTS = (
 MIN_EVERY_S = 2.0  # at least one probe in this long, per worker, whatever the share
 # sampling keys a probe sets itself (or must not carry: a probe answers in text, not with a tool call)
 _OWN_KEYS = frozenset({"temperature", "top_p", "seed", "tools", "tool_choice"})
+
+
+def probe_overflow(quality: Quality, sizer: PromptSizer, max_model_len: int) -> str | None:
+    """Why the probe set cannot fit a server serving ``max_model_len`` tokens (its longest prompt, as
+    ``sizer`` counts it, plus the most a probe may answer), None when it fits: refused before the run,
+    as other prompts are."""
+    texts = [probe_prompt(i) for i in range(quality.probes)]
+    answer = quality.max_tokens
+    if quality.tasks:
+        texts += [make_task(n, quality.seed).prompt for n in task_numbers(True)]
+        answer = max(answer, TASK_MAX_TOKENS)
+    longest = max(texts, key=len)
+    prompt = math.ceil(sizer.tokens_for_words(len(longest.split()))) + sizer.overhead_tokens
+    if prompt + answer <= max_model_len:
+        return None
+    return (
+        f"--quality: a probe asks for about {prompt + answer} tokens ({prompt} of prompt + max_tokens {answer}) "
+        f"but the server serves max_model_len {max_model_len}: lower [quality] max_tokens"
+        + (
+            f" (verifiable tasks ask for {TASK_MAX_TOKENS} at least: drop --quality-tasks)"
+            if quality.tasks
+            else ""
+        )
+    )
 
 
 def probe_prompt(index: int) -> str:
