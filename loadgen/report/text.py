@@ -304,7 +304,9 @@ def verdict_lines(steps: Sequence[StepSummary], best: int | None) -> list[str]:
             )
         elif undecided := [s for s in steps if s.verdict.three_valued == "undecided"]:
             which = ", ".join(str(s.index + 1) for s in undecided)
-            lines.append(f"{label}: none (step {which} undecided: its interval cannot tell a limit met from missed)")
+            lines.append(
+                f"{label}: none (step {which} undecided: its interval cannot tell a limit met from missed)"
+            )
         else:
             lines.append(f"{label}: none (no step met the SLO)")
     else:

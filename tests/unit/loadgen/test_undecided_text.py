@@ -38,4 +38,6 @@ def test_an_undecided_step_reads_undecided_with_its_clause_and_is_never_best() -
     assert rows["1"].rstrip().endswith("✓") and rows["2"].rstrip().endswith("?"), table
     assert "  step 2 ? undecided: TTFT p95 480 (432-528) ms vs 500 ms, ≈" in table, table
     alone = format_step_table([dataclasses.replace(undecided, index=0)], None)
-    assert "best under SLO: none (step 1 undecided: its interval cannot tell a limit met from missed)" in alone, alone
+    assert (
+        "best under SLO: none (step 1 undecided: its interval cannot tell a limit met from missed)" in alone
+    ), alone
