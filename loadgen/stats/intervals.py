@@ -167,6 +167,11 @@ def _read(cum: npt.NDArray[np.int64], total: int, prob: float) -> int:
     return int(np.searchsorted(cum, target, side="left"))
 
 
+def _largest(c: npt.NDArray[np.int64], cum: npt.NDArray[np.int64], hi_val: FloatArray) -> float:
+    """The highest value of the highest bin that holds one."""
+    return float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, int(cum[-1])))])
+
+
 def _upper(
     c: npt.NDArray[np.int64],
     cum: npt.NDArray[np.int64],
@@ -185,7 +190,7 @@ def _upper(
         # past the normal approximation's reach, but enough values that the largest bounds it: were the true
         # quantile below it, all n_eff (independent-worth) values would lie under it with chance p^n_eff
         reasons.append("upper end at the largest value")
-        return float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))]), 0
+        return _largest(c, cum, hi_val), 0
     # the data cannot bound it from above: how many values would (n_eff grows with the count)
     need = max(math.ceil(math.log((1 - level) / 2) / math.log(p) * total / max(n_eff, 1.0)), total + 1)
     reasons.append(f"open above: {total} values, about {need} would bound it")
@@ -238,11 +243,7 @@ def quantile_interval(
     lo = float(lo_val[_read(cum, total, p_lo)]) if p_lo > 0 else float(lo_val[int(np.flatnonzero(cum)[0])])
     reasons: list[str] = []
     hi, need = _upper(c, cum, hi_val, p, p_hi, n_eff, level, reasons)
-    top = (
-        None
-        if hi is not None
-        else float(hi_val[-1] if c[:, -1].any() else hi_val[int(np.searchsorted(cum, total))])
-    )
+    top = None if hi is not None else _largest(c, cum, hi_val)
     if b < min_batches:
         reasons.append(f"{b} batches")
     if total * min(p, 1 - p) < min_tail:

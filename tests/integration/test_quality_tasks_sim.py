@@ -13,49 +13,17 @@ import io
 from pathlib import Path
 from typing import Any
 
-from loadgen.analysis.reports import load_report_run
-from loadgen.config import RampPlan
-from loadgen.profile import parse_profile
-from loadgen.record import read_record
-from loadgen.report.tables import csv_report
-from loadgen.run.config import RunConfig
-from loadgen.run.engine import Engine
-from loadgen.sim import build_config, run_sim_in_thread
-from loadgen.types import Target
+from test_quality_sim import ramp as quality_ramp
 
-PROFILE = """
-name = "tasks"
-[[bucket]]
-input = 64
-output = 16
-[sampling]
-ignore_eos = true
-[quality]
-share = 0.5
-probes = 2
-max_tokens = 12
-"""
+from loadgen.analysis.reports import load_report_run
+from loadgen.report.tables import csv_report
 
 
 def ramp(
     tmp_path: Path, levels: tuple[int, ...], extra: str = "tasks = true\n", **sim: Any
 ) -> list[dict[str, Any]]:
-    handle = run_sim_in_thread(build_config("tiny-cpu", seed=3, speed=4.0, **sim))
-    try:
-        out = tmp_path / "run.jsonl"
-        config = RunConfig(
-            target=Target(url=handle.url),
-            profile=parse_profile(PROFILE + extra, source="<tasks>"),
-            plan=RampPlan(levels, step_s=1.5, warmup_s=0.3),
-            out=str(out),
-        )
-        engine = Engine(config)
-        engine.start()
-        outcome = engine.wait(60)
-        assert outcome is not None and outcome.state == "finished", outcome
-    finally:
-        handle.stop()
-    return read_record(out).steps
+    """``test_quality_sim``'s ramp with half the requests probes and ``extra`` after its [quality] table."""
+    return quality_ramp(tmp_path, levels, 0.5, slo=extra, **sim)
 
 
 def test_tasks_are_counted_beside_the_agreement(tmp_path: Path) -> None:
