@@ -72,14 +72,15 @@ def figure_name(metric: str, point: str) -> str:
 class _Slice:
     counters: dict[str, int] = field(default_factory=dict)
     live: int = 0
-    spans: list[tuple[int, int]] = field(default_factory=list)  # the deltas' own intervals (all workers)
+    # the deltas' own intervals (all workers), each with its streamed tokens and its counters
+    spans: list[tuple[int, int, int, dict[str, int]]] = field(default_factory=list)
     hists: dict[str, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = field(default_factory=dict)
 
     def add(self, delta: IntervalDelta) -> None:
         for name, value in delta.counters.items():
             self.counters[name] = self.counters.get(name, 0) + value
         self.live += delta.live_tokens
-        self.spans.append((delta.t0_ns, delta.t1_ns))
+        self.spans.append((delta.t0_ns, delta.t1_ns, delta.live_tokens, dict(delta.counters)))
         for key, (index, count) in delta.hists.items():
             if "|" not in key:
                 self.hists.setdefault(key, []).append((index.astype(np.int64), count.astype(np.int64)))
@@ -87,7 +88,22 @@ class _Slice:
     def covered(self, t0_ns: int, t1_ns: int) -> float:
         """Seconds of [t0, t1) its deltas covered, summed over workers (a closing delta's time after the
         window's end does not count: its tokens belong to the next window)."""
-        return sum(max(0, min(b, t1_ns) - max(a, t0_ns)) for a, b in self.spans) / 1e9
+        return sum(max(0, min(b, t1_ns) - max(a, t0_ns)) for a, b, _, _ in self.spans) / 1e9
+
+    def within(self, t0_ns: int, t1_ns: int, source: str) -> float:
+        """What its deltas added up of ``source`` ("live": streamed tokens, or a counter) over the part of
+        their interval inside [t0, t1): a delta straddling the window's end counts for its share before it,
+        one after it (a closing request's) not at all, so the slice's amount matches ``covered``."""
+        total = 0.0
+        for a, b, live, counters in self.spans:
+            amount = live if source == "live" else counters.get(source, 0)
+            if not amount:
+                continue
+            if b <= a:
+                total += amount if t0_ns <= a < t1_ns else 0
+            else:
+                total += amount * max(0, min(b, t1_ns) - max(a, t0_ns)) / (b - a)
+        return total
 
     def merge(self, other: _Slice) -> None:
         for name, value in other.counters.items():
@@ -149,11 +165,15 @@ class SliceBook:
 
     def _window(self, t1_ns: int) -> tuple[list[_Slice], npt.NDArray[np.float64]]:
         """The slices of [t0, t1) and their seconds; what came after t1 (a held step's last requests)
-        counts in its last slice."""
+        counts in a copy of its last slice (the book's own slices stay as they are: read twice, counted
+        once)."""
         n = max(1, -(-(t1_ns - self.t0_ns) // self.slice_ns))
         slices = self.slices[:n] + [_Slice() for _ in range(n - len(self.slices))]
-        for late in self.slices[n:]:
-            slices[-1].merge(late)
+        if len(self.slices) > n:
+            last = _Slice()
+            for part in (slices[-1], *self.slices[n:]):
+                last.merge(part)
+            slices[-1] = last
         seconds = np.full(n, self.slice_ns / 1e9)
         seconds[-1] = (t1_ns - self.t0_ns) / 1e9 - (n - 1) * self.slice_ns / 1e9
         return slices, seconds
@@ -172,16 +192,21 @@ class SliceBook:
         if covered.sum() <= 0 or (covered <= 0).any() and covered.sum() < 0.5 * window_s:
             covered = seconds
         out: dict[str, Interval] = {}
+        # A rate's figure counts all its window's requests did (a held step's closing requests too), its
+        # spread only what they did inside the window, slice by slice against the time covered: the closing
+        # tail, all in the last slice, would otherwise read as one outlying slice. The relative margin of the
+        # rate inside the window is the figure's (``_rescaled``).
         for name, source in RATES:
             if source == "live":
                 if failed_only:
                     continue
-                amounts = np.array([s.live for s in slices], dtype=np.float64)
+                total = float(sum(s.live for s in slices))
             else:
                 if not any(source in s.counters for s in slices):
                     continue
-                amounts = np.array([s.counters.get(source, 0) for s in slices], dtype=np.float64)
-            out[name] = _rescaled(ratio_interval(amounts, covered), float(amounts.sum()) / window_s)
+                total = float(sum(s.counters.get(source, 0) for s in slices))
+            amounts = np.array([s.within(self.t0_ns, t1_ns, source) for s in slices], dtype=np.float64)
+            out[name] = _rescaled(ratio_interval(amounts, covered), total / window_s)
         for metric, metric_points in points:
             wanted = [p for p in metric_points if p in _POINTS]
             counts = self._counts(slices, metric)

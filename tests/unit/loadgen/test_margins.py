@@ -164,3 +164,21 @@ def test_a_time_s_interval_holds_the_instruments_own_millisecond() -> None:
     assert p50.lo <= 49.0 and p50.hi >= 51.0 and p50.hi - p50.lo < 2 * INSTRUMENT_MS + 0.2
     rate = margins["out_tok_s"]
     assert rate.lo is not None and rate.hi is not None and rate.hi - rate.lo < 1.0  # a steady rate: no slack
+
+
+def test_a_held_steps_closing_tail_is_not_one_outlying_slice() -> None:
+    """A steady 1,000 tok/s for 5 s, then its requests' closing tail (0.4 s of tokens shipped after the
+    window's end, one delta straddling it): the figure counts the tail, the spread does not see it as a
+    burst in the last slice. Read twice, the book reads the same (the tail is counted once)."""
+    book = SliceBook(T0)
+    for tick in range(20):
+        t0 = T0 + tick * 250_000_000
+        book.add(IntervalDelta(t0, t0 + 250_000_000, 0, {"ok": 2}, {}, live_tokens=250))
+    end = T0 + 5_000_000_000
+    book.add(IntervalDelta(end - 100_000_000, end + 150_000_000, 0, {"ok": 2}, {}, live_tokens=250))
+    book.add(IntervalDelta(end + 150_000_000, end + 400_000_000, 0, {"ok": 8}, {}, live_tokens=250))
+    first = book.margins(end, [])["out_tok_s"]
+    again = book.margins(end, [])["out_tok_s"]
+    assert first == again
+    assert first.value == (20 * 250 + 500) / 5.0  # the figure: every token of the window's requests
+    assert first.rel_half_width is not None and first.rel_half_width < 0.02
