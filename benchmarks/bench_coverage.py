@@ -53,7 +53,7 @@ from loadgen.profile import parse_profile  # noqa: E402
 from loadgen.run.config import RunConfig  # noqa: E402
 from loadgen.run.engine import Engine  # noqa: E402
 from loadgen.sim import build_config, spawn_sim_process  # noqa: E402
-from loadgen.stats import Interval, difference  # noqa: E402
+from loadgen.stats import Interval, difference_bounds  # noqa: E402
 from loadgen.types import Target  # noqa: E402
 
 OUTPUT = 32
@@ -181,15 +181,10 @@ def interval_of(step: dict[str, Any], figure: str) -> Interval | None:
 
 
 def called(a: Interval, b: Interval) -> bool | None:
-    """Whether ``ramp compare`` would call ``a`` and ``b`` different (None: no interval to judge on). An
-    interval open above parts from another only where its lower end lies past the other's upper end."""
-    if a.open_above or b.open_above:
-        assert a.lo is not None and b.lo is not None
-        return (b.hi is not None and a.lo > b.hi) or (a.hi is not None and b.lo > a.hi)
-    d = difference(a, b)
-    if d.lo is None or d.hi is None:
-        return None
-    return not d.lo <= 0 <= d.hi
+    """Whether ``ramp compare`` would call ``a`` and ``b`` different (None: no interval to judge on): the
+    interval of the difference (``loadgen.stats.difference_bounds``, open ends included) excludes 0."""
+    bounds = difference_bounds(a, b)
+    return None if bounds is None else not bounds[0] <= 0 <= bounds[1]
 
 
 def false_calls(steps: list[dict[str, Any]]) -> dict[str, float]:

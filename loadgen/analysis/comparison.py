@@ -40,7 +40,7 @@ from loadgen.analysis.runs import (
 )
 from loadgen.slo import eligible
 from loadgen.snapshot import StepSummary
-from loadgen.stats import Interval, combine, difference
+from loadgen.stats import Interval, combine, difference_bounds
 
 __all__ = [
     "SCHEMA",
@@ -174,16 +174,6 @@ def level_interval(figure: Figure, steps: Sequence[StepSummary]) -> Interval | N
     return combine(ivs)
 
 
-def _one_sided(other: Interval, base: Interval) -> tuple[float, float] | None:
-    """Bounds of ``other - base`` when either is open above: (lo, hi) with an infinite end where open;
-    None when neither is open."""
-    if not (other.open_above or base.open_above) or other.lo is None or base.lo is None:
-        return None
-    lo = -math.inf if base.hi is None else other.lo - base.hi
-    hi = math.inf if other.hi is None else other.hi - base.lo
-    return lo, hi
-
-
 def figure_delta(
     figure: Figure,
     base: Spread | None,
@@ -199,22 +189,18 @@ def figure_delta(
         return None
     delta = other.median - base.median
     pct = None if base.median == 0 else delta / abs(base.median) * 100.0
-    if base_iv is not None and other_iv is not None and (bounds := _one_sided(other_iv, base_iv)):
-        # a tail too thin to bound from above: a difference is called only where the lower end of one
-        # lies past the upper end of the other; else it is within what the steps can tell apart
+    bounds = None if base_iv is None or other_iv is None else difference_bounds(other_iv, base_iv)
+    if bounds is not None:
+        # an interval open above (a tail too thin to bound) gives bounds without a standard error: a
+        # difference is called only where the lower end of one lies past the upper end of the other
         lo, hi = bounds
         low, high = (None if math.isinf(lo) else lo), (None if math.isinf(hi) else hi)
         if lo <= 0 <= hi:
-            return Delta(delta, pct, "within noise", "open", low, high)
+            assert base_iv is not None and other_iv is not None
+            how = "open" if base_iv.open_above or other_iv.open_above else "interval"
+            return Delta(delta, pct, "within noise", how, low, high)
         better = (lo > 0) == figure.higher_is_better
         return Delta(delta, pct, "better" if better else "worse", "", low, high)
-    if base_iv is not None and other_iv is not None:
-        diff = difference(other_iv, base_iv)
-        if diff.lo is not None and diff.hi is not None:
-            if diff.lo <= 0 <= diff.hi:
-                return Delta(delta, pct, "within noise", "interval", diff.lo, diff.hi)
-            better = (diff.value > 0) == figure.higher_is_better
-            return Delta(delta, pct, "better" if better else "worse", "", diff.lo, diff.hi)
     repeated = base.n > 1 or other.n > 1
     if delta == 0:
         return Delta(delta, pct, "")

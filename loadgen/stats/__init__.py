@@ -2,7 +2,7 @@
 intervals of differences and of repeats combined. A leaf: numpy and the standard library only, nothing of
 the run (``loadgen.metrics.slices`` feeds it a step's time slices)."""
 
-from loadgen.stats.combine import combine, difference
+from loadgen.stats.combine import combine, difference, difference_bounds
 from loadgen.stats.decide import Decision, Verdict, decide, seconds_to_precision
 from loadgen.stats.intervals import (
     LEVEL,
@@ -28,6 +28,7 @@ __all__ = [
     "combine",
     "decide",
     "difference",
+    "difference_bounds",
     "quantile_interval",
     "ratio_interval",
     "seconds_to_precision",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from loadgen.stats.intervals import LEVEL, Interval
 from loadgen.stats.tdist import two_sided
 
-__all__ = ["combine", "difference"]
+__all__ = ["combine", "difference", "difference_bounds"]
 
 
 def _se(iv: Interval) -> float | None:
@@ -41,6 +41,21 @@ def difference(a: Interval, b: Interval, level: float = LEVEL) -> Interval:
     return Interval(
         value, value - half, value + half, min(a.batches, b.batches), a.n + b.n, df, trusted, why, level
     )
+
+
+def difference_bounds(a: Interval, b: Interval, level: float = LEVEL) -> tuple[float, float] | None:
+    """The interval of ``a - b`` as (lo, hi), what ``ramp compare`` calls a difference on (it excludes 0)
+    or not. Where either is open above (a tail too thin to bound from above) no standard error exists: the
+    bounds are those of the two intervals themselves, ``a.lo - b.hi`` to ``a.hi - b.lo``, infinite on the
+    side an open end leaves unbounded. None when either has no interval at all."""
+    if a.lo is None or b.lo is None:
+        return None
+    if a.open_above or b.open_above:
+        lo = -math.inf if b.hi is None else a.lo - b.hi
+        hi = math.inf if a.hi is None else a.hi - b.lo
+        return lo, hi
+    d = difference(a, b, level)
+    return None if d.lo is None or d.hi is None else (d.lo, d.hi)
 
 
 def combine(repeats: Sequence[Interval], level: float = LEVEL) -> Interval:

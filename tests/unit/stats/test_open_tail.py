@@ -108,3 +108,18 @@ def test_compare_calls_an_open_tail_only_when_the_bounds_part() -> None:
     parted = Interval(36.0, 34.0, None, 10, 90, 9, False, "open above", need=400)
     delta = figure_delta(figure, base, other, closed, parted)
     assert delta is not None and delta.mark == "worse" and delta.lo == 1.0
+
+
+def test_the_difference_of_an_open_tail_is_bounded_by_the_intervals_themselves() -> None:
+    """``difference_bounds``, the one place ``ramp compare`` and the coverage benchmark read a difference:
+    closed on both sides it is the Welch interval; an open upper end leaves that side unbounded."""
+    from loadgen.stats import difference, difference_bounds
+
+    a, b = Interval(36.0, 34.0, 38.0, 10, 400, 9, True), Interval(30.0, 28.0, 33.0, 10, 400, 9, True)
+    d = difference(a, b)
+    assert difference_bounds(a, b) == (d.lo, d.hi)
+    open_a = replace(a, hi=None)
+    assert difference_bounds(open_a, b) == (34.0 - 33.0, math.inf)
+    assert difference_bounds(b, open_a) == (-math.inf, 33.0 - 34.0)
+    assert difference_bounds(open_a, replace(b, hi=None)) == (-math.inf, math.inf)
+    assert difference_bounds(replace(a, lo=None, hi=None), b) is None
