@@ -331,7 +331,7 @@ class Precision:
     eta_s: float | None = None
 
 
-SearchState = Literal["probing", "held", "done", "stopped"]
+SearchState = Literal["probing", "held", "done", "stopped", "following"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,8 +353,8 @@ class SearchView:
 
     lo: float
     hi: float
-    state: SearchState  # held: the operator took over
-    level: float | None = None  # the level probed now (probing)
+    state: SearchState  # held: the operator took over; following: done, the knee held and judged
+    level: float | None = None  # the level probed now (probing), or held (following)
     why: str = ""  # why this level is probed again ("" for its first probe), or why the search ended
     probes: tuple[SearchProbe, ...] = ()
     fit: tuple[tuple[float, float], ...] = ()  # (level, fitted margin): the monotone fit, ascending

@@ -277,14 +277,14 @@ class EngineActions(App[None]):
             self.notify("marked")
 
     def action_find_max(self) -> None:
-        """f: the SLA search — asks its range and starts it; stops it while it drives; resumes it once the
-        operator took over."""
+        """f: the SLA search — asks its range and starts it; stops it while it drives (or follows the knee
+        it found); resumes it once the operator took over."""
         engine = self.steering_engine()
         if engine is None:
             return
         snapshot = self.latest_snapshot
         view = snapshot.search if snapshot is not None else None
-        if view is not None and view.state == "probing":
+        if view is not None and view.state in ("probing", "following"):
             send(engine, StopSearch())
             return
         if view is not None and view.state == "held":

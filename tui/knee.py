@@ -4,7 +4,8 @@ curve panel's plot of it as it forms. Pure: no widget, no app.
 ``search_text`` (``search_parts``: its head and the rest): 'probing 24: TTFT p95 96 ± 6 ms, undecided, ≈8 s' (the SLO figure with the least room so
 far, its 95 % interval's half-width, where it stands against its limit and the most the probe has left);
 'probing 24 again (undecided at its maximum length…)'; 'search paused: operator took over (f resumes)';
-'search done: max 4 streams …'; 'search stopped (…)'.
+'search done: max 4 streams …'; 'search stopped (…)'; 'following the knee at 4: TTFT p95 21 ± 2 ms, met so
+far, ≈20 s (f stops following)' once it holds the answer and judges its steps.
 
 ``render_knee``: each probe's SLO use against its level — the tightest objective's figure as a share of
 its limit (1 - ``loadgen.slo.margin``: 100 % is the limit, the SLO line ┄) — with its verdict (● met, ✕
@@ -118,6 +119,9 @@ def search_parts(snapshot: Snapshot) -> tuple[str, str]:
         return "search paused: operator took over", f" (f resumes){mine}"
     if view.state == "stopped":
         return "search stopped", f" ({view.why})"
+    if view.state == "following" and view.level is not None:
+        level, _, rest = probing_text(snapshot, view.level).partition(": ")
+        return f"following the knee at {level}", f": {rest} (f stops following)"
     return "search done", f": {view.summary or view.why}"
 
 

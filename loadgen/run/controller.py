@@ -230,17 +230,21 @@ class Controller:
     def _ends_early(self, now: int) -> EndedBy | None:
         """A planned step measuring now ends before its length (checked once a second: reading the intervals
         costs a few ms): --precision once its figures are precise enough ("precision"); a probe of the SLA
-        search once its intervals decide the SLO, met or missed ("decided")."""
+        search once its intervals decide the SLO, met or missed, and a step holding the knee it follows once
+        they decide a miss ("decided")."""
         search, plan, seg = self.wheel.search, self.load.plan, self.steps.current
         searching = search is not None and not search.holding  # --hold's step runs its length
-        if plan is None or self.steps.end_ns is None or (plan.precision_pct is None and not searching):
+        following = search is None and self.wheel.searching.following is not None
+        judged = searching or following
+        if plan is None or self.steps.end_ns is None or (plan.precision_pct is None and not judged):
             return None
         if now < self.precision_checked_ns + PRECISION_CHECK_NS:
             return None
         self.precision_checked_ns = now  # during the warm-up too: the first read is 0-1 s into the window
         if seg is None or seg.phase != "measure":
             return None
-        if searching and decided(seg.slices, now, self.slo) is not None:
+        verdict = decided(seg.slices, now, self.slo) if judged else None
+        if verdict == "missed" or (searching and verdict == "met"):
             return "decided"
         if plan.precision_pct is not None and precise(seg.slices, now, plan.precision_pct, self.slo):
             return "precision"

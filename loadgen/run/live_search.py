@@ -11,9 +11,14 @@ answer are ``loadgen.run.search``'s and ``loadgen.run.knee``'s; here is who driv
 - ``StopSearch``, or a mode switch: the search ends where it is; the load holds.
 
 The record gets a ``search`` event at each of these (``action``: start, paused, probe, resumed, stopped,
-done) and, once the search has its answer, the ``find_max`` event ``--find-max`` writes. A run's own
-``--find-max`` ends the run with its answer, as headless; a search started by a key leaves the console
-live, holding the knee's level.
+done, moved; each with ``elapsed_s`` on the run's clock) and, once the search has its answer, the
+``find_max`` event ``--find-max`` writes. A run's own ``--find-max`` ends the run with its answer, as
+headless; a search started by a key leaves the console live, holding the knee's level and **following** it
+(``loadgen.run.follow``): the load holds the knee in steps of a probe's length, each measured as any step
+(its own warm-up, load and requests) and ended early once its intervals decide a miss; a held step that
+missed is the limit moving ("moved", with the evidence), and the knee is searched for again below it at
+once, its new answer followed in turn. ``f`` (``StopSearch``), a level key or a mode switch stops following:
+the load then holds with no set length, as a key's.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from loadgen.config import RampPlan
+from loadgen.run.follow import evidence_text, moved, refind_bounds
 from loadgen.run.protocol import (
     ChangeLevel,
     NextStep,
@@ -63,7 +69,7 @@ def steer(wheel: Wheel, cmd: Steering) -> None:
                 searching.stop("the loop changed: the search's levels were the other loop's", begin=False)
             wheel.switch_mode(mode)
         case NextStep():
-            if wheel.search is not None and not searching.held:  # once you took over, n is yours
+            if (wheel.search is not None and not searching.held) or searching.following is not None:
                 wheel.notify("the search chooses the levels: f stops it, or set a level (l, ↑ ↓)")
             else:
                 wheel.next_step()
@@ -84,6 +90,9 @@ class LiveSearch:
         self.ended = ""  # why it ended without an answer ("" while under way, or with one)
         self.plan: RampPlan | None = wheel.config.plan  # the probes' length and warm-up
         self.by_hand: set[int] = set()  # the steps (from 1) of the operator's probes
+        self.following: float | None = None  # the knee's level held and judged (the search has its answer)
+        self.bounds: tuple[float, float] = (1.0, 1.0)  # the range the operator asked for
+        self.was: float | None = None  # the knee before it moved (the re-found answer's ``done`` says it)
 
     # ---- the keys ---------------------------------------------------------------------------------------
     def start(self, lo: float, hi: float) -> None:
@@ -108,6 +117,7 @@ class LiveSearch:
         )
         wheel.search, self.last, self.by_key, self.ended = search, search, True, ""
         self.held, self.operator, self.stopped, self.by_hand = False, False, False, set()
+        self.following, self.bounds, self.was = None, (lo, hi), None
         self.drive(search.first())
         unit = "streams" if search.integer else "req/s"
         wheel.notify(f"search {lo:g}:{hi:g} {unit}: probing {search.first():g}")
@@ -129,6 +139,7 @@ class LiveSearch:
         wheel = self.wheel
         search, driving = wheel.search, not self.held
         if search is None:
+            self.unfollow(why)
             return
         wheel.search, self.held, self.operator, self.ended, self.stopped = None, False, False, why, True
         wheel.load.hold()
@@ -146,6 +157,7 @@ class LiveSearch:
         wheel = self.wheel
         search, load = wheel.search, wheel.load
         if search is None or self.plan is None or wheel.status.state not in ("running", "paused"):
+            self.unfollow("operator took over")
             wheel.manual(level, rate)
             return
         if not self.held:
@@ -191,11 +203,12 @@ class LiveSearch:
         )
         wheel.load.hold()
         self.next = nxt
-        return True if nxt is not None else self.finished(search)
+        return True if nxt is not None else self.finished(search, summary)
 
-    def finished(self, search: Search) -> bool:
+    def finished(self, search: Search, summary: StepSummary | None = None) -> bool:
         """The search has its answer (or none as asked): the record's ``find_max`` event; a run's own
-        ``--find-max`` ends the run with it (False), a key's holds the knee's level (True: a step begins)."""
+        ``--find-max`` ends the run with it (False), a key's holds the knee's level and follows it (True: a
+        step begins)."""
         wheel = self.wheel
         wheel.finished_search, wheel.search, self.held, self.stopped = search, None, False, False
         failure = search.failure()
@@ -208,11 +221,64 @@ class LiveSearch:
             return False
         answer = search.answer()
         wheel.load.hold()
-        if answer is not None:
+        if answer is not None and failure is None:
+            self.follow(answer.level, summary)
+        elif answer is not None:
             wheel.load.set_target(answer.level)
-        wheel.notify(search.summary() if failure is None else failure[0])
-        self.event("done", summary=search.summary() if failure is None else failure[0])
+        said = search.summary() if failure is None else failure[0]
+        was = {} if self.was is None else {"was": self.was}
+        wheel.notify(said if self.was is None else f"the knee re-found ({self.was:g} before): {said}")
+        self.event("done", summary=said, **was)
+        self.was = None
         return True
+
+    # ---- following the knee (``loadgen.run.follow``) ----------------------------------------------------
+    def follow(self, level: float, summary: StepSummary | None) -> None:
+        """The load holds ``level`` in steps of a probe's length (its warm-up as the next probe's)."""
+        assert self.plan is not None
+        self.following = level
+        warmup = None if summary is None else Search.warmup_after(summary.stats, self.plan.warmup_s)
+        self.wheel.load.probe_at(self.plan, 0, warmup)
+        self.wheel.load.set_target(level)
+
+    def held_step(self, summary: StepSummary | None) -> bool:
+        """A held step closed (True: a step begins): another at the knee, or — it missed on its intervals —
+        the limit moved: said, with its evidence, and the knee searched for again below it, the held step
+        as the new search's first probe."""
+        wheel, level = self.wheel, self.following
+        assert level is not None
+        integer = wheel.load.mode == "closed"
+        slo = wheel.config.slo or wheel.config.profile.slo
+        evidence = None if summary is None else moved(summary, slo, integer)
+        if evidence is None or summary is None:
+            self.follow(level, summary)
+            return True
+        lo, hi = refind_bounds(level, self.bounds[0], integer)
+        unit = "streams" if integer else "req/s"
+        wheel.notify(f"{evidence_text(evidence, unit)}: re-finding it in {lo:g}:{hi:g}")
+        self.event("moved", **evidence, bounds=[lo, hi])
+        search = Search(lo, hi, integer=integer, repeat=1, slo=slo)
+        wheel.search, self.last, self.ended, self.following, self.was = search, search, "", None, level
+        self.held, self.operator, self.stopped, self.by_hand = False, False, False, set()
+        nxt = search.after(summary)
+        if nxt is None:
+            return self.finished(search, summary)
+        assert self.plan is not None
+        wheel.load.probe_at(
+            self.plan, search.trials_at(nxt), search.warmup_after(summary.stats, self.plan.warmup_s)
+        )
+        wheel.load.set_target(nxt)
+        return True
+
+    def unfollow(self, why: str) -> None:
+        """Following ends (``f``, a level key, a mode switch): the held step runs on with no set length."""
+        if self.following is None:
+            return
+        level, self.following = self.following, None
+        self.wheel.load.hold()
+        self.wheel.steps.restart_timer()
+        self.wheel.notify(f"the knee is no longer followed ({why}): the load holds at {level:g}")
+        self.event("stopped", why=why, following=level)
 
     # ---- what the snapshot shows ------------------------------------------------------------------------
     def level_now(self) -> float:
@@ -229,6 +295,8 @@ class LiveSearch:
             state, why = "held", "operator took over"
         elif wheel.search is not None:
             state, why = "probing", search.pending.get(self.level_now(), "")
+        elif self.following is not None:
+            state, why = "following", ""
         else:
             state, why = ("stopped" if self.stopped else "done"), self.ended
         probes = tuple(
@@ -242,7 +310,7 @@ class LiveSearch:
             search.lo,
             search.hi,
             state,
-            self.level_now() if state in ("probing", "held") else None,
+            self.level_now() if state in ("probing", "held", "following") else None,
             why,
             probes,
             tuple((p.level, p.fitted) for p in fit.points),
@@ -250,11 +318,12 @@ class LiveSearch:
             fit.missed,
             fit.confidence if fit.met is not None and fit.missed is not None else "",
             fit.shape or "",
-            search.summary() if state == "done" else "",
+            search.summary() if state in ("done", "following") else "",
         )
 
     def event(self, action: str, **data: object) -> None:
-        step = self.wheel.steps.shown_index() + 1
-        self.write(
-            "search", {"action": action, "by": "key" if self.by_key else "--find-max", "step": step} | data
-        )
+        wheel = self.wheel
+        step = wheel.steps.shown_index() + 1
+        elapsed = round(wheel.status.elapsed_s(wheel.steps.clock()), 3)
+        by = "key" if self.by_key else "--find-max"
+        self.write("search", {"action": action, "by": by, "step": step, "elapsed_s": elapsed} | data)

@@ -298,8 +298,12 @@ class Search:
             high = int(failed) if failed is not None else int(self.hi) + 1
             if high - low > 1:
                 return float((low + high) // 2)
-        if passed is None:
-            return None  # the lowest bound already misses: nothing below it is probed
+        if (
+            passed is None
+        ):  # the lowest bound already misses (nothing below it is probed), else is still to probe:
+            return (
+                None if self.lo in self.decided else self.lo
+            )  # a higher level missed first (a knee that moved)
         if failed is None:
             return self.hi if passed < self.hi and self.hi not in self.decided else None
         if not self._converged(passed, failed):

@@ -214,6 +214,8 @@ class Wheel:
             return  # stopped early (SLO), paused or stopping: nothing more begins
         if self.search is not None:
             moved = self.search_next(summary)
+        elif self.searching.following is not None:
+            moved = self.searching.held_step(summary)  # another at the knee, or the knee moved: re-found
         else:
             moved = not self.ceiling_reached(summary) and self.step_plan_level()
         if not moved:
@@ -229,7 +231,7 @@ class Wheel:
             return held  # the operator's probe: counted, and the load holds at its level
         nxt = search.after(summary) if summary is not None else None
         if nxt is None:
-            return self.searching.finished(search)
+            return self.searching.finished(search, summary)
         self.load.set_target(nxt)
         self.load.probe_repeat = search.trials_at(nxt)  # the step line's ``repeat``: its probe at the level
         assert summary is not None  # a next level is only ever found after a step

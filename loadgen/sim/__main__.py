@@ -37,6 +37,8 @@ _OVERRIDES: dict[str, tuple[str, type]] = {
     "--answer-change-above": ("answer_change_above", int),
     "--answer-change-after-s": ("answer_change_after_s", float),
     "--answer-change-share": ("answer_change_share", float),
+    "--drift-after-s": ("drift_after_s", float),
+    "--drift-max-num-seqs": ("drift_max_num_seqs", int),
     "--fault-error-rate": ("error_rate", float),
     "--fault-429-rate": ("rate_429", float),
     "--fault-stall-rate": ("stall_rate", float),

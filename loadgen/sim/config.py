@@ -59,6 +59,11 @@ class SimConfig:
     answer_change_above: int = 0
     answer_change_after_s: float = 0.0
     answer_change_share: float = 1.0
+    # A control for following the knee (issue 32): from ``drift_after_s`` seconds after the server started
+    # (0: never) at most ``drift_max_num_seqs`` sequences run at once, as on a server that slowed or took on
+    # another tenant (``SimServer.set_max_num_seqs``; ``POST /_sim/slots`` does it at any time).
+    drift_after_s: float = 0.0
+    drift_max_num_seqs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -133,6 +138,10 @@ def validate(config: SimConfig) -> None:
         problems.append(f"tool_call_rate must be within 0..1 (got {config.tool_call_rate})")
     if config.answer_change_above < 0 or config.answer_change_after_s < 0:
         problems.append("answer_change_above and answer_change_after_s must be >= 0 (0: never)")
+    if config.drift_after_s < 0 or config.drift_max_num_seqs < 0:
+        problems.append("drift_after_s and drift_max_num_seqs must be >= 0 (0: never)")
+    if (config.drift_after_s > 0) != (config.drift_max_num_seqs > 0):
+        problems.append("drift_after_s and drift_max_num_seqs go together: when, and the batch from then on")
     if not 0.0 <= config.answer_change_share <= 1.0:
         problems.append(f"answer_change_share must be within 0..1 (got {config.answer_change_share})")
     if config.stream_interval < 1:

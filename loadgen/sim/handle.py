@@ -1,7 +1,7 @@
 """Ways to run the simulator beside a caller: in a daemon thread with its own event loop, or in a separate
 process (``python -m loadgen.sim``) so that the caller's own work cannot perturb the simulator's timing.
 
-Both return a ``SimHandle`` with ``url``, ``stop()``, ``ground_truth()`` and ``info()``.
+Both return a ``SimHandle`` with ``url``, ``stop()``, ``ground_truth()``, ``info()`` and ``set_slots()``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,16 @@ class SimHandle:
 
     def info(self) -> dict[str, Any]:
         return self._get_json("/_sim/info")
+
+    def set_slots(self, max_num_seqs: int) -> dict[str, Any]:
+        """``POST /_sim/slots``: at most ``max_num_seqs`` sequences run at once from now on (the knee moves)."""
+        body = json.dumps({"max_num_seqs": max_num_seqs}).encode()
+        request = urllib.request.Request(
+            self.url + "/_sim/slots", body, {"Content-Type": "application/json"}, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310 (our own 127.0.0.1 URL)
+            answer: dict[str, Any] = json.loads(reply.read())
+        return answer
 
     def _get_json(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=10) as reply:  # noqa: S310 (our own 127.0.0.1 URL)

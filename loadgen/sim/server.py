@@ -6,6 +6,9 @@ streams; requests.py parses bodies, faults.py draws injected failures, stream.py
 Every request leaves a ground-truth record (monotonic ns, the same clock as the client's) readable from
 ``SimServer.ground_truth()`` and ``GET /_sim/ground_truth``. Both runtimes' prefix-cache resets (vLLM's
 ``POST /reset_prefix_cache``, SGLang's ``/flush_cache``) drop the cached blocks nobody holds.
+
+``POST /_sim/slots`` (and the config's drift, on a schedule) changes the batch mid-run, so that a test can
+move the knee under a running search (slots.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .params import EngineParams
 from .replies import json_reply, stream_reply
 from .requests import BadRequest, GenerateRequest, error_response, parse_generate, tokenize_ids
 from .sequences import Engine, Seq, sample_output_len
+from .slots import schedule_drift, slots_reply
 from .stream import Stream
 from .tools import offered_call, tool_call
 
@@ -100,6 +104,7 @@ class SimServer:
         self._started_ns = time.monotonic_ns()
         self._runner: web.AppRunner | None = None
         self._loop_task: asyncio.Task[None] | None = None
+        self._drift: asyncio.TimerHandle | None = None
         self.url = ""
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -118,6 +123,7 @@ class SimServer:
         app.router.add_get("/flush_cache", self._flush_cache)
         app.router.add_get("/_sim/info", self._info)
         app.router.add_get("/_sim/ground_truth", self._ground_truth)
+        app.router.add_post("/_sim/slots", self._slots)
         # A stop ends the streams still open (as a server going down does) within a second, instead of
         # holding them, silent, for aiohttp's default 60 s: the client sees the cut at once.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
@@ -127,9 +133,12 @@ class SimServer:
         bound = self._runner.addresses[0]
         self.url = f"http://{host}:{bound[1]}"
         self._loop_task = asyncio.create_task(self._loop.run(), name="sim-engine-loop")
+        self._drift = schedule_drift(self.engine, self.config, self._started_ns)
         return self.url
 
     async def stop(self) -> None:
+        if self._drift is not None:
+            self._drift.cancel()
         if self._loop_task is not None:
             self._loop_task.cancel()
             try:
@@ -163,6 +172,7 @@ class SimServer:
             "prefix_cache_resets": e.stats.prefix_cache_resets,
             "prefix_blocks_dropped": e.stats.prefix_blocks_dropped,
             "ground_truth_records": len(self._gt),
+            "max_num_seqs": e.params.max_num_seqs,  # now: ``POST /_sim/slots`` or the drift may change it
         }
 
     # -- generation -----------------------------------------------------------------------------------
@@ -351,6 +361,9 @@ class SimServer:
 
     async def _info(self, request: web.Request) -> web.Response:
         return web.json_response(self.info())
+
+    async def _slots(self, request: web.Request) -> web.Response:
+        return await slots_reply(request, self.engine, self.config)
 
     async def _ground_truth(self, request: web.Request) -> web.Response:
         records = self.ground_truth()

@@ -1,7 +1,8 @@
 """The SLA search steered from the console (``loadgen.run.live_search``), on a fake fleet and clock: started by
 a command from the running load, it bisects as ``--find-max`` does and then holds the knee's level with the
-run still live; a level the operator sets is a probe that counts, after which the search drives no more
-until resumed; a stop holds the load where it is, even while a probe closes."""
+run still live, following it: a held step that misses says the knee moved and the knee is found again below
+it; a level the operator sets is a probe that counts, after which the search drives no more until resumed;
+a stop holds the load where it is, even while a probe closes."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ def searching(record: Path) -> tuple[Controller, FakeFleet, FakeClock]:
     return ctl, fleet, clock
 
 
-def turn(ctl: Controller, fleet: FakeFleet, clock: FakeClock) -> None:
-    """One second of load: the requests the server answers at the level now, and the ended steps' last."""
-    e2e = 1.0 if ctl.load.level <= 6 else 3.0
+def turn(ctl: Controller, fleet: FakeFleet, clock: FakeClock, knee: int = 6) -> None:
+    """One second of load: the requests the server answers at the level now (within 2 s up to ``knee``
+    streams), and the ended steps' last."""
+    e2e = 1.0 if ctl.load.level <= knee else 3.0
     clock.advance(1.0)
     fleet.ship(ok=2, in_flight=ctl.load.level, e2e_s=e2e)
     tick(ctl)
@@ -54,13 +56,15 @@ def test_a_search_started_by_a_key_bisects_then_holds_the_knee(tmp_path: Path) -
     levels = [s.level for s in probes]  # a level probed again (undecided) repeats
     assert [x for i, x in enumerate(levels) if not i or levels[i - 1] != x] == [8, 4, 6, 7]  # as --find-max
     assert ctl.status.state == "running" and ctl.load.level == 6  # live, at the knee
-    assert not ctl.load.auto and ctl.load.plan is None  # a step of no set length, as a key's
+    assert ctl.load.auto and ctl.load.plan is not None  # followed: held in steps of a probe's length
     view = ctl.wheel.searching.view()
-    assert view is not None and view.state == "done" and (view.met, view.missed) == (6.0, 7.0)
-    assert view.summary.startswith("max 6 streams")
-    for _ in range(5):  # nothing moves it any more
+    assert view is not None and view.state == "following" and (view.met, view.missed) == (6.0, 7.0)
+    assert view.level == 6.0 and view.summary.startswith("max 6 streams")
+    before = len(ctl.steps.summaries)
+    for _ in range(8):  # the server holds: so does the knee, its steps judged
         turn(ctl, fleet, clock)
-    assert ctl.load.level == 6 and len(ctl.steps.summaries) == len(probes) + 1  # the cut level-1 step
+    held = ctl.steps.summaries[before:]
+    assert len(held) >= 2 and all(s.level == 6 and s.verdict.met for s in held) and ctl.load.level == 6
     assert [e["action"] for e in events(record, "search")] == ["start", "done"]
     (answer,) = events(record, "find_max")
     assert answer["max_level"] == 6.0 and answer["bounds"] == [1.0, 16.0]
@@ -106,3 +110,55 @@ def test_a_stop_holds_the_load_even_while_a_probe_closes(tmp_path: Path) -> None
     (stopped,) = [e for e in events(record, "search") if e["action"] == "stopped"]
     assert stopped["why"] == "stopped by the operator" and stopped["probes"] == 0
     assert not events(record, "find_max")  # no answer: none is written
+
+
+def test_a_followed_knee_that_moves_down_is_said_and_found_again(tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    ctl, fleet, clock = searching(record)
+    ctl.command(StartSearch(1.0, 16.0))
+    for _ in range(40):
+        turn(ctl, fleet, clock)
+        if ctl.wheel.searching.following is not None:
+            break
+    assert ctl.wheel.searching.following == 6.0 and ctl.wheel.search is None
+    turn(ctl, fleet, clock)  # a held step under way at 6
+    for _ in range(40):  # the server slows: it meets the SLO up to 3 streams only
+        turn(ctl, fleet, clock, knee=3)
+        if ctl.wheel.searching.following == 3.0:
+            break
+    assert ctl.wheel.searching.following == 3.0 and ctl.load.level == 3 and ctl.load.auto
+    actions = [e["action"] for e in events(record, "search")]
+    assert actions == ["start", "done", "moved", "done"]
+    moved = events(record, "search")[2]
+    assert moved["level"] == 6.0 and moved["bounds"] == [1.0, 6.0] and moved["figure"] == "e2e p95"
+    lo, hi = moved["interval"]
+    assert abs(moved["value"] - 3.0) < 0.01 and lo > moved["limit"] == 2.0 and moved["past"] == ">"
+    held = {s.index + 1: s for s in ctl.steps.summaries}[moved["held_step"]]
+    assert held.level == 6 and held.verdict.on_intervals == "missed"  # a step of its own, at the knee
+    assert events(record, "search")[3]["was"] == 6.0
+    first, again = events(record, "find_max")
+    assert (first["max_level"], again["max_level"]) == (6.0, 3.0) and again["bounds"] == [1.0, 6.0]
+    assert again["probes"][0]["step"] == moved["held_step"]  # the held step is the new search's first probe
+    levels = [p["level"] for p in again["probes"]]  # a level probed again (undecided) repeats
+    assert [x for i, x in enumerate(levels) if not i or levels[i - 1] != x] == [6.0, 3.0, 4.0]
+    view = ctl.wheel.searching.view()
+    assert view is not None and view.state == "following" and view.level == 3.0
+
+
+def test_f_stops_following_and_the_load_holds_with_no_set_length(tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    ctl, fleet, clock = searching(record)
+    ctl.command(StartSearch(1.0, 16.0))
+    for _ in range(40):
+        turn(ctl, fleet, clock)
+        if ctl.wheel.searching.following is not None:
+            break
+    ctl.command(StopSearch())
+    assert ctl.wheel.searching.following is None and not ctl.load.auto and ctl.load.plan is None
+    for _ in range(5):  # the server slows, but nobody follows the knee now
+        turn(ctl, fleet, clock, knee=3)
+    assert ctl.load.level == 6 and ctl.wheel.search is None
+    stopped = events(record, "search")[-1]
+    assert stopped["action"] == "stopped" and stopped["following"] == 6.0
+    view = ctl.wheel.searching.view()
+    assert view is not None and view.state == "done"

@@ -1,5 +1,6 @@
 """The knee search's words (``tui.knee``) and its range prompt (``tui.steering``): the SLO figure with the
-least room and where its interval stands by the rule that ends a probe; the range typed and offered."""
+least room and where its interval stands by the rule that ends a probe; the knee followed; the range typed
+and offered."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from tui_fakes import make_snapshot
 
 from loadgen.config import SLO
+from loadgen.snapshot import SearchView
 from loadgen.stats import Interval
 from tui.knee import live_figure, search_text
 from tui.steering import default_range, parse_range
@@ -43,3 +45,14 @@ def test_the_range_typed_and_the_range_offered() -> None:
     assert default_range((2.0, 32.0), (1.0, 8.0)) == (2.0, 32.0)  # --find-max's
     assert default_range(None, (4.0, 8.0, 16.0)) == (4.0, 16.0)  # the plan's lowest to highest
     assert default_range(None, (4.0,)) == (1.0, 512.0)  # --find-max's own default
+
+
+def test_the_header_says_the_knee_is_followed_and_how_its_held_step_stands() -> None:
+    slo = SLO(ttft_p95_ms=100.0)
+    live = {"ttft_p95_ms": interval(21.7, 20.0, 23.4)}
+    view = SearchView(1.0, 16.0, "following", 4.0, summary="max 4 streams")
+    snap = make_snapshot(slo=slo, live_margins=live, search=view, step_remaining_s=20.0)
+    assert (
+        search_text(snap)
+        == "following the knee at 4: TTFT p95 21.7 ± 1.7 ms, met so far, ≈20 s (f stops following)"
+    )
