@@ -1,0 +1,60 @@
+"""When a held step says the followed knee moved (``loadgen.run.follow``): a miss decided on its intervals,
+by a client that could not have caused it — never a pass, an undecided step, a point value alone, a cut
+step or a narrow client-bound miss — with the failing figure's interval as evidence; and where the knee is
+searched for again."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from analysis_fakes import plain_reply, stats_of, summary_of
+
+from loadgen.config import SLO
+from loadgen.run.follow import evidence_text, moved, refind_bounds
+from loadgen.snapshot import SLOVerdict, StepSummary
+from loadgen.stats import Interval
+
+MISSED = SLOVerdict(met=False, failures=("TTFT p95 50 ms > 40 ms",), on_intervals="missed")
+
+
+def held(slo: SLO, verdict: SLOVerdict = MISSED, **changes: object) -> StepSummary:
+    """A held step at 4 streams whose TTFT is 50 ms on every request (p95 48-52 ms on its interval)."""
+    stats, _ = stats_of([plain_reply(i) for i in range(200)], slo)
+    margins = {"ttft_p95_ms": Interval(50.0, 48.0, 52.0, 16, 200, 15.0, True)}
+    return dataclasses.replace(summary_of(stats, verdict, index=6, margins=margins), **changes)
+
+
+def test_a_miss_on_the_intervals_is_the_knee_moving_with_its_evidence() -> None:
+    slo = SLO(ttft_p95_ms=40.0)
+    evidence = moved(held(slo), slo, integer=True)
+    assert evidence is not None
+    assert evidence["level"] == 4.0 and evidence["held_step"] == 7 and evidence["figure"] == "TTFT p95"
+    assert evidence["interval"] == [48.0, 52.0] and evidence["limit"] == 40.0 and evidence["past"] == ">"
+    assert evidence["failures"] == ["TTFT p95 50 ms > 40 ms"]
+    assert evidence_text(evidence, "streams") == (
+        "the knee moved: 4 streams now misses (TTFT p95 50 ms, 95 %: 48–52 > 40)"
+    )
+
+
+def test_a_step_that_did_not_decide_a_miss_holds_on() -> None:
+    slo = SLO(ttft_p95_ms=40.0)
+    for verdict in (
+        SLOVerdict(met=True, on_intervals="met"),
+        SLOVerdict(met=False, failures=MISSED.failures, on_intervals="undecided"),
+        SLOVerdict(met=False, failures=MISSED.failures),  # judged on its point value alone
+    ):
+        assert moved(held(slo, verdict), slo, integer=True) is None, verdict
+    assert moved(held(slo, ended_by="stop"), slo, integer=True) is None  # the run's stop cut it
+
+
+def test_a_client_bound_miss_moves_the_knee_only_when_a_faster_client_could_not_flip_it() -> None:
+    narrow = SLO(ttft_p95_ms=40.0)  # missed by a quarter of the limit: the client could be the cause
+    assert moved(held(narrow, client_bound=True), narrow, integer=True) is None
+    wide = SLO(ttft_p95_ms=20.0)  # missed by 150 % of it
+    assert moved(held(wide, client_bound=True), wide, integer=True) is not None
+
+
+def test_the_knee_is_searched_for_again_below_the_held_level() -> None:
+    assert refind_bounds(20.0, 8.0, integer=True) == (1.0, 20.0)  # closed loop: down to 1 stream
+    assert refind_bounds(8.0, 2.0, integer=False) == (2.0, 8.0)  # open loop: the first range's low end
+    assert refind_bounds(3.0, 2.0, integer=False) == (1.5, 3.0)  # ... or half the held rate, lower
