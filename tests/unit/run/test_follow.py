@@ -11,6 +11,7 @@ from analysis_fakes import plain_reply, stats_of, summary_of
 
 from loadgen.config import SLO
 from loadgen.run.follow import evidence_text, moved, refind_bounds
+from loadgen.run.search import Search
 from loadgen.snapshot import SLOVerdict, StepSummary
 from loadgen.stats import Interval
 
@@ -58,3 +59,9 @@ def test_the_knee_is_searched_for_again_below_the_held_level() -> None:
     assert refind_bounds(20.0, 8.0, integer=True) == (1.0, 20.0)  # closed loop: down to 1 stream
     assert refind_bounds(8.0, 2.0, integer=False) == (2.0, 8.0)  # open loop: the first range's low end
     assert refind_bounds(3.0, 2.0, integer=False) == (1.5, 3.0)  # ... or half the held rate, lower
+
+
+def test_an_open_loop_search_whose_first_probe_is_its_high_end_goes_on_to_its_low_end() -> None:
+    search = Search(1.5, 3.0, integer=False, slo=SLO(ttft_p95_ms=40.0))  # the held 3 req/s missed: re-found
+    assert search.probe_result(3.0, False, margin=-0.5, verdict="missed") == 1.5
+    assert search.probe_result(1.5, True, margin=0.5, verdict="met") == 2.25  # then bisected
