@@ -165,8 +165,11 @@ async def drawn_with_its_toast(pilot: Pilot) -> None:
     await pilot.pause()
 
 
-def test_finished_plan_waits_for_a_key_80x24(snap_compare: Any) -> None:
+def test_finished_plan_waits_for_a_key_80x24(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     app = judged_app(state="finished", phase="idle", level=0, in_flight=0, closing_left=0)
+    # the toast stays up until the screenshot: beside other work, its 5 s could run out between the moment
+    # it was seen and the screenshot (the snapshot then lacked it)
+    monkeypatch.setattr(type(app), "NOTIFICATION_TIMEOUT", 3600.0)
     assert snap_compare(app, terminal_size=(80, 24), run_before=drawn_with_its_toast)
 
 
