@@ -12,6 +12,7 @@ thread of the test's process), one per module, stopped after the module's last t
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,12 @@ from tiers import (  # noqa: F401  (pytest finds its hooks by name here)
     pytest_runtest_setup,
     pytest_runtest_teardown,
 )
+
+# The suite starts hundreds of Python processes (workers, simulators, the real `ramp`): where the environment
+# says PYTHONDONTWRITEBYTECODE, each compiled every module of the project again (0.3-0.4 s of CPU apiece on 2
+# cores) and pytest rewrote every test module's asserts afresh. The suite's own process writes the bytecode
+# caches (in __pycache__, ignored by git) so that the processes it starts read them.
+sys.dont_write_bytecode = False
 
 if TYPE_CHECKING:  # imported by the fixture: a run of the unit tier never pays for the simulator's imports
     from loadgen.sim import SimHandle
