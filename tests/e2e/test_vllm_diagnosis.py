@@ -95,10 +95,12 @@ def test_two_batch_slots_at_8_streams_is_queueing_with_the_ttft_split_adding_up(
 
 
 def test_a_kv_cache_too_small_for_the_load_is_kv_cache_with_preemptions(narrow: str, tmp_path: Path) -> None:
-    # Two requests of 64 + 256 tokens need 6 blocks; the cache has 4: one is preempted and recomputed.
+    # Two requests of 64 + 256 tokens need 6 blocks; the cache has 4: one is preempted and recomputed. The
+    # CPU vLLM serves about 0.5-1 request a second here (less beside the suite's other tests: 6 in 12 s
+    # once): 20 s hold the 8 requests a diagnosis needs.
     profile = write_profile(tmp_path / "long.toml", CHAT.format(output=256))
     before = _preemptions(narrow)
-    rec = ramp_run(narrow, tmp_path, profile, "--steps", "4", "--step-seconds", "12", "--warmup", "2")
+    rec = ramp_run(narrow, tmp_path, profile, "--steps", "4", "--step-seconds", "20", "--warmup", "2")
     (step,) = rec.steps
     after = _preemptions(narrow)
     print(f"kv: {step['diagnosis']}\n  server {step['server']}\n  preemptions {before} -> {after}")
