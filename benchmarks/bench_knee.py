@@ -34,11 +34,20 @@ from loadgen.profile import parse_profile  # noqa: E402
 from loadgen.run.config import RunConfig  # noqa: E402
 from loadgen.run.engine import Engine  # noqa: E402
 from loadgen.sim import build_config, spawn_sim_process  # noqa: E402
+from loadgen.sim.handle import ProcessSimHandle  # noqa: E402
 from loadgen.sim.params import StepCost  # noqa: E402
 from loadgen.types import Target  # noqa: E402
 
 EXACT = StepCost(10.0, 0.0, 0.0, ((0, 10.0), (1 << 20, 10.0)), spec_draft_ms=0.0)
 PROFILE = 'name = "slots"\n[[bucket]]\ninput = 16\noutput = { min = 50, max = 150 }\n[sampling]\nignore_eos = true\n'
+
+
+def knee_server(seed: int, slots: int) -> ProcessSimHandle:
+    """The known knee's server: the batching engine, exact 10-ms steps, at most ``slots`` sequences."""
+    config = build_config(
+        "tiny-cpu", seed=seed, max_num_seqs=slots, cost=EXACT, kv_capacity_tokens=1 << 22, max_model_len=4096
+    )
+    return spawn_sim_process(config)
 
 
 def search(
@@ -81,16 +90,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="ramp-bench-knee-")
     holds, walls = 0, []
     for seed in range(1, args.seeds + 1):
-        sim = spawn_sim_process(
-            build_config(
-                "tiny-cpu",
-                seed=seed,
-                max_num_seqs=args.slots,
-                cost=EXACT,
-                kv_capacity_tokens=1 << 22,
-                max_model_len=4096,
-            )
-        )
+        sim = knee_server(seed, args.slots)
         try:
             event, steps, wall = search(
                 sim.url, args.hi, plan, seed, os.path.join(folder, f"seed{seed}.jsonl")

@@ -30,14 +30,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # a checkout without install
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_knee import EXACT, PROFILE  # noqa: E402 - the known knee's server and profile
+from bench_knee import PROFILE, knee_server  # noqa: E402 - the known knee's server and profile
 
 from loadgen.config import SLO  # noqa: E402
 from loadgen.profile import parse_profile  # noqa: E402
 from loadgen.run.config import RunConfig  # noqa: E402
 from loadgen.run.engine import Engine  # noqa: E402
 from loadgen.run.protocol import Mark, StartSearch  # noqa: E402
-from loadgen.sim import build_config, spawn_sim_process  # noqa: E402
 from loadgen.sim.handle import ProcessSimHandle  # noqa: E402
 from loadgen.snapshot import Snapshot  # noqa: E402
 from loadgen.types import Target  # noqa: E402
@@ -139,16 +138,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="ramp-bench-knee-drift-")
     times: list[float] = []
     for seed in range(1, args.seeds + 1):
-        sim = spawn_sim_process(
-            build_config(
-                "tiny-cpu",
-                seed=seed,
-                max_num_seqs=args.slots,
-                cost=EXACT,
-                kv_capacity_tokens=1 << 22,
-                max_model_len=4096,
-            )
-        )
+        sim = knee_server(seed, args.slots)
         try:
             events = drift_run(sim, args, seed, os.path.join(folder, f"seed{seed}.jsonl"))
         finally:
