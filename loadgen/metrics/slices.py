@@ -34,6 +34,8 @@ __all__ = [
     "RATES",
     "SLICE_S",
     "SliceBook",
+    "AT_LIMIT",
+    "at_limit",
     "decided",
     "figure_name",
     "judge",
@@ -43,6 +45,9 @@ __all__ = [
 
 # the SLA search: an interval not trusted decides a probe only this factor beyond its limit (``decided``)
 FAR = 2.0
+# a trusted interval straddling its limit within this share of it either way: the figure sits at the limit
+# to the precision a knee can be told (``at_limit``)
+AT_LIMIT = 0.02
 MIN_DECIDE_SLICES = 4  # ... and never before 4 slices of window (2 s): a trusted interval needs 8 anyway
 SLICE_S = 0.5  # a worker ships a delta every ~250 ms: a slice holds at least one of each worker's
 # a time's interval is widened by this much either way: the client's per-request accuracy against a
@@ -320,10 +325,11 @@ def precise(book: SliceBook | None, now_ns: int, pct: float, slo: SLO) -> bool:
     return True
 
 
-def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "missed"] | None:
+def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "missed", "at_limit"] | None:
     """The SLA search: the step measuring now is decided on its intervals so far — ``missed`` once one judged
     figure's 95 % interval lies wholly past its limit, ``met`` once every judged figure's interval lies wholly
-    on the good side; None while one straddles its limit. An interval not trusted (``Interval.trusted``)
+    on the good side, ``at_limit`` once those that straddle their limits lie within ``AT_LIMIT`` of them
+    (``at_limit``); None while one straddles its limit more widely. An interval not trusted (``Interval.trusted``)
     decides only ``FAR`` beyond the limit. Never before ``MIN_DECIDE_SLICES`` slices of window. The error-rate
     clause (a count, no interval) is left to the step's verdict."""
     if book is None or now_ns - book.t0_ns < MIN_DECIDE_SLICES * book.slice_ns:
@@ -355,4 +361,33 @@ def decided(book: SliceBook | None, now_ns: int, slo: SLO) -> Literal["met", "mi
             return "missed"
         if not ((hi <= limit / far) if c.at_most else (lo >= limit * far)):
             met = False
-    return "met" if met else None
+    if met:
+        return "met"
+    return "at_limit" if at_limit(margins, slo) else None
+
+
+def at_limit(margins: Mapping[str, Interval], slo: SLO) -> bool:
+    """The SLA search: a step whose judged figures are pinned at their limits — no clause's interval lies past
+    its limit, at least one straddles it, and every one that straddles it is a trusted two-sided interval
+    lying wholly within ``AT_LIMIT`` of the limit. Measuring on would only say on which side of the limit a
+    figure sits whose distance from it is already below what the answer can resolve (near a slope's knee
+    every level reads within 1-3 % of the limit); the search takes the level as the knee's neighbourhood
+    (``loadgen.run.search``)."""
+    limits = slo.as_dict()
+    pinned = False
+    for c in measures.CLAUSES:
+        limit = limits.get(c.key)
+        if not c.metric or limit is None:
+            continue
+        iv = margins.get(figure_name(c.metric, c.point))
+        if iv is None or iv.lo is None or iv.hi is None or not iv.trusted:
+            return False
+        lo, hi = iv.lo * c.scale, iv.hi * c.scale
+        if (hi <= limit) if c.at_most else (lo >= limit):
+            continue  # met on its interval
+        if (lo > limit) if c.at_most else (hi < limit):
+            return False  # missed on its interval
+        if lo < limit * (1 - AT_LIMIT) or hi > limit * (1 + AT_LIMIT):
+            return False  # straddles the limit, wider than the answer's resolution
+        pinned = True
+    return pinned

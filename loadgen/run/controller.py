@@ -230,7 +230,8 @@ class Controller:
     def _ends_early(self, now: int) -> EndedBy | None:
         """A planned step measuring now ends before its length (checked once a second: reading the intervals
         costs a few ms): --precision once its figures are precise enough ("precision"); a probe of the SLA
-        search once its intervals decide the SLO, met or missed, and a step holding the knee it follows once
+        search once its intervals decide the SLO, met or missed, or pin its figures at their limits
+        (``slices.at_limit``), and a step holding the knee it follows once
         they decide a miss ("decided")."""
         search, plan, seg = self.wheel.search, self.load.plan, self.steps.current
         searching = search is not None and not search.holding  # --hold's step runs its length
@@ -244,7 +245,7 @@ class Controller:
         if seg is None or seg.phase != "measure":
             return None
         verdict = decided(seg.slices, now, self.slo) if judged else None
-        if verdict == "missed" or (searching and verdict == "met"):
+        if verdict == "missed" or (searching and verdict in ("met", "at_limit")):
             return "decided"
         if plan.precision_pct is not None and precise(seg.slices, now, plan.precision_pct, self.slo):
             return "precision"

@@ -13,7 +13,11 @@ re-probe with its reason in the record:
 
 - ``repeat``: each level is probed ``repeat`` times (``--repeat N``);
 - ``undecided``: a probe that reached its maximum with its interval across the limit, or one judged on its
-  point value alone within ``NOISE`` of the limit, up to ``confirm_trials`` probes;
+  point value alone within ``NOISE`` of the limit, up to ``confirm_trials`` probes. A probe whose intervals
+  pin its figures at their limits (trusted, within ``AT_LIMIT`` either way: ``slices.at_limit``) ends there
+  and is not probed again: near a slope's knee every level reads within a few % of the limit, and measuring
+  on would only tell on which side of it a figure lies that is closer to it than the knee can be told; two
+  such sides within ``RATE_RESOLUTION`` of each other close the bisection;
 - ``client-bound``: a client-bound probe (the load generator may have slowed it) that missed by less than
   ``WIDE`` of the limit, ``BOUND_RETRIES`` times. One that met, or missed by more, stands: a slow client
   only makes figures worse, so a pass cannot flip and a wide miss does not. A level still client-bound and
@@ -39,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from loadgen.config import SLO
 from loadgen.format import fmt_si
 from loadgen.measures import E2E_MS, TTFT_MS
+from loadgen.metrics.slices import AT_LIMIT, at_limit
 from loadgen.run.health import cpu_saturated
 from loadgen.run.knee import Knee, knee
 from loadgen.run.search_ends import held_outcome, held_text, search_failure
@@ -69,6 +74,9 @@ class Probe:
     judged: bool = True  # the SLO judged something (a clause with nothing to judge is n/a)
     failures: str = ""  # what missed ("TTFT p95 812 ms > 100 ms")
     bound_reason: str = ""  # why it was client-bound (the step's ``bound_reason``)
+    at_limit: bool = (
+        False  # undecided, its figures' intervals within AT_LIMIT of their limits (``slices.at_limit``)
+    )
 
     @property
     def saturated(self) -> bool:
@@ -92,6 +100,7 @@ class Decision:
     client_bound: bool  # decided on client-bound probes
     out_tok_s: float | None  # the median of the probes it used
     sure: bool = False  # decided on its intervals (met or missed, not undecided): it is not probed again
+    at_limit: bool = False  # read at the limit (within AT_LIMIT) on its intervals: not probed again either
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -102,6 +111,7 @@ class Decision:
             "uncertain": self.uncertain,
             "client_bound": self.client_bound,
             "sure": self.sure,
+            "at_limit": self.at_limit,
             "out_tok_s": self.out_tok_s,
         }
 
@@ -180,6 +190,7 @@ class Search:
             step.client_bound,
             verdict,
             step.bound_reason,
+            pinned=verdict == "undecided" and at_limit(step.margins, self.slo),
         )
         last = self.probes[-1]
         self.probes[-1] = replace(
@@ -200,6 +211,8 @@ class Search:
         client_bound: bool = False,
         verdict: str | None = None,
         bound_reason: str = "",
+        *,
+        pinned: bool = False,
     ) -> float | None:
         why = self.pending.pop(level, "")
         self.probes.append(
@@ -213,6 +226,7 @@ class Search:
                 verdict,
                 why,
                 bound_reason=bound_reason[:200],
+                at_limit=pinned,
             )
         )
         if len(self.probes) >= MAX_PROBES:
@@ -268,7 +282,14 @@ class Search:
         on_intervals = [p.verdict for p in basis if p.verdict in ("met", "missed")]
         sure = bool(on_intervals) and all(v == ("met" if met else "missed") for v in on_intervals)
         undecided = not on_intervals and any(p.verdict == "undecided" for p in basis)
-        uncertain = not sure and (undecided or abs(room) < NOISE)
+        # read at the limit on its intervals: another probe would only say on which side of it a figure
+        # sits that is nearer to it than the knee can be told (``slices.at_limit``)
+        pinned = (
+            not sure
+            and any(p.at_limit for p in basis)
+            and not any(p.verdict == "undecided" and not p.at_limit for p in basis)
+        )
+        uncertain = not sure and not pinned and (undecided or abs(room) < NOISE)
         if uncertain and len(trials) < self.confirm_trials:
             if last.verdict == "undecided":
                 return "undecided at its maximum length: its interval still straddles the limit"
@@ -283,12 +304,18 @@ class Search:
             any(p.client_bound for p in basis),
             float(statistics.median(tok)) if tok else None,
             sure,
+            pinned,
         )
         return ""
 
     def _converged(self, passed: float, failed: float) -> bool:
+        """Whole streams apart (closed loop), ``RATE_RESOLUTION`` apart (open loop); or, with both sides read
+        at the limit (a slope: every level between reads within ``AT_LIMIT`` of it), within
+        ``RATE_RESOLUTION`` of each other in closed loop too: the levels between them are all the knee to
+        the precision the figures can tell."""
+        pinned = self.decided[passed].at_limit and self.decided[failed].at_limit
         if self.integer:
-            return failed - passed <= 1
+            return failed - passed <= 1 or (pinned and failed <= passed * RATE_RESOLUTION)
         return failed <= passed * RATE_RESOLUTION
 
     def _next_level(self) -> float | None:
@@ -310,8 +337,8 @@ class Search:
             return round((passed + failed) / 2, 3)
         for side in (failed, passed):  # the knee: a side that could flip is probed again, with why
             d = self.decided[side]
-            if d.sure or d.probes >= self.confirm_trials:
-                continue  # decided on its intervals (or probed enough): it stands
+            if d.sure or d.at_limit or d.probes >= self.confirm_trials:
+                continue  # decided on its intervals, or read at the limit on them (or probed enough): it stands
             if abs(d.margin) < CONFIRM:
                 why = f"near the knee: {d.margin * 100:+.0f} % of the limit on its point value"
             elif self._out_of_order(d):
@@ -340,7 +367,9 @@ class Search:
         sure: dict[float, tuple[bool, str]] = {}
         for d in self.decided.values():
             why = (
-                "undecided on its intervals"
+                f"at the limit: its intervals lie within {AT_LIMIT * 100:g} % of it"
+                if d.at_limit
+                else "undecided on its intervals"
                 if d.uncertain
                 else "decided on client-bound probes"
                 if d.client_bound and not d.sure
@@ -363,32 +392,8 @@ class Search:
         return [p.step for p in self.probes if p.level == level]
 
     def summary(self) -> str:
-        best, fit = self.answer(), self.fit()
-        unit = "streams" if self.integer else "req/s"
-        n = len(self.probes)
-        if best is None or fit.met is None:
-            return f"find-max: even {self.lo:g} {unit} misses the SLO ({n} probe{'' if n == 1 else 's'})"
-        if fit.missed is None:
-            bracket = f" (the upper bound {self.hi:g} met it too)"
-        else:
-            bracket = (
-                f": the knee lies between {fit.met:g} (met) and {fit.missed:g} (missed), "
-                f"a {fit.shape}, {fit.confidence} confidence"
-            )
-        doubts = [f"{d.level:g} stayed undecided" for d in self.edges() if d.uncertain]
-        doubts += [
-            f"{d.level:g} was decided on client-bound probes: rerun, or add --workers"
-            for d in self.edges()
-            if d.client_bound and not d.sure
-        ]
-        doubts += [w for w in fit.why if "out of order" in w]
-        per_level = f", {self.repeat} per level" if self.repeat > 1 else ""
-        again = sum(bool(p.why) for p in self.probes)
-        repeated = f", {again} repeated" if again else ""
-        return (
-            f"max {best.level:g} {unit}, {fmt_si(best.out_tok_s)} out tok/s under SLO{bracket} "
-            f"({n} probes{per_level}{repeated})" + "".join(f"; {d}" for d in doubts) + held_text(self.held)
-        )
+        """The answer in one line: the level, its out tok/s, the bracket and what lowers the confidence."""
+        return search_summary(self)
 
     def edges(self) -> list[Decision]:
         """The decisions either side of the knee (the answer, the lowest level above it that missed)."""
@@ -398,6 +403,39 @@ class Search:
     def event(self) -> dict[str, object]:
         """The record's ``find_max`` event: the answer, the fit, every level and probe, the summary."""
         return search_event(self)
+
+
+def search_summary(search: Search) -> str:
+    """``Search.summary``."""
+    best, fit = search.answer(), search.fit()
+    unit = "streams" if search.integer else "req/s"
+    n = len(search.probes)
+    if best is None or fit.met is None:
+        return f"find-max: even {search.lo:g} {unit} misses the SLO ({n} probe{'' if n == 1 else 's'})"
+    if fit.missed is None:
+        bracket = f" (the upper bound {search.hi:g} met it too)"
+    else:
+        bracket = (
+            f": the knee lies between {fit.met:g} (met) and {fit.missed:g} (missed), "
+            f"a {fit.shape}, {fit.confidence} confidence"
+        )
+    doubts = [f"{d.level:g} stayed undecided" for d in search.edges() if d.uncertain]
+    doubts += [
+        f"{d.level:g} read within {AT_LIMIT * 100:g} % of the limit" for d in search.edges() if d.at_limit
+    ]
+    doubts += [
+        f"{d.level:g} was decided on client-bound probes: rerun, or add --workers"
+        for d in search.edges()
+        if d.client_bound and not d.sure
+    ]
+    doubts += [w for w in fit.why if "out of order" in w]
+    per_level = f", {search.repeat} per level" if search.repeat > 1 else ""
+    again = sum(bool(p.why) for p in search.probes)
+    repeated = f", {again} repeated" if again else ""
+    return (
+        f"max {best.level:g} {unit}, {fmt_si(best.out_tok_s)} out tok/s under SLO{bracket} "
+        f"({n} probes{per_level}{repeated})" + "".join(f"; {d}" for d in doubts) + held_text(search.held)
+    )
 
 
 def search_event(search: Search) -> dict[str, object]:
@@ -426,6 +464,7 @@ def search_event(search: Search) -> dict[str, object]:
                 "step": p.step,
                 "margin": None if p.margin is None else round(p.margin, 4),
                 "client_bound": p.client_bound,
+                "at_limit": p.at_limit,
                 "why": p.why,
             }
             for p in search.probes

@@ -194,3 +194,60 @@ def test_a_client_too_weak_for_the_range_ends_the_search_saying_add_workers() ->
         return room, level > SLOTS, verdict
 
     assert run(wide).failure() is None and run(wide).fit().met == SLOTS
+
+
+def test_a_probe_pinned_at_the_limit_ends_the_level_and_two_close_the_bisection() -> None:
+    """The smooth knee (h200-llama8b, decode p50 >= 80): near the knee every level reads within 1-3 % of the
+    limit, so its probes stayed undecided to their maximum and were run three times each (12 probes, 310 s).
+    A probe whose intervals pin it at the limit (``slices.at_limit``) is not probed again, and two such sides
+    within 5 % of each other are the knee's bracket."""
+    knee_at = 80.2
+
+    def smooth(level: float, _n: int, pinned_ok: bool = True) -> tuple[float, bool, str | None, bool]:
+        room = 0.45 * (knee_at - level) / knee_at  # decode falls 0.45 % for each 1 % more streams
+        if abs(room) >= 0.01:  # a ±1 % interval: decided once the point is 1 % or more from the limit
+            return room, False, "met" if room >= 0 else "missed", False
+        return room, False, "undecided", pinned_ok  # ... else it straddles the limit, within 2 % of it
+
+    def search_with(pinned_ok: bool) -> Search:
+        search = Search(32.0, 128.0, integer=True)
+        level: float | None = search.first()
+        while level is not None:
+            room, bound, verdict, pinned = smooth(level, search.trials_at(level), pinned_ok)
+            level = search.probe_result(
+                level, room >= 0, 10.0 * level, len(search.probes) + 1, room, bound, verdict, pinned=pinned
+            )
+        return search
+
+    before, after = search_with(False), search_with(True)
+    assert len(before.probes) > len(after.probes)
+    assert any(before.trials_at(x) == before.confirm_trials for x in before.decided)  # the old re-probes
+    assert all(after.trials_at(x) == 1 for x in after.decided), [p.level for p in after.probes]
+    answer = after.answer()
+    assert answer is not None and abs(answer.level - knee_at) <= 0.05 * knee_at
+    assert after.decided[answer.level].at_limit and not after.decided[answer.level].uncertain
+    fit = after.fit()
+    assert fit.missed is not None and fit.missed <= answer.level * 1.05
+    assert "within 2 % of the limit" in after.summary()
+    assert after.event()["levels"][0]["at_limit"] is not None  # type: ignore[index]
+    assert any(p["at_limit"] for p in after.event()["probes"])  # type: ignore[union-attr]
+
+
+def test_at_limit_needs_every_straddling_clause_trusted_and_within_two_percent() -> None:
+    from loadgen.config import SLO
+    from loadgen.metrics.slices import at_limit
+    from loadgen.stats import Interval
+
+    def iv(value: float, lo: float, hi: float, trusted: bool = True) -> Interval:
+        return Interval(value, lo, hi, 20, 200, 19.0, trusted)
+
+    floor = SLO(decode_p50_tok_s=80.0)
+    assert at_limit({"decode_p50_tok_s": iv(80.1, 79.2, 80.9)}, floor)
+    assert not at_limit({"decode_p50_tok_s": iv(80.1, 77.0, 83.0)}, floor)  # wider than 2 %
+    assert not at_limit({"decode_p50_tok_s": iv(80.1, 79.2, 80.9, trusted=False)}, floor)
+    assert not at_limit({"decode_p50_tok_s": iv(82.0, 81.0, 83.0)}, floor)  # met on its interval: no pin
+    assert not at_limit({}, floor)
+    both = SLO(decode_p50_tok_s=80.0, ttft_p95_ms=100.0)
+    pinned = {"decode_p50_tok_s": iv(80.1, 79.2, 80.9), "ttft_p95_ms": iv(50.0, 45.0, 55.0)}
+    assert at_limit(pinned, both)  # TTFT met, decode at its floor
+    assert not at_limit({**pinned, "ttft_p95_ms": iv(130.0, 120.0, 140.0)}, both)  # TTFT missed
