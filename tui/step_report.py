@@ -22,6 +22,7 @@ from rich.text import Text
 from loadgen import measures
 from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.analysis.quality import agreement_text, below_one, quality_line
+from loadgen.analysis.ttft_split import split_line
 from loadgen.format import fmt_count, fmt_gauge, fmt_gib, fmt_ms, fmt_pct, fmt_rate, fmt_seconds, fmt_si
 from loadgen.metrics.slices import figure_name
 from loadgen.snapshot import METRICS, SLO, Percentiles, StepSummary
@@ -143,7 +144,7 @@ def standing_block(step: StepSummary, look: Look) -> RenderableType:
     if step.diagnosis:
         table.add_row("limit", Text(diagnosis_line(step.diagnosis).removeprefix("Limit: ")))
     if step.ttft_split:
-        table.add_row("TTFT split", split_text(step.ttft_split))
+        table.add_row("TTFT split", split_line(step.ttft_split))
     if step.quality:  # answer probes (--quality): agreement with its interval, prefix, tasks, failures
         changed = below_one(step.quality)
         table.add_row("answers", Text(quality_line(step.quality), style=look.bad if changed else ""))
@@ -262,26 +263,6 @@ def errors_block(step: StepSummary, latest_errors: Mapping[str, str], look: Look
         table.add_row(Text(f"  {error_label(kind)}"), Text(fmt_count(count), style=look.bad), Text(latest))
     note = Text("errors by kind, with the latest message of each", style=look.heading)
     return Group(note, table)
-
-
-def split_text(split: Mapping[str, object]) -> str:
-    """'client 298.6 ms = server 295.6 ms (queue 288.5 ms + prefill 7.06 ms) + outside 3.06 ms · means; ...'."""
-
-    def mean(part: str) -> float | None:
-        found = split.get(part)
-        value = found.get("mean_ms") if isinstance(found, Mapping) else None
-        return float(value) if isinstance(value, (int, float)) else None
-
-    inner = [f"{name} {fmt_ms(mean(name))}" for name in ("queue", "prefill") if mean(name) is not None]
-    server = f"server {fmt_ms(mean('server'))}" + (f" ({' + '.join(inner)})" if inner else "")
-    said = f"client {fmt_ms(mean('client'))} = {server} + outside {fmt_ms(mean('outside'))}"
-    p95 = split.get("server")
-    bucket = p95.get("p95_bucket_ms") if isinstance(p95, Mapping) else None
-    if isinstance(bucket, list) and len(bucket) == 2:
-        lo, hi = bucket
-        top = "∞" if hi is None else fmt_ms(float(hi))
-        said += f" · means, exact; server TTFT p95 in its bucket {fmt_ms(float(lo))}–{top}"
-    return said
 
 
 def server_value(key: str, value: float | None) -> str:

@@ -191,6 +191,33 @@ def _split_mean(part: str) -> Callable[[StepInput], object]:
     return value
 
 
+def _split_bucket(point: str, end: int) -> Callable[[StepInput], object]:
+    def value(src: StepInput) -> object:
+        found = src.step.ttft_split.get("server")
+        bucket = found.get(f"{point}_bucket_ms") if isinstance(found, Mapping) else None
+        return bucket[end] if isinstance(bucket, (list, tuple)) and len(bucket) == 2 else None
+
+    return value
+
+
+def _bucket_columns() -> list[Column]:
+    """The bounds of the server's TTFT bucket its p50 and p95 fall in: those percentiles' resolution."""
+    ends = {
+        "lo": "its low bound, ms",
+        "hi": "its high bound, ms (empty for the +Inf bucket, whose low bound is set)",
+    }
+    return [
+        _c(
+            f"ttft_server_{point}_bucket_{end}_ms",
+            "number",
+            f"the bucket of the server's TTFT histogram over the step that its {point} lies in (the {point}'s resolution): {doc}",
+            _split_bucket(point, at),
+        )
+        for point in ("p50", "p95")
+        for at, (end, doc) in enumerate(ends.items())
+    ]
+
+
 def _limit_columns() -> list[Column]:
     """The TTFT split's means (``loadgen.analysis.ttft_split``) and the limit's diagnosis
     (``loadgen.analysis.diagnosis``)."""
@@ -202,6 +229,7 @@ def _limit_columns() -> list[Column]:
     }
     return [
         *(_c(f"ttft_{part}_mean_ms", "number", doc, _split_mean(part)) for part, doc in parts.items()),
+        *_bucket_columns(),
         _c("diagnosis", "string", "the limiting mechanism: none, queueing, kv_cache, decode_bound, prefill_bound, client, network, errors, unknown", lambda s: s.step.diagnosis.get("kind")),
         _c("diagnosis_confidence", "string", "high, medium or low", lambda s: s.step.diagnosis.get("confidence")),
         _c("diagnosis_evidence", "string", "what the diagnosis read, '; '-separated", lambda s: "; ".join(map(str, _listed(s.step.diagnosis.get("evidence")))), False),

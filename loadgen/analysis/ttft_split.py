@@ -9,7 +9,8 @@ percentile is interpolated inside the server's bucket and no finer than it: each
 bucket's bounds. "Outside" is the client's mean TTFT minus the server's: both exact, so the difference is
 too, up to the window's edges (a scrape's time). vLLM observes queue and prefill time when a request
 finishes, TTFT when its first token leaves: over a window the parts may count different requests, so
-each part says its ``n``. Pure arithmetic: the engine calls ``ttft_split`` when a step closes.
+each part says its ``n``. Pure arithmetic: the engine calls ``ttft_split`` when a step closes;
+``split_line`` is its one sentence, the same in the step detail (``d``) and the Markdown and HTML reports.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from loadgen.format import fmt_ms
 from loadgen.snapshot import Percentiles
 from loadgen.telemetry.reading import CumulativeHistogram, well_formed
 
@@ -29,6 +31,10 @@ METHOD = (
     "outside = client mean TTFT - server mean TTFT"
 )
 PARTS = ("server", "queue", "prefill")
+# what a report's list of split lines is headed with
+SPLIT_HEADING = (
+    "TTFT split (the client's TTFT beside the server's own: means exact, percentiles to its buckets)"
+)
 
 
 def bucket_of(hist: CumulativeHistogram, q: float) -> tuple[float, float] | None:
@@ -106,3 +112,30 @@ def outside_share(split: Mapping[str, object]) -> float | None:
     if not isinstance(total, (int, float)) or not isinstance(rest, (int, float)) or total <= 0:
         return None
     return max(0.0, min(1.0, rest / total))
+
+
+def _mean(split: Mapping[str, object], part: str) -> float | None:
+    found = split.get(part)
+    value = found.get("mean_ms") if isinstance(found, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def split_line(split: Mapping[str, object]) -> str:
+    """The split in one sentence, as the console's step detail and the reports say it: 'client 299 ms =
+    server 296 ms (queue 288 ms + prefill 7.06 ms) + outside 3.00 ms · means, exact; server TTFT p95 in its
+    bucket 250 ms–500 ms' (the bucket: the percentile's resolution, the server's own bounds)."""
+    inner = [
+        f"{name} {fmt_ms(_mean(split, name))}"
+        for name in ("queue", "prefill")
+        if _mean(split, name) is not None
+    ]
+    server = f"server {fmt_ms(_mean(split, 'server'))}" + (f" ({' + '.join(inner)})" if inner else "")
+    said = f"client {fmt_ms(_mean(split, 'client'))} = {server} + outside {fmt_ms(_mean(split, 'outside'))}"
+    said += " · means, exact"
+    found = split.get("server")
+    bucket = found.get("p95_bucket_ms") if isinstance(found, Mapping) else None
+    if isinstance(bucket, list) and len(bucket) == 2 and isinstance(bucket[0], (int, float)):
+        lo, hi = bucket
+        top = "∞" if not isinstance(hi, (int, float)) else fmt_ms(float(hi))
+        said += f"; server TTFT p95 in its bucket {fmt_ms(float(lo))}–{top}"
+    return said

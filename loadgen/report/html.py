@@ -2,7 +2,8 @@
 
 The page: the throughput–latency curve (every record overlaid), throughput and decode speed by level, then
 for each record its conditions, the step table (the console's columns, best starred), the verdict, the
-repeats, the answer probes' agreement per step (``--quality``), each step's TTFT and decode percentiles from the stored histograms, errors by kind and the
+repeats, each step's limit (the diagnosis) and TTFT split, the answer probes' agreement per step
+(``--quality``), each step's TTFT and decode percentiles from the stored histograms, errors by kind and the
 server's figures per step. Figures are matplotlib SVG inline; the style is one ``<style>`` element; there
 is no script. Every text from a record is escaped.
 """
@@ -10,13 +11,15 @@ is no script. Every text from a record is escaped.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from loadgen.analysis.conditions import show
+from loadgen.analysis.diagnosis import diagnosis_line
 from loadgen.analysis.quality import quality_line
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.steprows import condition_values
+from loadgen.analysis.ttft_split import SPLIT_HEADING, split_line
 from loadgen.format import fmt_count, fmt_num_wide
 from loadgen.record import ramp_version
 from loadgen.report import plots
@@ -169,17 +172,37 @@ def _server(report: ReportRun) -> str:
     return _svg(plots.server_figure(report)) + _table(head, rows)
 
 
-def _answers(report: ReportRun) -> str:
-    """Each probed step's answers (--quality): agreement, probes, prefix, tasks, failed probes; '' without."""
+def _step_list(report: ReportRun, head: str, css: str, said: Callable[[StepSummary], str]) -> str:
+    """A list of one line per step that has one (``said`` gives '' for a step without), under ``head``;
+    '' when no step has a line."""
     items = [
-        f"<li>step {s.index + 1} ({_e(plots.step_load(s))}): {_e(quality_line(s.quality))}</li>"
+        f"<li>step {s.index + 1} ({_e(plots.step_load(s))}): {_e(line)}</li>"
         for s in report.run.steps
-        if s.quality
+        if (line := said(s))
     ]
     if not items:
         return ""
-    head = "<h3>Answers under load (agreement with the reference)</h3>"
-    return f'{head}<ul class="answers">{"".join(items)}</ul>'
+    return f'<h3>{_e(head)}</h3><ul class="{css}">{"".join(items)}</ul>'
+
+
+def _answers(report: ReportRun) -> str:
+    """Each probed step's answers (--quality): agreement, probes, prefix, tasks, failed probes; '' without."""
+    head = "Answers under load (agreement with the reference)"
+    return _step_list(report, head, "answers", lambda s: quality_line(s.quality) if s.quality else "")
+
+
+def _limits(report: ReportRun) -> str:
+    """Each diagnosed step's limit and the TTFT split, as the Markdown report says them; '' without."""
+    limits = _step_list(
+        report,
+        "Why each step stops there (the diagnosis)",
+        "limits",
+        lambda s: diagnosis_line(s.diagnosis) if s.diagnosis else "",
+    )
+    splits = _step_list(
+        report, SPLIT_HEADING, "splits", lambda s: split_line(s.ttft_split) if s.ttft_split else ""
+    )
+    return limits + splits
 
 
 def _record(report: ReportRun, many: bool) -> str:
@@ -190,6 +213,7 @@ def _record(report: ReportRun, many: bool) -> str:
         _conditions(report),
         "<h3>Steps</h3>",
         _steps(report),
+        _limits(report),
         _answers(report),
     ]
     if report.run.steps:

@@ -21,6 +21,7 @@ from loadgen.analysis.quality import quality_line
 from loadgen.analysis.reports import ReportRun
 from loadgen.analysis.runs import levels_of, spread
 from loadgen.analysis.steprows import condition_values, step_rows, table_rows
+from loadgen.analysis.ttft_split import SPLIT_HEADING, split_line
 from loadgen.format import csv_text
 from loadgen.record import ramp_version
 from loadgen.report.schema import BEST_KEYS
@@ -174,6 +175,9 @@ def _md_record(report: ReportRun, heading: bool) -> list[str]:
     limits = [f"step {s.index + 1} ({s.level}): {diagnosis_line(s.diagnosis)}" for s in steps if s.diagnosis]
     if limits:
         out += ["", "Why each step stops there (the diagnosis):", "", *(_md_item(line) for line in limits)]
+    splits = [f"step {s.index + 1} ({s.level}): {split_line(s.ttft_split)}" for s in steps if s.ttft_split]
+    if splits:
+        out += ["", f"{SPLIT_HEADING}:", "", *(_md_item(line) for line in splits)]
     answers = [f"step {s.index + 1} ({s.level}): {quality_line(s.quality)}" for s in steps if s.quality]
     if answers:
         out += ["", "Answers under load (agreement with the reference):", "", *(_md_item(a) for a in answers)]
