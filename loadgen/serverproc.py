@@ -13,7 +13,9 @@ on another port when the picked one was taken meanwhile). Knows nothing of runs 
     srv.stop()
 
 A server command line never carries a secret into a log line or a record: values of ``--api-key``-like
-flags are replaced by ``***`` (and the record writer also blanks any secret environment value).
+flags are replaced by ``***`` (and the record writer also blanks any secret environment value). Its output is
+scrubbed once, as it is read, of every secret ramp knows (``Launched.secrets``): the tail and the log file
+(its owner's alone, mode 0600) hold only scrubbed lines.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import secrets
 import shlex
 import signal
 import socket
@@ -32,11 +33,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
+from secrets import token_hex
 from typing import IO, TYPE_CHECKING
 
 from loadgen import strict_json
 from loadgen.childproc import LAUNCH_MARK, child_popen_args, ignores_signal, left_behind, signal_each
 from loadgen.runtimes import LAUNCHABLE
+from loadgen.target.http import scrub
+from loadgen.target.secrets import arg_secrets, env_secrets
 
 if TYPE_CHECKING:
     import httpx
@@ -83,21 +87,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """The command line with the values of secret flags replaced by ``***``."""
     out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
+    for i, arg in enumerate(argv):
         flag, eq, _ = arg.partition("=")
-        if flag in _SECRET_FLAGS:
-            if eq:
-                out.append(f"{flag}=***")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
+        if flag in _SECRET_FLAGS and eq:
+            out.append(f"{flag}=***")
+        else:  # the word after a bare secret flag is its value
+            out.append("***" if i and argv[i - 1] in _SECRET_FLAGS else arg)
     return out
 
 
@@ -148,6 +143,7 @@ class Launched:
     first_token_after_s: float | None = None
     log_file: InitVar[IO[str] | None] = None  # the open log (closed once the output ends)
     mark: str = ""  # LAUNCH_MARK's value in its environment: finds its processes that left its group
+    secrets: tuple[str, ...] = ()  # masked in each line it prints (arguments', environment's, the run's keys)
     escaped_ended: int = 0  # processes outside its group (setsid, double fork) that stop() ended
     _tail: collections.deque[str] = field(
         init=False, default_factory=lambda: collections.deque(maxlen=TAIL_LINES)
@@ -197,8 +193,8 @@ class Launched:
         stream = self.proc.stdout
         assert stream is not None
         for raw in iter(stream.readline, b""):
-            # Progress bars redraw with \r: keep the last state of each line.
-            text = raw.decode("utf-8", "replace").rstrip("\r\n").rsplit("\r", 1)[-1]
+            # Progress bars redraw with \r: keep the last state of each line, scrubbed once for tail and log.
+            text = scrub(raw.decode("utf-8", "replace").rstrip("\r\n").rsplit("\r", 1)[-1], self.secrets)
             with self._lock:
                 self._tail.append(text)
                 if self._log is not None:
@@ -394,11 +390,14 @@ class Launched:
 
 
 def _open_log(log_path: str | None, argv: Sequence[str]) -> IO[str] | None:
-    """The server's log file, opened for appending, headed by the (redacted) command line."""
+    """The server's log file, opened for appending, its owner's alone (0600: what a server prints may hold
+    what ramp does not know to be a secret), headed by the (redacted) command line."""
     if not log_path:
         return None
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-    log = open(log_path, "a", encoding="utf-8")
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)  # a log already there (an earlier launch's, a file named by --server-log) too
+    log = os.fdopen(fd, "a", encoding="utf-8")
     log.write(f"# ramp launch {datetime.now(timezone.utc).astimezone().isoformat(timespec='seconds')}: ")
     log.write(shlex.join(redact_argv(argv)) + "\n")
     log.flush()
@@ -414,17 +413,19 @@ def launch_server(
     port: int | None = None,
     env: Mapping[str, str] | None = None,
     log_path: str | None = None,
+    secrets: Sequence[str] = (),
 ) -> Launched:
     """Start the server (``python -m vllm.entrypoints.openai.api_server`` or ``python -m
     sglang.launch_server``) in a new process group. ``port=None`` picks a free one. ``env`` is added to
-    this process's environment. Returns at once: call ``wait_healthy`` next."""
+    this process's environment. ``secrets`` (the run's keys) are masked in its output with its arguments' and
+    its environment's keys. Returns at once: call ``wait_healthy`` next."""
     picked = port is None
     use_port = free_port(host) if port is None else int(port)
     argv = server_argv(kind, model, extra_args, python, host, use_port)
     child_env = dict(os.environ)
     child_env.update(env or {})
     child_env.setdefault("PYTHONUNBUFFERED", "1")
-    mark = secrets.token_hex(8)  # inherited by everything it starts, in its group or not (stop())
+    mark = token_hex(8)  # inherited by everything it starts, in its group or not (stop())
     child_env[LAUNCH_MARK] = mark
     log = _open_log(log_path, argv)
     popen_args = child_popen_args()
@@ -459,6 +460,8 @@ def launch_server(
         port_picked=picked,
         log_file=log,
         mark=mark,
+        # longest first: a secret inside another would leave the rest of the longer one unmasked
+        secrets=tuple(sorted({*secrets, *arg_secrets(argv), *env_secrets(child_env)}, key=len, reverse=True)),
     )
 
 
@@ -474,15 +477,14 @@ def launch_and_wait(
     timeout: float = 600.0,
     progress_cb: Callable[[float, str], None] | None = None,
     retries: int = 3,
+    secrets: Sequence[str] = (),
 ) -> Launched:
     """``launch_server`` + ``wait_healthy``; a picked port that turns out taken is retried on a new one.
     The server is stopped before any exception leaves (KeyboardInterrupt included)."""
     for attempt in range(retries):
         srv: Launched | None = None
         try:  # a Ctrl-C the moment the process exists (before the health wait) must stop it too
-            srv = launch_server(
-                kind, model, extra_args, python=python, host=host, port=port, env=env, log_path=log_path
-            )
+            srv = launch_server(kind, model, extra_args, python, host, port, env, log_path, secrets)
             srv.wait_healthy(timeout, progress_cb)
             return srv
         except PortInUse:

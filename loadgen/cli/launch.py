@@ -25,7 +25,7 @@ from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_l
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
 from loadgen.target.http import scrub
-from loadgen.target.secrets import arg_secrets, env_secrets, scrub_lines
+from loadgen.target.secrets import arg_secrets, env_secrets
 
 if TYPE_CHECKING:
     from loadgen.run.config import RunConfig
@@ -185,7 +185,8 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
 def _start_and_run(
     launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_path: str | None, check: Callable[[], None]
 ) -> int:
-    progress = _Progress(launch.kind, sys.stderr, check, log_secrets(launch.server_args, config))
+    secrets = log_secrets(launch.server_args, config)
+    progress = _Progress(launch.kind, sys.stderr, check, secrets)
     srv: Launched | None = None
     try:
         try:
@@ -199,10 +200,11 @@ def _start_and_run(
                 log_path=log_path,
                 timeout=launch.health_timeout,
                 progress_cb=progress,
+                secrets=secrets,  # masked in each line the server prints, its log file's and its tail's
             )
         except LaunchError as exc:
             progress.done()
-            print(f"ramp: {scrub(str(exc), log_secrets(launch.server_args, config))}", file=sys.stderr)
+            print(f"ramp: {scrub(str(exc), secrets)}", file=sys.stderr)
             return EXIT_UNREACHABLE
         except KeyboardInterrupt as exc:
             progress.done()
@@ -251,13 +253,12 @@ def _died_message(srv: Launched) -> str:
 def _launched_config(config: RunConfig, srv: Launched) -> RunConfig:
     """The run's config (resolved before the start) against the launched server: its URL, cold, with the cold
     start in the record."""
-    secrets = log_secrets(srv.argv, config)
     return dataclasses.replace(
         config,
         target=dataclasses.replace(config.target, url=srv.url),
         cold=True,
         record_events=(("cold_start", srv.cold_start),),
-        server_log=lambda: scrub_lines(srv.tail(40), secrets),  # shown, and shared by /snapshot
+        server_log=lambda: srv.tail(40),  # shown, and shared by /snapshot: scrubbed as it was read
         server_exit=lambda: _died_message(srv) if _died(srv) else None,
     )
 

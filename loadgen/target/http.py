@@ -167,8 +167,9 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
         text = _BEARER.sub(lambda m: m["name"] + MASK, text)
     if "asic" in text:
         text = _BASIC.sub(lambda m: m["name"] + MASK, text)
-    for pattern in (_FLAG_VALUE, _ENV_VALUE, _DICT_VALUE):
-        text = pattern.sub(lambda m: m["name"] + MASK, text)
+    for pattern, needs in ((_FLAG_VALUE, "-"), (_ENV_VALUE, "="), (_DICT_VALUE, ":")):
+        if needs in text:  # each match holds its character: a line without it is not searched (per line cost)
+            text = pattern.sub(lambda m: m["name"] + MASK, text)
     return text
 
 

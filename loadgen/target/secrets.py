@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from loadgen.target.http import MASK, scrub
 
-__all__ = ["arg_secrets", "env_secrets", "mask_cut_end", "scrub_cut", "scrub_lines"]
+__all__ = ["arg_secrets", "env_secrets", "mask_cut_end", "scrub_cut"]
 
 # A flag whose value is a credential: --api-key, --admin-api-key, --hf-token, --token, --password...
 # (not --tokenizer, --max-num-batched-tokens or --ssl-keyfile: the name must end in the word).
@@ -59,8 +59,3 @@ def scrub_cut(text: str, secrets: Sequence[str], chars: int, *, was_cut: bool = 
     if was_cut:
         text = mask_cut_end(text, secrets)
     return text[:chars]
-
-
-def scrub_lines(lines: Iterable[str], secrets: Sequence[str]) -> list[str]:
-    """Each line scrubbed (a server's log lines, before they are shown or shared)."""
-    return [scrub(line, secrets) for line in lines]

@@ -111,10 +111,10 @@ def test_sglang_command_line_health_wait_and_stop(tmp_path: Path) -> None:
         assert srv.healthy_after_s is not None and srv.healthy_after_s >= 1.0
         assert progress, "the progress callback was never called while /health answered 503"
         assert srv.url == f"http://127.0.0.1:{srv.port}"
-        argv_line = next(line for line in srv.tail(50) if line.startswith("FAKE-ARGV "))
+        argv_line = next(line for line in srv.tail(50) if line.startswith("FAKE-ARGV "))  # its key masked
         assert json.loads(argv_line[len("FAKE-ARGV ") :]) == [
             "--model-path", "org/tiny", "--host", "127.0.0.1", "--port", str(srv.port),
-            "--mem-fraction-static", "0.5", "--api-key", "sk-secret-value-123",
+            "--mem-fraction-static", "0.5", "--api-key", "***",
         ]  # fmt: skip
         first = srv.measure_first_token()
         assert first is not None and first >= srv.healthy_after_s
@@ -126,7 +126,7 @@ def test_sglang_command_line_health_wait_and_stop(tmp_path: Path) -> None:
         code = srv.stop()
     assert code is not None and not alive(srv.pid)
     text = log.read_text()
-    assert "sk-secret-value-123" not in text.splitlines()[0]  # the header line the launcher writes
+    assert "sk-secret-value-123" not in text  # the header line the launcher writes, and the server's lines
     assert "FAKE-ARGV" in text and "fake sglang serving org/tiny" in text
 
 

@@ -2,7 +2,8 @@
 with a server that logs its arguments (vLLM logs its non-default args) put X in ``/snapshot``'s
 ``server_log`` for anyone who reached ``--metrics-port``. Every secret ramp knows is masked there: the
 server's key-like arguments (``--api-key X``, ``--hf-token=X``), the keys in its environment
-(``HF_TOKEN``), ramp's own. And an error body is scrubbed before it is cut: a body padded so that the
+(``HF_TOKEN``), ramp's own; and in the server's log file on disk (``<record>.vllm.log``), which only its
+owner may read. And an error body is scrubbed before it is cut: a body padded so that the
 4,096-byte cut split an echoed Basic token showed the token's head."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -30,7 +32,11 @@ def test_a_launched_servers_logged_keys_never_reach_the_snapshot(tmp_path: Path)
     )
     server = ["--max-model-len", "512", "--api-key", ARG_KEY, f"--hf-token={FLAG_TOKEN}"]
     env = fake_env(FAKE_MODE="sim", FAKE_DELAY_S=0.1, FAKE_ARGV_EVERY_S=0.2, HF_TOKEN=ENV_TOKEN)
-    proc = ramp([*args, "--", *server], env, tmp_path)
+    umask = os.umask(0o022)  # a common umask: a file created with the default mode is readable by all
+    try:
+        proc = ramp([*args, "--", *server], env, tmp_path)
+    finally:
+        os.umask(umask)
     assert proc.stderr is not None
     url, seen, body = None, [], ""
     try:
@@ -58,6 +64,12 @@ def test_a_launched_servers_logged_keys_never_reach_the_snapshot(tmp_path: Path)
         assert secret not in body, (secret, logged[-1])
         assert secret not in "".join(seen) + out + err
     assert proc.returncode in (0, 1), err
+    log = tmp_path / "run.vllm.log"  # the record's name with the server's kind: every line it printed
+    text = log.read_text()
+    assert "FAKE-ARGV" in text and "--api-key" in text, text[-2000:]
+    for secret in SECRETS:
+        assert secret not in text, (secret, text[-2000:])
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600, oct(log.stat().st_mode)
 
 
 def test_the_secrets_a_launch_knows() -> None:
