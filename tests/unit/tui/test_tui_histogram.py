@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ from loadgen.snapshot import GPUSample, HistogramView, Percentiles, ServerTeleme
 from tui.control import health_line, steering_line, window_line
 from tui.curve import render_curve
 from tui.errors import render_errors
-from tui.histogram import axis_range, data_range, rebin, render_histogram
+from tui.histogram import HistogramStyle, axis_range, data_range, percentile_markers, rebin, render_histogram
 from tui.plot import LogScale, bar_heights, bar_rows, nice_log_ticks, place_labels, resample, sparkline
 from tui.server import render_server
 from tui.status import identity_line, progress_line
@@ -58,6 +59,21 @@ def test_render_histogram_draws_markers_slo_and_ticks() -> None:
     assert "100ms" in lines[-1]
     # the SLO line runs through the empty part of the bar area
     assert any("┊" in line for line in lines[1:-3])
+
+
+def test_p50_colliding_with_p95_keeps_p95_and_p99() -> None:
+    """Issue 30: captures that drew "50" and "99" had no "95". With p50 a column from p95 (their labels
+    overlap) and p99 apart, the label row keeps the SLO's percentile and p99; p50 gives way, unless the SLO
+    is on p50."""
+    view = replace(VIEW, pct=replace(VIEW.pct, p50=60.0, p95=63.0, p99=200.0))
+    scale = LogScale(10.0, 320.0, 40)
+    assert abs(scale.column(60.0) - scale.column(63.0)) <= 2  # closer than two labels and their gap
+    markers = percentile_markers(view, scale, HistogramStyle())
+    assert [name for _, name, _ in markers] == ["95", "99", "50"]
+    labels = render_histogram(view, 40, 12).plain.split("\n")[-2]
+    assert re.findall(r"\d+", labels) == ["95", "99"], labels
+    on_p50 = render_histogram(view, 40, 12, threshold=(250.0, "SLO p50 ≤ 250 ms")).plain.split("\n")[-2]
+    assert re.findall(r"\d+", on_p50) == ["50", "99"], on_p50
 
 
 def test_render_histogram_colours_the_bad_side_of_the_slo() -> None:
