@@ -3,8 +3,9 @@ on headless stderr as each step finishes, and what it says of bad server telemet
 
 - the console against the simulator's "queue" scenario names queueing in the steps panel's title, marked
   provisional, before the step ends;
-- a server whose /metrics vanishes, restarts its counters or loses a bucket mid-step: the step's diagnosis
-  is ``unknown`` with that reason, and its other figures are there as for any step;
+- a server whose /metrics vanishes, restarts its counters or loses a bucket mid-step, or one that says far
+  more requests run than the step sends (a server that lies, or other traffic): the step's diagnosis is
+  ``unknown`` with that reason, and its other figures are there as for any step;
 - a plain OpenAI-compatible server (no /metrics): ``ramp run --headless`` prints each step's diagnosis on
   stderr, which tells ``none`` apart and says what telemetry would tell; a failing one reads ``errors``.
 """
@@ -57,11 +58,12 @@ class Counted:
         return resp
 
 
-def vllm_page(n: int, buckets: tuple[str, ...] = ("0.01", "0.05", "0.1", "+Inf")) -> str:
-    """A vLLM /metrics page after ``n`` requests: gauges, counters and a TTFT histogram growing with n."""
+def vllm_page(n: int, buckets: tuple[str, ...] = ("0.01", "0.05", "0.1", "+Inf"), running: int = 1) -> str:
+    """A vLLM /metrics page after ``n`` requests: gauges (``running`` requests), counters and a TTFT histogram
+    growing with n."""
     lines = [
         "# TYPE vllm:num_requests_running gauge",
-        'vllm:num_requests_running{model_name="tiny"} 1',
+        f'vllm:num_requests_running{{model_name="tiny"}} {running}',
         "# TYPE vllm:num_requests_waiting gauge",
         'vllm:num_requests_waiting{model_name="tiny"} 0',
         "# TYPE vllm:kv_cache_usage_perc gauge",
@@ -142,6 +144,36 @@ def test_telemetry_that_goes_bad_mid_step_is_unknown_with_the_reason(
     assert int(step["error_count"]) == 0
     assert step["pct"]["ttft_ms"]["p50"] > 0 and float(step["out_tok_s"]) > 0
     assert step["server"]["running_max"] == 1
+
+
+def test_a_server_that_says_more_run_than_the_level_sends_is_unknown_with_the_reason(tmp_path: Path) -> None:
+    completions = Counted()
+
+    async def lying(req: web.Request) -> web.StreamResponse:
+        # 40 running at a level of 2: the server miscounts, or serves other traffic beside ramp's
+        return web.Response(text=vllm_page(completions.served, running=40), content_type="text/plain")
+
+    server = serving(metrics=lying, completions=completions.handle)
+    try:
+        (step,) = run_engine(server.url, tmp_path, (2,), step_s=3.0)
+    finally:
+        server.stop()
+    diagnosis = step["diagnosis"]
+    # before the client's own limit: the server's figures cannot be read against this level at all
+    assert diagnosis["kind"] == "unknown" and diagnosis["confidence"] == "low", diagnosis
+    assert diagnosis["evidence"] == [
+        "the server reports 40 running at level 2 (other traffic, or a server that miscounts)"
+    ], diagnosis
+    # the step's other figures are there, as for any step: the client's, the server's as it said them, and
+    # the TTFT split from its histogram (a mean of 20 ms; 90 % under 50 ms, the rest under 100 ms)
+    assert int(step["error_count"]) == 0 and int(step["ok"]) > 50
+    assert step["pct"]["ttft_ms"]["p50"] > 0 and float(step["out_tok_s"]) > 0
+    assert step["server"]["running_max"] == 40
+    split = step["ttft_split"]
+    assert split["server"]["mean_ms"] == pytest.approx(20.0) and split["server"]["p95_bucket_ms"] == [
+        50.0,
+        100.0,
+    ]
 
 
 def test_headless_says_each_steps_limit_on_stderr_and_without_metrics_what_telemetry_would_tell(
