@@ -124,6 +124,44 @@ def sglang_tokenizer_metrics(
     Histogram("sglang:queue_time_seconds", "q", SGLANG_SCHED_LABELS, registry=reg)
 
 
+# SGLang's default buckets (collector.py): the tokenizer's TTFT, the scheduler's queue time (from 0.0)
+SGLANG_TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+SGLANG_QUEUE_BUCKETS = (0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200)
+
+
+def sglang_latency_page(ttft: list[float], queue: list[list[float]]) -> str:
+    """SGLang's TTFT and queue-time histograms after the given observations (seconds): the tokenizer's
+    ``sglang:time_to_first_token_seconds`` (label ``model_name``) and, per DP rank (one list each), its
+    scheduler's ``sglang:queue_time_seconds`` (the scheduler's labels, ``dp_rank`` with more than one);
+    SGLang exports no prefill-time histogram under a plain name."""
+    reg = CollectorRegistry()
+    ranks = len(queue)
+    labels = [*SGLANG_SCHED_LABELS, *(["dp_rank"] if ranks > 1 else [])]
+    t = Histogram(
+        "sglang:time_to_first_token_seconds",
+        "ttft",
+        ["model_name"],
+        registry=reg,
+        buckets=SGLANG_TTFT_BUCKETS,
+    )
+    q = Histogram("sglang:queue_time_seconds", "queue", labels, registry=reg, buckets=SGLANG_QUEUE_BUCKETS)
+    for v in ttft:
+        t.labels("qwen").observe(v)
+    for rank, waits in enumerate(queue):
+        lab = {
+            "model_name": "qwen",
+            "engine_type": "unified",
+            "tp_rank": "0",
+            "pp_rank": "0",
+            "moe_ep_rank": "0",
+        }
+        lab.update({"dp_rank": str(rank)} if ranks > 1 else {})
+        child = q.labels(**lab)
+        for v in waits:
+            child.observe(v)
+    return generate_latest(reg).decode()
+
+
 # --- DCGM exporter: exposition with dcgm-exporter's default field names and labels --------------------
 
 DCGM_TEXT = """# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).

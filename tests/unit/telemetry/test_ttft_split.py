@@ -7,9 +7,9 @@ import json
 import math
 
 import pytest
-from telemetry_fakes import vllm_text
+from telemetry_fakes import sglang_latency_page, vllm_text
 
-from loadgen.analysis.ttft_split import bucket_of, outside_share, ttft_split
+from loadgen.analysis.ttft_split import bucket_of, outside_share, split_line, ttft_split
 from loadgen.snapshot import Percentiles
 from loadgen.telemetry.exposition import parse_exposition
 from loadgen.telemetry.reading import CumulativeHistogram, Reading
@@ -102,3 +102,27 @@ def test_buckets_that_change_shape_leave_the_part_out_and_telemetry_gone_leaves_
     # no reading inside the window (the server went away before it): nothing to split, no exception
     assert ttft_histograms([Series("server", "lost", series[:1])], 2 * NS, 3 * NS) == {}
     assert ttft_histograms([], 1 * NS, 3 * NS) == {}
+
+
+def test_an_sglang_exposition_splits_into_its_ttft_and_queue_time() -> None:
+    # SGLang's names and default buckets (the queue's from 0.0), two DP ranks each timing its own requests'
+    # wait; 2 requests before the window, 4 in it
+    before = sglang_latency_page([0.15, 0.3], [[0.0], [0.05]])
+    after = sglang_latency_page([0.15, 0.3, 0.15, 0.35, 0.5, 0.2], [[0.0, 0.0, 0.3], [0.05, 0.12, 0.02]])
+    r0, r1 = parse_exposition(before, 1 * NS), parse_exposition(after, 2 * NS)
+    assert r0.runtime == r1.runtime == "sglang"
+    hists = ttft_histograms([Series("server", "ok", [r0, r1])], 1 * NS, 2 * NS)
+    assert set(hists) == {"server", "queue"}  # no prefill part: SGLang has no plain prefill histogram
+    split = ttft_split(Percentiles(count=4, mean=310.0, p50=300.0, p95=520.0), hists)
+    # means exact: (0.15 + 0.35 + 0.5 + 0.2) / 4 and (0.0 + 0.3 + 0.12 + 0.02) / 4, the ranks summed
+    assert split["server"]["n"] == 4 and split["server"]["mean_ms"] == pytest.approx(300.0)
+    assert split["queue"]["n"] == 4 and split["queue"]["mean_ms"] == pytest.approx(110.0)
+    assert split["outside"]["mean_ms"] == pytest.approx(10.0)
+    assert "prefill" not in split and "server_rest_mean_ms" not in split
+    # percentiles to SGLang's buckets: the p95 TTFT in (0.4 s, 0.6 s], the p50 queue time in (0 s, 0.1 s]
+    assert split["server"]["p95_bucket_ms"] == [400.0, 600.0]
+    assert split["queue"]["p50_bucket_ms"] == [0.0, 100.0]
+    assert split_line(split) == (
+        "client 310 ms = server 300 ms (queue 110 ms) + outside 10.0 ms"
+        " · means, exact; server TTFT p95 in its bucket 400 ms–600 ms"
+    )
