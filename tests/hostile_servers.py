@@ -218,9 +218,13 @@ def line_then_reply(line_bytes: int) -> Handler:
     return reply
 
 
+SLOW_METRICS_S = 60.0  # far past a scrape's time limit (loadgen.telemetry.sources.DEFAULT_TIMEOUT_S)
+
+
 def souring_metrics(good: str, answers: int, then: str) -> Handler:
     """A ``/metrics`` that serves ``good`` for its first ``answers`` scrapes, then goes bad for good:
-    ``then`` is "junk" (a page that is not Prometheus text) or "trickle" (a valid line every 0.1 s, forever)."""
+    ``then`` is "junk" (a page that is not Prometheus text), "trickle" (a valid line every 0.1 s, forever)
+    or "slow" (``good`` itself, whole, but only after SLOW_METRICS_S: a server too busy to render it)."""
     served = 0
 
     async def metrics(req: web.Request) -> web.StreamResponse:
@@ -230,6 +234,12 @@ def souring_metrics(good: str, answers: int, then: str) -> Handler:
             return web.Response(text=good, content_type="text/plain")
         if then == "junk":
             return web.Response(text="<html><body>502 Bad Gateway</body></html>\n", content_type="text/plain")
+        if then == "slow":  # the delay itself, cut short when the client hangs up (no handler left behind)
+            for _ in range(int(SLOW_METRICS_S / 0.1)):
+                if req.transport is None or req.transport.is_closing():
+                    break
+                await asyncio.sleep(0.1)
+            return web.Response(text=good, content_type="text/plain")
         resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await resp.prepare(req)
         try:

@@ -1,7 +1,8 @@
 """Issue 30: telemetry lost mid-run is said on headless stderr once, not only as a record event. A server
-whose ``/metrics`` answers well at the start and then turns to junk (a proxy's HTML error page) or trickles
-a line a second: the real ``ramp run --headless`` says so on stderr exactly once, the record carries the
-same warning as an event, and the load runs on."""
+whose ``/metrics`` answers well at the start and then turns to junk (a proxy's HTML error page), trickles
+a line a second or answers only after a minute (a busy server: the scrape's time limit cuts it): the real
+``ramp run --headless`` says so on stderr exactly once, the record carries the same warning as an event,
+and the load runs on."""
 
 from __future__ import annotations
 
@@ -12,10 +13,19 @@ import pytest
 from hostile_servers import ramp_measured, serving, souring_metrics
 from telemetry_fakes import vllm_text
 
+from loadgen.telemetry.sources import DEFAULT_TIMEOUT_S
+
 PROFILE = "[[bucket]]\ninput = 8\noutput = 2\n"
 
 
-@pytest.mark.parametrize(("then", "said"), [("junk", "lost mid-run: not Prometheus text"), ("trickle", "")])
+@pytest.mark.parametrize(
+    ("then", "said"),
+    [
+        ("junk", "lost mid-run: not Prometheus text"),
+        ("trickle", ""),
+        ("slow", f"timeout after {DEFAULT_TIMEOUT_S:g} s"),
+    ],
+)
 def test_telemetry_lost_mid_run_is_said_on_stderr_once(then: str, said: str, tmp_path: Path) -> None:
     page = vllm_text("metrics-after-load.prom")
     server = serving(metrics=souring_metrics(page, answers=2, then=then))
