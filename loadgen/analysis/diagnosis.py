@@ -24,7 +24,7 @@ from typing import Literal
 
 from loadgen import measures
 from loadgen.analysis.quality import agreement_text
-from loadgen.analysis.ttft_split import outside_share
+from loadgen.analysis.ttft_split import outside_share, split_line
 from loadgen.format import fmt_ms, fmt_pct, fmt_setting
 from loadgen.snapshot import StepSummary
 from loadgen.types import ErrorKind
@@ -420,6 +420,20 @@ def diagnosis_line(diagnosis: Mapping[str, object]) -> str:
     words = ", ".join(str(e) for e in evidence) if isinstance(evidence, list) else ""
     tail = ", ".join(str(c) for c in checks[:2]) if isinstance(checks, list) and kind != "none" else ""
     return head + (f" — {words}" if words else "") + (f" · check {tail}" if tail else "")
+
+
+def limit_lines(steps: Sequence[StepSummary]) -> list[str]:
+    """The plain-text report's lines under its step table: each step's limit, then each step's TTFT split,
+    in the console's words ('limit    step 3 (16): Limit: queueing — …'); none without either."""
+    out = [
+        f"limit    step {s.index + 1} ({s.level}): {diagnosis_line(s.diagnosis)}"
+        for s in steps
+        if s.diagnosis
+    ]
+    out += [
+        f"split    step {s.index + 1} ({s.level}): {split_line(s.ttft_split)}" for s in steps if s.ttft_split
+    ]
+    return ["", *out] if out else []
 
 
 ANSWER_CHECK = (

@@ -5,7 +5,8 @@ Pure functions of StepSummary objects and record lines; no rich, no textual. Num
 and rows are compared digit by digit); ``n/a`` for a missing value. When the run's pricing is known the
 table carries each step's cost (per 1M output tokens and per request, or per session for a multi-turn
 profile: ``loadgen.analysis.cost``); a level run more than once gets a line in the repeats table, each
-figure as "median (min–max)" over its clean steps.
+figure as "median (min–max)" over its clean steps. ``ramp report FILE`` adds each step's limit and TTFT
+split below its table.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadgen import measures
 from loadgen.analysis.cost import StepCost, describe_pricing, pricing_of
+from loadgen.analysis.diagnosis import limit_lines
 from loadgen.analysis.figures import REPEAT_FIGURES
 from loadgen.analysis.quality import agreement_text, tasks_text
 from loadgen.analysis.runs import levels_of, spread
@@ -481,6 +483,7 @@ def text_report(report: ReportRun, width: int = 120) -> str:
     out = header_lines(report.run.header)
     out.append("")
     out.append(format_step_table(steps, report.best, width=width, costs=report.costs, task=report.task))
+    out += limit_lines(steps)
     repeats = format_repeats(steps, width=width)
     if repeats:
         out += ["", repeats]

@@ -1,8 +1,8 @@
 """The reports say each step's TTFT split (issue 33) as the console's step detail does: one line per step in
 the Markdown and HTML reports ("client 299 ms = server 296 ms (queue 288 ms + prefill 7.06 ms) + outside
 3.00 ms · means, exact; server TTFT p95 in its bucket 250 ms–500 ms", from ``split_line``), the HTML page
-also each step's limit, and CSV/JSON the bounds of the server's buckets its TTFT p50 and p95 lie in; a
-record without a split has none of them."""
+also each step's limit, the text report (``ramp report FILE``) both under its table, and CSV/JSON the
+bounds of the server's buckets its TTFT p50 and p95 lie in; a record without a split has none of them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from loadgen.analysis.reports import load_report_run
 from loadgen.analysis.ttft_split import SPLIT_HEADING, split_line
 from loadgen.report.html import html_report
 from loadgen.report.tables import csv_report, json_summary, markdown_report
+from loadgen.report.text import text_report
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "fixtures" / "report" / "demo-h200-10-steps.jsonl"
@@ -88,6 +89,20 @@ def test_markdown_and_html_say_each_steps_split_and_html_its_limit(tmp_path: Pat
     assert "server TTFT p95 in its bucket 10.0 s–∞</li>" in page
     assert "<h3>Why each step stops there (the diagnosis)</h3>" in page
     assert "<li>step 2 (2): Limit: queueing — 12 waiting, TTFT p95 ×4 since 32 streams" in page
+
+
+def test_the_text_report_says_each_steps_limit_and_split_below_its_table(tmp_path: Path) -> None:
+    text = text_report(load_report_run(str(split_record(tmp_path)), "s"), width=200).splitlines()
+    assert (
+        "limit    step 2 (2): Limit: queueing — 12 waiting, TTFT p95 ×4 since 32 streams, decode flat"
+        in "\n".join(text)
+    )
+    assert f"split    step 2 (2): {SAID}" in text
+    assert text.index(f"split    step 2 (2): {SAID}") + 1 == next(
+        i for i, x in enumerate(text) if x.startswith("split    step 3 (4): ")
+    )
+    bare = text_report(load_report_run(str(DEMO), "d"), width=200)
+    assert "limit    step" not in bare and "split    step" not in bare
 
 
 def test_csv_and_json_carry_the_server_buckets_of_its_ttft_percentiles(tmp_path: Path) -> None:
