@@ -13,9 +13,8 @@ on another port when the picked one was taken meanwhile). Knows nothing of runs 
     srv.stop()
 
 A server command line never carries a secret into a log line or a record: values of ``--api-key``-like
-flags are replaced by ``***`` (and the record writer also blanks any secret environment value). Its output is
-scrubbed once, as it is read, of every secret ramp knows (``Launched.secrets``): the tail and the log file
-(its owner's alone, mode 0600) hold only scrubbed lines.
+flags are replaced by ``***`` (and the record writer also blanks any secret environment value). Its output
+is scrubbed once, as read, of every secret ramp knows (``Launched.secrets``): tail and log file (0600) alike.
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ from typing import IO, TYPE_CHECKING
 from loadgen import strict_json
 from loadgen.childproc import LAUNCH_MARK, child_popen_args, ignores_signal, left_behind, signal_each
 from loadgen.runtimes import LAUNCHABLE
-from loadgen.target.http import scrub
-from loadgen.target.secrets import arg_secrets, env_secrets
 
 if TYPE_CHECKING:
     import httpx
@@ -143,7 +140,7 @@ class Launched:
     first_token_after_s: float | None = None
     log_file: InitVar[IO[str] | None] = None  # the open log (closed once the output ends)
     mark: str = ""  # LAUNCH_MARK's value in its environment: finds its processes that left its group
-    secrets: tuple[str, ...] = ()  # masked in each line it prints (arguments', environment's, the run's keys)
+    secrets: tuple[str, ...] = ()  # masked in each line it prints; longest first (one may hold another)
     escaped_ended: int = 0  # processes outside its group (setsid, double fork) that stop() ended
     _tail: collections.deque[str] = field(
         init=False, default_factory=lambda: collections.deque(maxlen=TAIL_LINES)
@@ -190,6 +187,8 @@ class Launched:
 
     # ---- output ---------------------------------------------------------------------------------
     def _read_output(self) -> None:
+        from loadgen.target.http import scrub  # here: `ramp --help` imports this module, not asyncio
+
         stream = self.proc.stdout
         assert stream is not None
         for raw in iter(stream.readline, b""):
@@ -419,6 +418,8 @@ def launch_server(
     sglang.launch_server``) in a new process group. ``port=None`` picks a free one. ``env`` is added to
     this process's environment. ``secrets`` (the run's keys) are masked in its output with its arguments' and
     its environment's keys. Returns at once: call ``wait_healthy`` next."""
+    from loadgen.target.secrets import arg_secrets, env_secrets  # here: `ramp --help` stays light
+
     picked = port is None
     use_port = free_port(host) if port is None else int(port)
     argv = server_argv(kind, model, extra_args, python, host, use_port)
@@ -460,7 +461,6 @@ def launch_server(
         port_picked=picked,
         log_file=log,
         mark=mark,
-        # longest first: a secret inside another would leave the rest of the longer one unmasked
         secrets=tuple(sorted({*secrets, *arg_secrets(argv), *env_secrets(child_env)}, key=len, reverse=True)),
     )
 

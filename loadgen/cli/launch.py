@@ -24,8 +24,6 @@ from loadgen.exits import EXIT_UNREACHABLE, UsageError
 from loadgen.run.signals import StopSignals, exit_code, interrupted_by, signal_label
 from loadgen.runtimes import LAUNCHABLE, VLLM
 from loadgen.serverproc import KINDS, Launched, LaunchError, launch_and_wait, redact_argv, server_argv
-from loadgen.target.http import scrub
-from loadgen.target.secrets import arg_secrets, env_secrets
 
 if TYPE_CHECKING:
     from loadgen.run.config import RunConfig
@@ -113,11 +111,8 @@ class _Progress:
 
     FRAMES = "|/-\\"
 
-    def __init__(
-        self, kind: str, stream: IO[str], check: Callable[[], None], secrets: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, kind: str, stream: IO[str], check: Callable[[], None]) -> None:
         self.kind = kind
-        self.secrets = tuple(secrets)  # the server's line is scrubbed before it is cut and shown
         self.stream = stream
         self.check = check  # raises when a stop signal came in (its own raise may have been swallowed)
         self.tty = stream.isatty()
@@ -126,8 +121,7 @@ class _Progress:
 
     def __call__(self, elapsed: float, line: str) -> None:
         self.check()
-        self.n += 1
-        line = scrub(line, self.secrets)
+        self.n += 1  # the server's line comes scrubbed (Launched scrubs each line as it reads it)
         if self.tty:
             frame = self.FRAMES[self.n % len(self.FRAMES)]
             text = f"{frame} starting {self.kind}: {elapsed:5.1f} s  {line}"
@@ -185,8 +179,10 @@ def launch_main(args: argparse.Namespace, extra: Sequence[str]) -> int:
 def _start_and_run(
     launch: LaunchFlags, flags: RunFlags, config: RunConfig, log_path: str | None, check: Callable[[], None]
 ) -> int:
+    from loadgen.target.http import scrub  # here, not with the flags: `ramp --help` stays light
+
     secrets = log_secrets(launch.server_args, config)
-    progress = _Progress(launch.kind, sys.stderr, check, secrets)
+    progress = _Progress(launch.kind, sys.stderr, check)
     srv: Launched | None = None
     try:
         try:
@@ -228,6 +224,8 @@ def _start_and_run(
 
 
 def _stop(srv: Launched) -> None:
+    from loadgen.target.http import scrub
+
     died = _died(srv)
     code = srv.stop(say=lambda text: print(f"ramp: {text}", file=sys.stderr, flush=True))
     if died:
@@ -267,6 +265,7 @@ def log_secrets(argv: Sequence[str], config: RunConfig | None = None) -> tuple[s
     """Every secret a launched server's output may hold: its arguments' keys (``--api-key X``), the keys in
     ramp's environment (which it inherits), and the run's own (``--api-key-env``, the URL's password)."""
     from loadgen.observe.share import target_secrets
+    from loadgen.target.secrets import arg_secrets, env_secrets
 
     own = target_secrets(config.target) if config is not None else ()
     return (*arg_secrets(argv), *env_secrets(os.environ), *own)

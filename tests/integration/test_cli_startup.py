@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
+# asyncio and ssl: 40-100 ms of the start-up on their own, brought back once by a module-level import of
+# loadgen.target.http (the scrubber) in loadgen.cli.launch
 HEAVY = {"numpy", "textual", "rich", "hdrh", "httpx", "aiohttp", "openai", "loadgen.run.engine", "tui"}
+HEAVY |= {"asyncio", "ssl"}
 # the ramp entry point as its console script runs it, the loaded modules written to stderr at exit
 PROBE = (
     "import atexit, json, sys\n"
