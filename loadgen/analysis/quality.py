@@ -186,6 +186,7 @@ class QualityBook:
         self.reference: dict[int, str] = dict(reference or {})
         self.taking = reference is None  # until the first step with probes has set the references
         self.tasks_seed = tasks_seed
+        self.taken_at: dict[str, object] = {}  # the load the references were taken under (reference_level)
 
     @classmethod
     def of(cls, quality: QualitySettings | None) -> QualityBook | None:
@@ -206,9 +207,13 @@ class QualityBook:
             text is None for _n, text in found
         )
 
-    def step(self, answers: Sequence[ProbeAnswer]) -> dict[str, object] | None:
+    def step(
+        self, answers: Sequence[ProbeAnswer], at: Mapping[str, object] | None = None
+    ) -> dict[str, object] | None:
         """The step's quality (``step_quality``'s keys, plus ``reference`` when this step set some), or None
-        when the step had no probes."""
+        when the step had no probes. ``at``: the step's load (``reference_level``, ``reference_mode``), kept
+        with the references it sets and given in every later step's quality: the first step with probes is
+        level 1 in a ramp, but a search's first probe or a plan's first level may be far above it."""
         if not answers:
             return None
         tasks, errors = self.checked(answers)
@@ -220,6 +225,7 @@ class QualityBook:
                 if text and index not in self.reference and index not in taken:  # never an empty reply
                     taken[index] = text
             self.reference.update(taken)
+            self.taken_at = dict(at or {}) if taken else {}
         compared: list[Agreement] = []
         clusters: list[int] = []
         unmatched = 0
@@ -239,7 +245,21 @@ class QualityBook:
             out["unreferenced"] = unmatched
         if taken:
             out["reference"] = {str(i): t for i, t in sorted(taken.items())}
+        out.update(self.taken_at)
         return out
+
+
+def reference_note(q: Mapping[str, object] | None) -> str | None:
+    """What to say once when a step took the answer references (its quality has ``reference``) under more
+    load than one stream: its agreement, and every later one, then compares answers under load with
+    answers under load (a batch-variant change already in the references goes unseen). None otherwise."""
+    if not q or "reference" not in q:
+        return None
+    level, mode = _num(q.get("reference_level")), q.get("reference_mode")
+    if level is None or (mode != "open" and level <= 1):
+        return None
+    at = f"{level:g} req/s (open loop), not 1 stream" if mode == "open" else f"{level:g} streams, not 1"
+    return f"answer references taken at {at}: agreement compares answers under load with answers under load"
 
 
 def below_one(q: Mapping[str, object] | None) -> bool:

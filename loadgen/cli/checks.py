@@ -3,7 +3,8 @@ and says what to write instead (``loadgen.cli.resolve`` raises it as a ``UsageEr
 
 Owns the checks of single flags (``flag_problem``: positive durations and timeouts, a rate only in open loop,
 a burstiness only for gamma arrivals, counts not negative, a usable ``--ca-cert`` and ``--proxy``), of the
-resolved plan (``plan_problem``: a warm-up shorter than its step) and of the record's path (``out_problem``).
+resolved plan (``plan_problem``: a warm-up shorter than its step), of the record's path (``out_problem``) and
+of an SLO clause nothing would measure (``quality_slo_problem``: ``quality_agree_min`` without answer probes).
 The target URL, the CA bundle and the proxy are checked by ``loadgen.target.urls`` (``ramp check`` takes them
 too).
 
@@ -20,9 +21,10 @@ from loadgen.target.urls import ca_problem, proxy_problem
 
 if TYPE_CHECKING:
     from loadgen.cli.flags import RunFlags
-    from loadgen.config import Mode, RampPlan
+    from loadgen.config import SLO, Mode, RampPlan
+    from loadgen.profile import Quality
 
-__all__ = ["flag_problem", "folder_writable", "out_problem", "plan_problem"]
+__all__ = ["flag_problem", "folder_writable", "out_problem", "plan_problem", "quality_slo_problem"]
 
 
 def _positive(flags: RunFlags) -> str | None:
@@ -118,3 +120,14 @@ def out_problem(path: str) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"--out {path!r}: the folder {folder!r} is not writable: choose another path"
     return None
+
+
+def quality_slo_problem(slo: SLO, quality: Quality | None, profile: str) -> str | None:
+    """An SLO clause on the answers' agreement where no answer is probed: every step would read n/a against
+    it, silently; refused before the run instead."""
+    if slo.quality_agree_min is None or quality is not None:
+        return None
+    return (
+        "quality_agree_min needs --quality (answer probes): add --quality, or a [quality] table to profile "
+        f"'{profile}'"
+    )

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from loadgen.analysis.baseline import baseline_problem
-from loadgen.cli.checks import flag_problem, folder_writable, out_problem, plan_problem
+from loadgen.cli.checks import flag_problem, folder_writable, out_problem, plan_problem, quality_slo_problem
 from loadgen.cli.flags import RunFlags
 from loadgen.cli.sources import replay_plan, replay_profile, save_requests_problem
 from loadgen.config import DEFAULT_WARMUP_S, Mode, RampPlan, fresh_seed
@@ -133,8 +133,9 @@ def _profile(name: str) -> Profile:
 def _quality(flags: RunFlags, profile: Profile) -> Profile:
     """``--quality`` turns the answer probes on ([quality]'s settings, else the defaults);
     ``--quality-reference`` (which implies it) loads their reference answers, refused with one line when
-    they were asked differently or of another model; ``--quality-tasks`` (which implies it too) adds the
-    verifiable tasks, as ``[quality] tasks = true`` does."""
+    they were asked differently (another probe set, API or tasks) or of another model (a model discovered
+    from the server is checked once known, ``loadgen.run.setup``); ``--quality-tasks`` (which implies it too)
+    adds the verifiable tasks, as ``[quality] tasks = true`` does."""
     q = profile.quality
     if q is None and not (flags.quality or flags.quality_reference or flags.quality_tasks):
         return profile
@@ -144,7 +145,7 @@ def _quality(flags: RunFlags, profile: Profile) -> Profile:
     if flags.quality_reference:
         model = flags.model or ("" if profile.model in ("", "auto") else profile.model)
         try:
-            q = load_reference(flags.quality_reference, q, model)
+            q = load_reference(flags.quality_reference, q, model, flags.api or profile.api)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return replace(profile, quality=q)
@@ -385,6 +386,7 @@ def _refuse_what_cannot_run(flags: RunFlags, profile: Profile, shape: LoadShape,
     if problem is None and flags.save_requests_detail and os.path.exists(detail_path(out)):
         problem = f"--save-requests-detail: {detail_path(out)} already exists; choose another --out"
     problem = problem or (baseline_problem(flags.baseline) if flags.baseline is not None else None)
+    problem = problem or quality_slo_problem(profile.slo, profile.quality, profile.name)
     if problem is not None:
         raise UsageError(problem)
     if flags.find_max is not None and profile.slo.is_empty():

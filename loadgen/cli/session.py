@@ -16,9 +16,15 @@ the session; 3 = the target is unreachable; 4 and 128 + N as any run.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
+from loadgen.cli.checks import quality_slo_problem
 from loadgen.cli.flags import RunFlags
 from loadgen.exits import EXIT_OK, EXIT_SLO, EXIT_UNREACHABLE, UsageError
+
+if TYPE_CHECKING:
+    from loadgen.config import SLO
+    from loadgen.profile import Profile
 
 __all__ = ["replay_session"]
 
@@ -46,6 +52,13 @@ def _conflicts(flags: RunFlags) -> None:
         )
 
 
+def _refuse_unprobed(slo: SLO, profile: Profile) -> None:
+    """An SLO clause on the answers (``quality_agree_min``) with no answer probes in the profile: refused."""
+    problem = quality_slo_problem(slo, profile.quality, profile.name)
+    if problem is not None:
+        raise UsageError(problem)
+
+
 def replay_session(flags: RunFlags, url: str) -> int:
     """Read the session, refuse what cannot run, then run its plan (console or headless) against ``url``
     (``ramp run``'s target, ``OPENAI_BASE_URL`` already applied) and gate the exit code."""
@@ -64,6 +77,7 @@ def replay_session(flags: RunFlags, url: str) -> int:
     config = resolve(flags, url)
     source: SloSource = "profile" if flags.replay_slo == "profile" else "record"
     slo = config.profile.slo if source == "profile" else recorded_slo
+    _refuse_unprobed(slo, config.profile)  # the record's SLO may judge answers this replay does not probe
     plan, first = session.plan(), session.steps[0]
     recorded_seed = session.header.get("seed")
     if flags.seed is None and type(recorded_seed) is int:  # the same prompts as the session, unless --seed

@@ -193,6 +193,8 @@ class Quality:
     seed: int = 1234
     # answers loaded with --quality-reference (probe index, text); empty: level 1's answers are the reference
     reference: tuple[tuple[int, str], ...] = ()
+    # the model that gave them: a run whose model is discovered from the server is checked against it then
+    reference_model: str = ""
     # verifiable tasks (``tasks = true``, --quality-tasks): every other probe is a task a rule checks
     # (loadgen.analysis.tasks), its share passed the step's ``tasks_ok``
     tasks: bool = False
@@ -205,6 +207,7 @@ class Quality:
             out["tasks"] = True
         if self.reference:
             out["reference"] = {str(i): text for i, text in self.reference}
+            out["reference_model"] = self.reference_model
         return out
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from loadgen.analysis.quality import reference_note
 from loadgen.config import FINAL_STATES, EndedBy, SetupError
 from loadgen.metrics.slices import decided, precise
 from loadgen.run.config import RunConfig, RunOutcome
@@ -284,7 +285,7 @@ class Controller:
         extra = timeline(summary, self.status.t0_ns, self.snapshots) | cost_keys(summary, self.config)
         extra |= self.fleet.step_keys(seg.judges)  # Ray: each host's health, the flushes' round trips
         self.record.step(summary, seg.acc.encoded(), extra, seg.seg_id)  # and the per-request rows, if asked
-        self.say_telemetry(summary.index + 1)  # lost during the step and not said yet: said as its own
+        say_after_step(self, summary.index + 1, summary.quality)  # telemetry lost, references above 1 stream
         self.wheel.early_stop(summary)
         self.wheel.reported(summary, seg.end is not None and seg.end.held)
         if self.wheel.finished_search is not None:
@@ -367,3 +368,15 @@ class Controller:
     def crashed(self, exc: BaseException) -> RunOutcome:
         """The outcome when the controller itself broke (a bug): failed, with what was finished."""
         return RunOutcome("failed", tuple(self.steps.summaries), None, self.config.out, repr(exc))
+
+
+def say_after_step(ctl: Controller, step: int, quality: Mapping[str, object]) -> None:
+    """What a reported step says beside its line: telemetry lost during it and not said yet (as its own),
+    and answer references it took above one stream (a search's first probe, a plan that starts higher),
+    said once: a toast, headless stderr and the record's event."""
+    ctl.say_telemetry(step)
+    text = reference_note(quality)
+    if text is not None:
+        ctl.wheel.notify(text)
+        ctl.status.warnings.append(text)
+        ctl.record.event("warning", {"note": text, "step": step})

@@ -40,6 +40,21 @@ def resolve_model(config: RunConfig, info: ServerInfo) -> str:
     return model
 
 
+def reference_mismatch(profile: Profile, model: str) -> str | None:
+    """Why ``--quality-reference``'s answers cannot be this run's reference: another model gave them (one
+    line naming both); None when they can, or when there are none. ``loadgen.cli.resolve`` checks a model
+    named on the command line or in the profile; this checks the one the server was asked for."""
+    quality = profile.quality
+    if quality is None or not quality.reference or not quality.reference_model:
+        return None
+    if quality.reference_model == model:
+        return None
+    return (
+        f"--quality-reference: its answers are {quality.reference_model!r}'s, this run's model is {model!r} "
+        "(the server's): give a reference of this model"
+    )
+
+
 def context_warning(
     profile: Profile, max_model_len: int | None, *, fit: bool, sizer: PromptSizer | None = None
 ) -> str | None:
@@ -94,6 +109,9 @@ async def prepare(
         if lost_spans is not None:
             status.warnings.append(lost_spans)
     status.model = resolve_model(config, info)
+    refused = reference_mismatch(config.profile, status.model)  # the model is known only now without --model
+    if refused is not None:
+        raise SetupError(refused)
     status.runtime, status.runtime_version = info.runtime, info.runtime_version
     # The resolved API (flags over profile, merged once into the target) is what the workers speak.
     sizer, sized_by = await fit_sizer(config, status.model)  # /tokenize, else --tokenizer, else estimated

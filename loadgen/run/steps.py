@@ -454,7 +454,11 @@ class Steps:
         """The window's step line, added to the steps reported; None for a moment between two key presses."""
         if self.closing is seg:
             self.closing = None
-        quality = self.quality.step(seg.probes) if self.quality is not None else None  # answer probes
+        quality = None
+        if self.quality is not None and seg.end is not None:  # answer probes, and the load they were under
+            end = seg.end
+            level = end.rate_rps if end.mode == "open" else end.level
+            quality = self.quality.step(seg.probes, {"reference_level": level, "reference_mode": end.mode})
         summary = seg.summary(slo, self.link, self.fleet.config.target, quality)
         before = [StepFigures.of(s) for s in self.summaries]
         doubt = self.link.window_doubt(summary.window_t0_ns, summary.window_t1_ns)
