@@ -93,8 +93,10 @@ def test_total_failure_reads_no_throughput(
         seen.append(snap)
         watch(snap)
 
+    # 16 streams: each backs off after a repeated error (100 ms doubling to 5 s), so 40 failures took 4
+    # streams some 15 s (ten pauses each); 16 streams reach them within their first few pauses
     config = RunConfig(
-        target=Target(url=sim.url), profile=PROFILE, level=4, out=str(out), transport=transport,  # type: ignore[arg-type]
+        target=Target(url=sim.url), profile=PROFILE, level=16, out=str(out), transport=transport,  # type: ignore[arg-type]
         snapshot_hz=10.0, rolling_s=2.0, warmup_s=0.0,
     )  # fmt: skip
     engine = Engine(config, sink)
