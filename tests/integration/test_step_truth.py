@@ -106,7 +106,7 @@ def test_a_level_inside_a_ramp_reads_as_it_does_alone(sim: ProcessSimHandle, tmp
     first, second = up.steps
     assert 0.0 < first.closing_s < 5.0 and first.carried_share == 0.0
     assert first.window_t1_ns + int(first.closing_s * 1e9) <= second.window_t0_ns
-    down = ramp(sim, tmp_path, (32.0, 4.0), step_s=9.0)
+    down = ramp(sim, tmp_path, (32.0, 4.0))
     assert [s.level for s in down.steps] == [32, 4]
     assert_same(alone, down.steps[1])
 
