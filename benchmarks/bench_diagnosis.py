@@ -96,6 +96,12 @@ def main() -> None:
                     bound += step.client_bound
                     if kind not in (want, "unknown") and not (kind == "client" and step.client_bound):
                         wrong += 1
+                    if kind != want:  # each step read otherwise, with what it stood on
+                        print(
+                            f"{name} seed {seed + 1} level {step.level}: said {kind} "
+                            f"({step.diagnosis.get('confidence')}), free {free_kind(steps, at)}, expected {want}: "
+                            + "; ".join(str(e) for e in step.diagnosis.get("evidence", []) or [])[:400]
+                        )
     cols = [k for k in KINDS if any(c[k] for c in (*said.values(), *free.values()))]
     print(
         f"{total} steps, {bound} flagged client-bound, {wrong} confident wrong; {time.monotonic() - started:.0f} s"

@@ -335,8 +335,15 @@ def _with_server(now: StepFigures, before: Sequence[StepFigures], trend: Trend) 
     prefill_share = _ratio(prefill, server_ttft)
     itl = now.num("server_itl_p50_ms")
     # prefill dominates when a request's prefill outlasts several decode steps: then it drives TTFT (and
-    # stalls the decodes beside it); a prefill of a step or two only follows the step's own cost
-    long_prefill = prefill is not None and (itl is None or prefill >= PREFILL_STEPS * itl)
+    # stalls the decodes beside it); a prefill of a step or two only follows the step's own cost. Under a
+    # heavy prefill load the decode steps stall behind the prefills and last as long as they do, so the
+    # prompts are also long when they were at the first step, on a server that still had time for both
+    first = before[0] if before else None
+    long_prefill = _outlasts(prefill, itl) or (
+        prefill is not None
+        and first is not None
+        and _outlasts(first.part_mean("prefill"), first.num("server_itl_p50_ms"), need_itl=True)
+    )
     unqueued = "queueing" not in signs and "kv_cache" not in signs
     if not _scaling(trend) and unqueued:
         if long_prefill and prefill_share is not None and prefill_share >= PREFILL_SHARE:
@@ -347,6 +354,16 @@ def _with_server(now: StepFigures, before: Sequence[StepFigures], trend: Trend) 
         elif trend.decode is not None and trend.decode < DECODE_DROP:
             signs["decode_bound"] = [*_trend_words(trend), "no queue"]
     return _judge(now, signs, trend)
+
+
+def _outlasts(prefill: float | None, itl: float | None, need_itl: bool = False) -> bool:
+    """A mean prefill of ``PREFILL_STEPS`` decode steps (the server's ITL p50) or more; without an ITL, any
+    prefill, unless ``need_itl``."""
+    if prefill is None:
+        return False
+    if itl is None:
+        return not need_itl
+    return prefill >= PREFILL_STEPS * itl
 
 
 def _comparable(split: Mapping[str, object]) -> bool:

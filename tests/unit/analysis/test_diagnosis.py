@@ -104,6 +104,25 @@ def test_prefill_outlasting_many_decode_steps_while_ttft_grows_is_prefill_bound(
     assert d["kind"] == "prefill_bound" and any("prefill 89%" in e for e in d["evidence"])
 
 
+def test_long_prompts_whose_prefills_stall_the_decodes_are_prefill_bound_not_decode_bound() -> None:
+    """bench_diagnosis's prefill scenario at 32 streams (800-token prompts, 4x slower prefill) read decode_bound
+    in 3 of 3 seeds: the decode steps stall behind the prefills (decode per stream at 2 % of the first
+    step's, ITL p50 as long as a prefill), so the prefill no longer outlasted "several decode steps". The
+    prompts were long at the first step, on an idle server: that is what says the prefill is the cost."""
+    first = replace(
+        BASE, split=split(95.0, 92.0, 1.0, 90.0), server={**BASE.server, "server_itl_p50_ms": 6.0}
+    )
+    now = step(32, ttft_p50_ms=1900.0, ttft_p95_ms=2400.0, decode_p50_tok_s=3.0, out_tok_s=96.0)
+    now = replace(
+        now, split=split(1905.0, 1890.0, 40.0, 1800.0), server={**now.server, "server_itl_p50_ms": 900.0}
+    )
+    d = diagnose(now, (first,))
+    assert d["kind"] == "prefill_bound", d
+    # short prompts at the first step (a prefill of about one decode step): the same fall is decode_bound
+    short = replace(first, split=split(9.0, 7.0, 1.0, 6.0))
+    assert diagnose(now, (short,))["kind"] == "decode_bound"
+
+
 def test_ramp_itself_bound_is_client() -> None:
     assert kind(step(8, client_bound=True, bound_reason="worker CPU 98%")) == "client"
 
