@@ -71,9 +71,15 @@ def measured_ok(screen: str) -> int:
     return int(m.group(1).replace(",", "")) if m else 0
 
 
+# Short replies: each wait below is for a request done in a step's window, and chat's (some 250 tokens,
+# up to 2,048) held each for seconds
+SHORT = "[[bucket]]\ninput = 64\noutput = { min = 16, max = 64 }\n[sampling]\nignore_eos = true\n"
+
+
 def test_type_ahead_reaches_the_level_dialog(tmp_path: Path) -> None:
-    record = tmp_path / "typeahead.jsonl"
-    args = ["demo", "--level", "3", "--warmup", "1", "--out", str(record)]
+    record, profile = tmp_path / "typeahead.jsonl", tmp_path / "short.toml"
+    profile.write_text(SHORT)
+    args = ["demo", "--level", "3", "--warmup", "1", "--profile", str(profile), "--out", str(record)]
     with ramp_session(args, width=120, height=36) as pane:
         measured_a_while(
             pane, "a step measuring at level 3", lambda s: level_of(s) == 3 and measured_ok(s) >= 1
