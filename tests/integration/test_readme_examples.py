@@ -42,7 +42,10 @@ def readme_command(marker: str) -> list[str]:
     raise AssertionError(f"no README command with {marker!r}")
 
 
-pytestmark = pytest.mark.sim("h200-llama8b", seed=3, process=True)  # the conftest's module-scoped simulator
+# the conftest's module-scoped simulator, at 4 times the H200's pace: each step closes once its last replies
+# land, and the chat profile's (some 250 tokens, up to 2,048) held the Python example's three closings to
+# 9.5 s of its 26
+pytestmark = pytest.mark.sim("h200-llama8b", seed=3, speed=4.0, process=True)
 
 
 def test_the_open_loop_example_runs_one_step_and_exits(sim: Any, tmp_path: Path) -> None:
@@ -78,8 +81,8 @@ def met_on_intervals(step: dict[str, Any]) -> bool:
 
 def test_a_headless_level_runs_one_step(sim: Any, tmp_path: Path) -> None:
     out = tmp_path / "level.jsonl"
-    # The simulator's replies take 1-2.5 s: a step must outlast the warm-up's requests for one of its own to
-    # start (a 1.5 s step once held none: ok 0, rightly, in a clean-clone CI run).
+    # A step must outlast the warm-up's requests for one of its own to start: at the H200's own pace (replies
+    # of 1-2.5 s) a 1.5 s step once held none (ok 0, rightly, in a clean-clone CI run).
     args = ["--level", "2", "--step-seconds", "4", "--warmup", "0.3", "--seed", "1", "--no-metrics"]
     args += ["--out", str(out)]
     proc = subprocess.run(
