@@ -1,7 +1,7 @@
 """How often the step line's diagnosis names the right limit: a confusion matrix over the simulator's
 scenarios (``loadgen.sim.scenarios``).
 
-Run: ``python benchmarks/bench_diagnosis.py [--seeds 3] [--levels 1,2,4,8,16,32] [--step-s 1.5]
+Run: ``python benchmarks/bench_diagnosis.py [--seeds 3] [--levels 1,2,4,8,16,32] [--step-s 5]
 [--scenarios none,queue,kv,decode,prefill,network]``. Prints a table; asserts nothing.
 
 Each scenario × seed is one ramp over ``--levels`` against the simulator made to stop for that scenario's
@@ -73,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--levels", default="1,2,4,8,16,32")
-    parser.add_argument("--step-s", type=float, default=1.5)
+    parser.add_argument("--step-s", type=float, default=5.0)
     parser.add_argument("--scenarios", default=",".join(scenarios()))
     args = parser.parse_args()
     levels = tuple(int(x) for x in args.levels.split(","))
