@@ -282,7 +282,7 @@ def _numbers(
     send_delay, request_leg, read_delay = lat.send_delay, lat.request_leg, lat.read_delay
     return (
         f"level {level}: {len(pairs)} requests; TTFT p50 client {ttft:.3f} ms, truth {lat.ttft_truth:.3f} ms; "
-        f"send delay p50 {np.percentile(send_delay, 50):.3f} ms, request leg p50 {np.percentile(request_leg, 50):.3f} "
+        f"send delay p50 {np.percentile(send_delay, 50):.3f} max {send_delay.max():.3f} ms, request leg p50 {np.percentile(request_leg, 50):.3f} "
         f"ms (bare, idle: {m.legs_ms:.3f}), read delay p50 {np.percentile(read_delay, 50):.3f} p99 "
         f"{np.percentile(read_delay, 99):.3f} ms; truth + leg p50 "
         f"{np.percentile(lat.truth_ttft + request_leg, 50):.3f}, + read delay "

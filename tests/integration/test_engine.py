@@ -232,8 +232,12 @@ def test_open_loop_poisson_reaches_the_asked_rate(sim: Any, tmp_path: Path) -> N
     done = step["ok"] + step["error_count"]
     # 100 Poisson arrivals expected in the 2.5 s window: 3 standard deviations is +-30 %.
     assert done / step["window_s"] == pytest.approx(rate, rel=0.3)
-    sent = len(sim.ground_truth()) - before
-    assert sent / 3.0 == pytest.approx(rate, rel=0.3)
+    # The server saw the same rate over the step's window (its arrivals, on the same monotonic clock). Not
+    # the run's whole length: a stop that reaches a worker on a loaded box late lets it send on (beside two
+    # CPU hogs 164 requests reached the server in a run of a nominal 3 s).
+    t0, t1 = step["window_t0_ns"], step["window_t1_ns"]
+    arrived = [g for g in sim.ground_truth()[before:] if t0 <= g["arrival_ns"] < t1]
+    assert len(arrived) / step["window_s"] == pytest.approx(rate, rel=0.3)
     # Nobody queued: latency measured from the schedule stays a service time.
     assert step["lag_ms"]["p99"] < 100
 
