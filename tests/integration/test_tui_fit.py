@@ -174,9 +174,16 @@ async def test_yes_against_a_server_of_1024_tokens(tmp_path: Path) -> None:
             await until(pilot, lambda: app.engine is not first, "the restarted run")
             restarted = app.engine
             assert isinstance(restarted, Engine) and restarted.config.fit_context
+            # the old run's last snapshot (running) stays shown until the new run's first one is drawn: wait
+            # for the new record's (beside two CPU hogs the old one was still the one shown)
+            fitted = str(tmp_path / "run-fit.jsonl")
             await until(
                 pilot,
-                lambda: app.shown_snapshot is not None and app.shown_snapshot.state == "running",
+                lambda: (
+                    app.shown_snapshot is not None
+                    and app.shown_snapshot.record_path == fitted
+                    and app.shown_snapshot.state == "running"
+                ),
                 "the restarted run running",
             )
             shown = app.shown_snapshot

@@ -97,6 +97,20 @@ def test_decode_per_stream_falling_without_a_queue_is_decode_bound() -> None:
     assert kind(now) == "decode_bound"
 
 
+def test_decode_slowing_while_tok_s_still_grows_is_none_not_decode_bound() -> None:
+    """bench_diagnosis's none scenario at 32 streams: the h200 engine decodes each stream at 74 % of its
+    one-stream speed and tok/s grows in step (74 % a stream: 23.7 streams' worth at 32), TTFT flat. The batch's
+    normal cost, not a limit: decode_bound needs tok/s to flatten too (read decode_bound before, 1 step in
+    108 of the confusion matrix, 2 of 18 in a rerun)."""
+    now = step(32, ttft_p50_ms=22.0, decode_p50_tok_s=74.0, out_tok_s=32 * 74.0)
+    now = replace(now, split=split(23.0, 21.0, 1.0, 18.0))
+    d = diagnose(now, (BASE,))
+    assert d["kind"] == "none", d
+    # the same fall with tok/s flattening (55 % a stream) is decode_bound
+    flat = replace(now, decode_p50_tok_s=55.0, out_tok_s=32 * 55.0)
+    assert diagnose(flat, (BASE,))["kind"] == "decode_bound"
+
+
 def test_prefill_outlasting_many_decode_steps_while_ttft_grows_is_prefill_bound() -> None:
     now = step(8, ttft_p50_ms=460.0, ttft_p95_ms=600.0, out_tok_s=300.0)
     now = replace(now, split=split(462.0, 450.0, 50.0, 400.0))
