@@ -29,9 +29,10 @@ def turn(ctl: Controller, fleet: FakeFleet, clock: FakeClock, knee: int = 6) -> 
     """One second of load: the requests the server answers at the level now (within 2 s up to ``knee``
     streams), and the ended steps' last."""
     e2e = 1.0 if ctl.load.level <= knee else 3.0
-    clock.advance(1.0)
-    fleet.ship(ok=2, in_flight=ctl.load.level, e2e_s=e2e)
-    tick(ctl)
+    for _ in range(2):  # a delta every half second, as a worker ships them: values in every slice
+        clock.advance(0.5)
+        fleet.ship(ok=2, in_flight=ctl.load.level, e2e_s=e2e)
+        tick(ctl)
     ended = [seg.seg_id for seg in ctl.steps.segments.values() if seg.end is not None]
     for window in ended:  # a closing step's last requests, and those a key's cut carried
         fleet.ship(ok=1, in_flight=0, window=window, closed=True, e2e_s=e2e)

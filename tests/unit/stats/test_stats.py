@@ -159,3 +159,31 @@ def test_a_short_step_whose_slices_stay_correlated_is_merged_and_not_trusted() -
     assert drifting.batches == 5 and not drifting.trusted and drifting.why == "5 batches"
     steady = ratio_interval([1.0, 3.0] * 5, [1.0] * 10)
     assert steady.batches == 10 and steady.trusted
+
+
+def test_values_crowded_into_the_last_slice_give_no_interval_or_an_untrusted_one() -> None:
+    """A held step whose requests outlive its window: every one finishes after it, so all its values land in
+    its last slice (``loadgen.metrics.slices``). The other batches hold nothing, their residuals nothing: the
+    interval read from them was the histogram's bucket, trusted, and two 4-s probes of 104 streams of 5-s
+    requests read decode p50 63.5 (61.6-66.7) and 73.6 (73.0-74.6). Kish's count of the batches' worth
+    (weighted by their values) is what the multiplier and the trust go by."""
+    rng = np.random.default_rng(3)
+    upper = np.arange(1.0, 101.0)
+    crowded = np.zeros((16, 100), dtype=np.int64)
+    crowded[-1] = np.bincount(rng.integers(20, 80, 400), minlength=100)
+    iv = quantile_interval(crowded, upper, 0.5)
+    assert iv.lo is None and iv.hi is None and not iv.trusted and "batches' worth" in iv.why, iv
+
+    # 70 % in the last slice, the rest spread: an interval, wider, not trusted
+    mostly = np.zeros((16, 100), dtype=np.int64)
+    mostly[-1] = np.bincount(rng.integers(20, 80, 700), minlength=100)
+    for row in range(15):
+        mostly[row] = np.bincount(rng.integers(20, 80, 20), minlength=100)
+    iv = quantile_interval(mostly, upper, 0.5)
+    assert iv.lo is not None and iv.hi is not None and not iv.trusted, iv
+    assert "batches' worth" in iv.why and iv.df < 3, iv
+
+    # spread evenly: trusted, its multiplier as before (the worth is the count of batches)
+    even = np.stack([np.bincount(rng.integers(20, 80, 60), minlength=100) for _ in range(16)])
+    iv = quantile_interval(even, upper, 0.5)
+    assert iv.trusted and iv.df > 14, iv
