@@ -245,8 +245,6 @@ class Controller:
             return None
         verdict = decided(seg.slices, now, self.slo) if judged else None
         if verdict == "missed" or (searching and verdict in ("met", "at_limit")):
-            if search is not None and searching:  # what ended it, for the probe's verdict (``Search.after``)
-                search.decided_live = verdict
             return "decided"
         if plan.precision_pct is not None and precise(seg.slices, now, plan.precision_pct, self.slo):
             return "precision"

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from loadgen.config import SLO
 from loadgen.format import fmt_si
@@ -131,9 +130,6 @@ class Search:
     hold_s: float | None = None  # --hold S: the answer's level held for a confirmation step of S seconds
     holding: bool = False  # the confirmation step is the one running (the controller does not end it early)
     held: dict[str, object] | None = None  # the confirmation step's outcome (``confirm``)
-    # how the controller decided the probe measuring now, while it measured (``slices.decided``): the step
-    # it ends is judged on its final intervals, which its held close's last values may widen past the limit
-    decided_live: Literal["met", "missed", "at_limit"] | None = None
 
     def first(self) -> float:
         """Closed loop: the middle of the range (a bound is probed only when the bisection reaches it: a level
@@ -185,13 +181,6 @@ class Search:
         verdict = step.verdict.on_intervals if usable else None
         if verdict is not None and verdict != "undecided" and (verdict == "met") != met:
             verdict = "undecided"  # the point verdict and the intervals disagree (an error-rate clause)
-        live, self.decided_live = self.decided_live, None
-        if verdict == "undecided" and step.ended_by == "decided" and live in ("met", "missed"):
-            # Decided while measuring, on the search's rule (a trusted interval past the limit, or an untrusted
-            # one FAR past it), on the same side as the point verdict: the probe stands decided. Its step line
-            # keeps its own verdict on the final intervals (beside two CPU hogs a probe of 17 streams that
-            # missed by 48 % read undecided once its close's values had widened them).
-            verdict = ("met" if live == "met" else "missed") if (live == "met") == met else verdict
         nxt = self.probe_result(
             level,
             met,
@@ -201,7 +190,7 @@ class Search:
             step.client_bound,
             verdict,
             step.bound_reason,
-            pinned=verdict == "undecided" and (live == "at_limit" or at_limit(step.margins, self.slo)),
+            pinned=verdict == "undecided" and at_limit(step.margins, self.slo),
         )
         last = self.probes[-1]
         self.probes[-1] = replace(

@@ -128,8 +128,11 @@ def test_a_probe_ends_as_soon_as_its_intervals_decide(sim: ProcessSimHandle, tmp
     for level in (17, 5):
         assert steps[level]["ended_by"] == "decided" and steps[level]["window_s"] < 8.0, steps[level]
     (data,) = [line for line in lines if line.get("type") == "event" and line.get("kind") == "find_max"]
-    verdicts = {p["level"]: p["verdict"] for p in data["probes"] if not p["why"]}
-    assert (verdicts[17], verdicts[5]) == ("missed", "met"), data["probes"]
+    # Decided on the search's live rule (an interval not trusted decides only a factor of 2 past the limit);
+    # the step's verdict is then read on all its requests, the close's included, which on a loaded box can
+    # widen it past the limit: undecided, and the level probed again. Never the other side.
+    verdicts = {lv: {p["verdict"] for p in data["probes"] if p["level"] == lv} for lv in (17.0, 5.0)}
+    assert verdicts[17.0] <= {"missed", "undecided"} and verdicts[5.0] <= {"met", "undecided"}, data["probes"]
     assert data["max_level"] in (7.0, 8.0), data
 
 

@@ -9,10 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from loadgen.config import SLO
 from loadgen.run.knee import isotonic, knee
 from loadgen.run.search import WIDE, Search
-from loadgen.snapshot import HistogramView, Percentiles, SLOVerdict, StepSummary, WindowStats
 
 SLOTS = 20  # an exact-timing server with 20 slots: TTFT 50 ms up to 20 streams, then queueing
 
@@ -253,50 +251,3 @@ def test_at_limit_needs_every_straddling_clause_trusted_and_within_two_percent()
     pinned = {"decode_p50_tok_s": iv(80.1, 79.2, 80.9), "ttft_p95_ms": iv(50.0, 45.0, 55.0)}
     assert at_limit(pinned, both)  # TTFT met, decode at its floor
     assert not at_limit({**pinned, "ttft_p95_ms": iv(130.0, 120.0, 140.0)}, both)  # TTFT missed
-
-
-def _probe_step(level: int, decode_p50: float, ended_by: str) -> StepSummary:
-    """A probe's step line as the controller reports it: missed on its point value (decode p50 against a
-    floor of 100 tok/s), undecided on its final intervals."""
-    stats = WindowStats(
-        window="step",
-        duration_s=3.0,
-        ok=40,
-        output_tokens=4000,
-        out_tok_s=1000.0,
-        req_s=10.0,
-        hist={"decode_tok_s": HistogramView("decode_tok_s", "tok/s", Percentiles(count=40, p50=decode_p50))},
-    )
-    return StepSummary(
-        index=0,
-        mode="closed",
-        level=level,
-        rate_rps=None,
-        arrival="closed",
-        warmup_s=0.5,
-        window_s=3.0,
-        duration_s=4.0,
-        stats=stats,
-        verdict=SLOVerdict(False, ("decode p50 51.5 tok/s < 100 tok/s",), on_intervals="undecided"),
-        client_bound=False,
-        ended_by=ended_by,  # type: ignore[arg-type]
-    )
-
-
-def test_a_probe_decided_while_measuring_stands_decided_when_its_close_widens_its_interval() -> None:
-    """Beside two CPU hogs test_search's first probe (17 streams, decode p50 48 % under the floor) ended
-    "decided" (missed) in 3 s of window, and its step line read undecided on its final intervals, which the
-    held close's last values had widened past the limit: the search took it as undecided. The decision the
-    controller ended it on stands; the step line keeps its own verdict."""
-    slo = SLO(decode_p50_tok_s=100.0)
-    search = Search(2.0, 32.0, integer=True, slo=slo)
-    search.decided_live = "missed"
-    search.after(_probe_step(17, 51.5, "decided"))
-    assert search.probes[-1].verdict == "missed" and search.decided_live is None
-    assert 17.0 in search.decided and not search.decided[17.0].met
-
-    # a step ended otherwise (its length) keeps the verdict of its final intervals
-    other = Search(2.0, 32.0, integer=True, slo=slo)
-    other.decided_live = None
-    other.after(_probe_step(17, 51.5, "plan"))
-    assert other.probes[-1].verdict == "undecided"
