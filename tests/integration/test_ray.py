@@ -94,13 +94,36 @@ def test_ray_actors_measure_what_local_workers_do(cluster: Any, sim: Any, tmp_pa
     on_ray = run(config(sim.url, tmp_path / "ray.jsonl", "", plan))
     assert local.state == on_ray.state == "finished", (local.message, on_ray.message)
     a, b = local.steps[-1].stats, on_ray.steps[-1].stats
-    print("local", a.ok, a.out_tok_s, a.pct("ttft_ms").p50, "ray", b.ok, b.out_tok_s, b.pct("ttft_ms").p50)
+    print(
+        "local",
+        a.ok,
+        a.out_tok_s,
+        a.pct("ttft_ms").p50,
+        local.steps[-1].client_bound,
+        local.steps[-1].bound_reason,
+    )
+    print(
+        "ray",
+        b.ok,
+        b.out_tok_s,
+        b.pct("ttft_ms").p50,
+        on_ray.steps[-1].client_bound,
+        on_ray.steps[-1].bound_reason,
+    )
     # 8 streams of 32 tokens at 50 ms + 31 x 10 ms: ~22 req/s, ~70 in the window; two shared cores.
     assert a.ok >= 30 and b.ok >= 30
     assert abs(b.ok - a.ok) <= 0.3 * a.ok
     assert abs((b.out_tok_s or 0) - (a.out_tok_s or 0)) <= 0.3 * (a.out_tok_s or 1)
     ttft_a, ttft_b = a.pct("ttft_ms").p50, b.pct("ttft_ms").p50
-    assert ttft_a is not None and ttft_b is not None and abs(ttft_b - ttft_a) <= max(25.0, 0.5 * ttft_a)
+    assert ttft_a is not None and ttft_b is not None
+    bound = [s for s in (local.steps[-1], on_ray.steps[-1]) if s.client_bound]
+    if bound:
+        # A loaded box (CI's step e runs this beside the --otel test and a Ray head on two cores: the Ray
+        # step once read TTFT p50 110 ms against 53 locally): the product must say its timings may read
+        # high, with the symptom; they are then not held to each other.
+        assert all(s.bound_reason for s in bound), [s.bound_reason for s in bound]
+    else:
+        assert abs(ttft_b - ttft_a) <= max(25.0, 0.5 * ttft_a), (ttft_a, ttft_b)
     assert b.error_count == 0
 
     header = read_record(str(tmp_path / "ray.jsonl")).header
