@@ -9,7 +9,9 @@ drops to ``--drift`` slots (``POST /_sim/slots``, a mark in the record at that m
 misses. Prints the first answer and when it came, when the server changed, when the run said the knee moved
 (detection), when the new answer came and the re-convergence time (new answer - change), whether the new
 answer holds the new slot count, and the re-search's probes; then the re-convergence times' median and
-maximum. Times are on the run's clock (the record's ``elapsed_s``). Asserts nothing.
+maximum. Times are on the run's clock (the record's ``elapsed_s``). Asserts nothing. A server that gains
+slots (``--slots 10 --drift 20``) measures the knee followed upward: the held step meets, the probe above it
+meets once the slots are there, and the knee is found again above.
 """
 
 from __future__ import annotations

@@ -231,11 +231,12 @@ class Controller:
     def _ends_early(self, now: int) -> EndedBy | None:
         """A planned step measuring now ends before its length (checked once a second: reading the intervals
         costs a few ms): --precision once its figures are precise enough ("precision"); a probe of the SLA
-        search once its intervals decide the SLO, met or missed, or pin its figures at their limits
-        (``slices.at_limit``), and a step holding the knee it follows once they decide a miss ("decided")."""
+        search (or the probe above a followed knee) once its intervals decide the SLO, met or missed, or pin
+        its figures at their limits, and a step holding the knee it follows once they decide a miss."""
         search, plan, seg = self.wheel.search, self.load.plan, self.steps.current
         searching = search is not None and not search.holding  # --hold's step runs its length
-        judged = searching or (search is None and self.wheel.searching.following is not None)  # or following
+        following = search is None and self.wheel.searching.following is not None
+        judged, above = searching or following, following and self.wheel.searching.above is not None
         if plan is None or self.steps.end_ns is None or (plan.precision_pct is None and not judged):
             return None
         if now < self.precision_checked_ns + PRECISION_CHECK_NS:
@@ -244,7 +245,7 @@ class Controller:
         if seg is None or seg.phase != "measure":
             return None
         verdict = decided(seg.slices, now, self.slo) if judged else None
-        if verdict == "missed" or (searching and verdict in ("met", "at_limit")):
+        if verdict == "missed" or ((searching or above) and verdict in ("met", "at_limit")):
             return "decided"
         if plan.precision_pct is not None and precise(seg.slices, now, plan.precision_pct, self.slo):
             return "precision"

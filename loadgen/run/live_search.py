@@ -11,13 +11,15 @@ answer are ``loadgen.run.search``'s and ``loadgen.run.knee``'s; here is who driv
 - ``StopSearch``, or a mode switch: the search ends where it is; the load holds.
 
 The record gets a ``search`` event at each of these (``action``: start, paused, probe, resumed, stopped,
-done, moved; each with ``elapsed_s`` on the run's clock) and, once the search has its answer, the
+done, above, moved; each with ``elapsed_s`` on the run's clock) and, once the search has its answer, the
 ``find_max`` event ``--find-max`` writes. A run's own ``--find-max`` ends the run with its answer, as
 headless; a search started by a key leaves the console live, holding the knee's level and **following** it
 (``loadgen.run.follow``): the load holds the knee in steps of a probe's length, each measured as any step
 (its own warm-up, load and requests) and ended early once its intervals decide a miss; a held step that
 missed is the limit moving ("moved", with the evidence), and the knee is searched for again below it at
-once, its new answer followed in turn. ``f`` (``StopSearch``), a level key or a mode switch stops following:
+once, its new answer followed in turn; a held step that met is followed by one probe of the level above
+("above"), and that probe meeting is the limit moving up ("moved", ``direction`` up), searched for again
+above. ``f`` (``StopSearch``), a level key or a mode switch stops following:
 the load then holds with no set length, as a key's.
 """
 
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from loadgen.config import RampPlan
-from loadgen.run.follow import evidence_text, moved, refind_bounds
+from loadgen.run.follow import evidence_text, moved, refind_bounds, rose
 from loadgen.run.protocol import (
     ChangeLevel,
     NextStep,
@@ -93,6 +95,8 @@ class LiveSearch:
         self.following: float | None = None  # the knee's level held and judged (the search has its answer)
         self.bounds: tuple[float, float] = (1.0, 1.0)  # the range the operator asked for
         self.was: float | None = None  # the knee before it moved (the re-found answer's ``done`` says it)
+        self.upper: float | None = None  # followed: the bracket's side that missed (probed for room above)
+        self.above: float | None = None  # followed: the level above the knee being probed now
 
     # ---- the keys ---------------------------------------------------------------------------------------
     def start(self, lo: float, hi: float) -> None:
@@ -117,7 +121,7 @@ class LiveSearch:
         )
         wheel.search, self.last, self.by_key, self.ended = search, search, True, ""
         self.held, self.operator, self.stopped, self.by_hand = False, False, False, set()
-        self.following, self.bounds, self.was = None, (lo, hi), None
+        self.following, self.bounds, self.was, self.above, self.upper = None, (lo, hi), None, None, None
         self.drive(search.first())
         unit = "streams" if search.integer else "req/s"
         wheel.notify(f"search {lo:g}:{hi:g} {unit}: probing {search.first():g}")
@@ -222,6 +226,7 @@ class LiveSearch:
         answer = search.answer()
         wheel.load.hold()
         if answer is not None and failure is None:
+            self.upper = search.fit().missed
             self.follow(answer.level, summary)
         elif answer is not None:
             wheel.load.set_target(answer.level)
@@ -242,24 +247,57 @@ class LiveSearch:
         self.wheel.load.set_target(level)
 
     def held_step(self, summary: StepSummary | None) -> bool:
-        """A held step closed (True: a step begins): another at the knee, or — it missed on its intervals —
+        """A held step closed (True: a step begins): another at the knee; or — it missed on its intervals —
         the limit moved: said, with its evidence, and the knee searched for again below it, the held step
-        as the new search's first probe."""
+        as the new search's first probe; or — it met on its intervals — one probe of the level above
+        (``above_step`` reads it)."""
         wheel, level = self.wheel, self.following
         assert level is not None
+        if self.above is not None:
+            return self.above_step(summary)
         integer = wheel.load.mode == "closed"
         slo = wheel.config.slo or wheel.config.profile.slo
         evidence = None if summary is None else moved(summary, slo, integer)
-        if evidence is None or summary is None:
+        if summary is not None and evidence is not None:
+            return self.refind(summary, evidence, refind_bounds(level, self.bounds[0], integer))
+        upper = self.upper
+        if summary is None or summary.verdict.on_intervals != "met" or upper is None or upper <= level:
             self.follow(level, summary)
             return True
-        lo, hi = refind_bounds(level, self.bounds[0], integer)
+        self.above = upper  # is there room above the knee now? one probe of the bracket's side that missed
+        self.event("above", level=upper, following=level, held_step=summary.index + 1)
+        assert self.plan is not None
+        wheel.load.probe_at(self.plan, 0, Search.warmup_after(summary.stats, self.plan.warmup_s))
+        wheel.load.set_target(upper)
+        return True
+
+    def above_step(self, summary: StepSummary | None) -> bool:
+        """The probe above the knee closed: met on its intervals, the limit moved up (said, with its evidence,
+        and the knee searched for again from it up to the first search's high end); else the knee is held
+        again."""
+        above, level, self.above = self.above, self.following, None
+        assert above is not None and level is not None
+        integer = self.wheel.load.mode == "closed"
+        slo = self.wheel.config.slo or self.wheel.config.profile.slo
+        evidence = None if summary is None else rose(summary, slo, integer)
+        if summary is None or evidence is None:
+            self.follow(level, summary)
+            return True
+        return self.refind(summary, evidence, (above, max(above, self.bounds[1])))
+
+    def refind(self, summary: StepSummary, evidence: dict[str, object], bounds: tuple[float, float]) -> bool:
+        """The limit moved: said, with ``evidence``, and the knee searched for again within ``bounds``, the
+        step that showed it as the new search's first probe."""
+        wheel, level = self.wheel, self.following
+        integer = wheel.load.mode == "closed"
+        slo = wheel.config.slo or wheel.config.profile.slo
+        lo, hi = bounds
         unit = "streams" if integer else "req/s"
         wheel.notify(f"{evidence_text(evidence, unit)}: re-finding it in {lo:g}:{hi:g}")
         self.event("moved", **evidence, bounds=[lo, hi])
         search = Search(lo, hi, integer=integer, repeat=1, slo=slo)
         wheel.search, self.last, self.ended, self.following, self.was = search, search, "", None, level
-        self.held, self.operator, self.stopped, self.by_hand = False, False, False, set()
+        self.held, self.operator, self.stopped, self.by_hand, self.upper = False, False, False, set(), None
         nxt = search.after(summary)
         if nxt is None:
             return self.finished(search, summary)
@@ -274,7 +312,7 @@ class LiveSearch:
         """Following ends (``f``, a level key, a mode switch): the held step runs on with no set length."""
         if self.following is None:
             return
-        level, self.following = self.following, None
+        level, self.following, self.above, self.upper = self.following, None, None, None
         self.wheel.load.hold()
         self.wheel.steps.restart_timer()
         self.wheel.notify(f"the knee is no longer followed ({why}): the load holds at {level:g}")
@@ -296,7 +334,7 @@ class LiveSearch:
         elif wheel.search is not None:
             state, why = "probing", search.pending.get(self.level_now(), "")
         elif self.following is not None:
-            state, why = "following", ""
+            state, why = "following", "" if self.above is None else f"room above? probing {self.above:g}"
         else:
             state, why = ("stopped" if self.stopped else "done"), self.ended
         probes = tuple(

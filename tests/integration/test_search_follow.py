@@ -117,3 +117,59 @@ def test_the_followed_knee_moves_when_the_servers_slots_drop(sim: ProcessSimHand
     before, after = events(out, "find_max")[:2]
     assert (before["max_level"], after["max_level"]) == (4.0, 2.0)
     assert after["probes"][0]["step"] == moved["held_step"]  # the held step was the new search's first probe
+
+
+@pytest.mark.slow
+def test_the_followed_knee_moves_up_when_the_server_gains_slots(
+    sim: ProcessSimHandle, tmp_path: Path
+) -> None:
+    """2 slots: the search over 1:4 answers 2 (3 streams wait for a slot), and the followed knee's held steps
+    that meet are each followed by a probe of 3, which misses; the server gains 2 slots, the next probe of 3
+    meets: the knee moved up, found again over 3:4 (the probe of 3 its first), and 4 is then followed."""
+    sim.set_slots(2)
+    out = tmp_path / "run.jsonl"
+    config = RunConfig(
+        Target(sim.url),
+        parse_profile(PROFILE, source="<slots>"),
+        level=1,
+        out=str(out),
+        telemetry=False,
+        seed=2,
+        after_plan="idle",
+        auto_step_s=5.0,
+        warmup_s=0.3,
+    )
+    snaps: queue.Queue[Snapshot] = queue.Queue()
+    engine = Engine(config, on_snapshot=snaps.put)
+    deadline = time.monotonic() + 90.0
+    engine.start()
+    try:
+        until(snaps, lambda s: s.state == "running", deadline)
+        engine.send(StartSearch(1.0, 4.0))
+        first = until(snaps, lambda s: s.search is not None and s.search.state == "following", deadline)
+        assert first.search is not None and first.search.level == 2.0
+        until(snaps, lambda s: any(e["action"] == "above" for e in events(out, "search")), deadline)
+        assert sim.set_slots(4) == {"max_num_seqs": 4, "was": 2}  # the server gains room above the knee
+        refound = until(
+            snaps,
+            lambda s: s.search is not None and s.search.state == "following" and s.search.level == 4.0,
+            deadline,
+        )
+        assert refound.search is not None
+    finally:
+        engine.stop()
+        assert engine.wait(timeout=15) is not None
+    searched = events(out, "search")
+    (up,) = [e for e in searched if e["action"] == "moved"]
+    assert up["direction"] == "up" and up["level"] == 3.0 and up["bounds"] == [3.0, 4.0]
+    assert up["figure"] == "TTFT p95" and up["limit"] == 100.0
+    assert (up["interval"][1] if up["interval"][1] is not None else up["largest"]) <= 100.0
+    checks = [e for e in searched if e["action"] == "above"]
+    assert checks and all(e["level"] == 3.0 and e["following"] == 2.0 for e in checks)
+    steps = {
+        s["step"]: s for s in (json.loads(x) for x in out.read_text().splitlines()) if s.get("type") == "step"
+    }
+    assert steps[up["probe_step"]]["level"] == 3 and steps[up["probe_step"]]["slo_met"] is True
+    before, after = events(out, "find_max")[:2]
+    assert (before["max_level"], after["max_level"]) == (2.0, 4.0)
+    assert after["probes"][0]["step"] == up["probe_step"]  # the probe above was the new search's first

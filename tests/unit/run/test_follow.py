@@ -10,7 +10,7 @@ import dataclasses
 from analysis_fakes import plain_reply, stats_of, summary_of
 
 from loadgen.config import SLO
-from loadgen.run.follow import evidence_text, moved, refind_bounds
+from loadgen.run.follow import evidence_text, moved, refind_bounds, rose
 from loadgen.run.search import Search
 from loadgen.snapshot import SLOVerdict, StepSummary
 from loadgen.stats import Interval
@@ -65,3 +65,28 @@ def test_an_open_loop_search_whose_first_probe_is_its_high_end_goes_on_to_its_lo
     search = Search(1.5, 3.0, integer=False, slo=SLO(ttft_p95_ms=40.0))  # the held 3 req/s missed: re-found
     assert search.probe_result(3.0, False, margin=-0.5, verdict="missed") == 1.5
     assert search.probe_result(1.5, True, margin=0.5, verdict="met") == 2.25  # then bisected
+
+
+def test_a_probe_above_the_knee_that_meets_on_its_intervals_is_the_knee_moving_up() -> None:
+    slo = SLO(ttft_p95_ms=60.0)
+    met = SLOVerdict(met=True, on_intervals="met")
+    evidence = rose(held(slo, met), slo, integer=True)
+    assert evidence is not None and evidence["direction"] == "up" and evidence["probe_step"] == 7
+    assert evidence["interval"] == [48.0, 52.0] and evidence["limit"] == 60.0 and evidence["past"] == "≤"
+    assert evidence_text(evidence, "streams") == (
+        "the knee moved up: 4 streams now meets (TTFT p95 50 ms, 95 %: 48–52 ≤ 60)"
+    )
+    # a tail open above (too few values to bound it) meets on its largest value, and says so
+    tail = {"ttft_p95_ms": Interval(50.0, 48.0, None, 16, 200, 15.0, False, top=55.0)}
+    opened = rose(held(slo, met, margins=tail), slo, integer=True)
+    assert opened is not None and opened["interval"] == [48.0, None] and opened["largest"] == 55.0
+    assert evidence_text(opened, "streams").endswith("(TTFT p95 50 ms, 95 %: ≥48, every value ≤55 ≤ 60)")
+
+
+def test_a_probe_above_that_missed_did_not_decide_or_was_cut_leaves_the_knee_where_it_is() -> None:
+    slo = SLO(ttft_p95_ms=60.0)
+    for verdict in (MISSED, SLOVerdict(met=True, on_intervals="undecided"), SLOVerdict(met=True)):
+        assert rose(held(slo, verdict), slo, integer=True) is None, verdict
+    assert (
+        rose(held(slo, SLOVerdict(met=True, on_intervals="met"), ended_by="stop"), slo, integer=True) is None
+    )
