@@ -121,6 +121,8 @@ def search_parts(snapshot: Snapshot) -> tuple[str, str]:
         return "search stopped", f" ({view.why})"
     if view.state == "following" and view.level is not None:
         level, _, rest = probing_text(snapshot, view.level).partition(": ")
+        if view.why == "room above":  # the probe of the level above a knee that met: is there room now?
+            return f"room above the knee? probing {level}", f": {rest} (f stops following)"
         return f"following the knee at {level}", f": {rest} (f stops following)"
     return "search done", f": {view.summary or view.why}"
 

@@ -334,7 +334,7 @@ class LiveSearch:
         elif wheel.search is not None:
             state, why = "probing", search.pending.get(self.level_now(), "")
         elif self.following is not None:
-            state, why = "following", "" if self.above is None else f"room above? probing {self.above:g}"
+            state, why = "following", "" if self.above is None else "room above"
         else:
             state, why = ("stopped" if self.stopped else "done"), self.ended
         probes = tuple(

@@ -56,3 +56,14 @@ def test_the_header_says_the_knee_is_followed_and_how_its_held_step_stands() -> 
         search_text(snap)
         == "following the knee at 4: TTFT p95 21.7 ± 1.7 ms, met so far, ≈20 s (f stops following)"
     )
+
+
+def test_the_header_says_when_the_followed_knee_is_checked_for_room_above() -> None:
+    slo = SLO(ttft_p95_ms=100.0)
+    live = {"ttft_p95_ms": interval(212.0, 190.0, 234.0)}
+    view = SearchView(1.0, 16.0, "following", 5.0, "room above", summary="max 4 streams")
+    snap = make_snapshot(slo=slo, live_margins=live, search=view, step_remaining_s=4.0)
+    assert (
+        search_text(snap)
+        == "room above the knee? probing 5: TTFT p95 212 ± 22 ms, missed, ≈4 s (f stops following)"
+    )
