@@ -63,8 +63,14 @@ def until(snaps: queue.Queue[Snapshot], done: Callable[[Snapshot], bool], deadli
 
 
 def following(snap: Snapshot, other_than: float | None = None) -> bool:
+    """The knee followed (not the probe of the level above it), at a level other than ``other_than``."""
     view = snap.search
-    return view is not None and view.state == "following" and view.level != other_than
+    return (
+        view is not None
+        and view.state == "following"
+        and view.why != "room above"
+        and view.level != other_than
+    )
 
 
 def drift_run(sim: ProcessSimHandle, args: argparse.Namespace, seed: int, out: str) -> list[dict[str, Any]]:

@@ -354,7 +354,8 @@ class SearchView:
     lo: float
     hi: float
     state: SearchState  # held: the operator took over; following: done, the knee held and judged
-    level: float | None = None  # the level probed now (probing), or held (following)
+    level: float | None = None  # the level probed now (probing), or held (following; or, following with
+    # why "room above", the level above the knee probed now)
     why: str = ""  # why this level is probed again ("" for its first probe), or why the search ended
     probes: tuple[SearchProbe, ...] = ()
     fit: tuple[tuple[float, float], ...] = ()  # (level, fitted margin): the monotone fit, ascending

@@ -309,13 +309,14 @@ class LiveSearch:
         return True
 
     def unfollow(self, why: str) -> None:
-        """Following ends (``f``, a level key, a mode switch): the held step runs on with no set length."""
+        """Following ends (``f``, a level key, a mode switch): the held step (or the probe above the knee)
+        runs on with no set length."""
         if self.following is None:
             return
         level, self.following, self.above, self.upper = self.following, None, None, None
         self.wheel.load.hold()
         self.wheel.steps.restart_timer()
-        self.wheel.notify(f"the knee is no longer followed ({why}): the load holds at {level:g}")
+        self.wheel.notify(f"the knee is no longer followed ({why}): the load holds at {self.level_now():g}")
         self.event("stopped", why=why, following=level)
 
     # ---- what the snapshot shows ------------------------------------------------------------------------
