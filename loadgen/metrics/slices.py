@@ -27,7 +27,7 @@ from loadgen.format import fmt_duration, fmt_num_trimmed
 from loadgen.metrics.hdr import spec_for
 from loadgen.metrics.recorder import IntervalDelta
 from loadgen.snapshot import SLOVerdict, WindowStats
-from loadgen.stats import MAX_BATCHES, Interval, decide, quantile_interval, ratio_interval
+from loadgen.stats import Interval, decide, quantile_interval, ratio_interval
 
 __all__ = [
     "MAX_SLICES",
@@ -132,13 +132,6 @@ def _widened(iv: Interval, slack: float) -> Interval:
     return replace(iv, lo=max(0.0, iv.lo - slack), hi=None if iv.hi is None else iv.hi + slack)
 
 
-def _batches_within(window_s: float, life_s: float | None) -> int:
-    """The most batches a rate's window holds when none is shorter than its requests' life ``life_s``."""
-    if life_s is None or life_s <= 0:
-        return MAX_BATCHES
-    return max(1, min(MAX_BATCHES, int(window_s / life_s)))
-
-
 def _rescaled(iv: Interval, value: float) -> Interval:
     """``iv`` (a rate per worker-second) as the step's own rate ``value``, with the same relative margin."""
     if iv.lo is None or iv.hi is None or iv.value == 0:
@@ -204,11 +197,6 @@ class SliceBook:
         if covered.sum() <= 0 or (covered <= 0).any() and covered.sum() < 0.5 * window_s:
             covered = seconds
         out: dict[str, Interval] = {}
-        # A rate's batches are no shorter than its requests' life (their e2e p50): a request streams its
-        # tokens across every slice it lives in, at its own pace, so slices shorter than that share their
-        # requests and read as more independent batches than there are (a closed loop of 64 streams of 0.7-s
-        # requests: 5-s steps' out tok/s moved 1.4 times as much from step to step as 0.5-s batches said).
-        longest = _batches_within(window_s, self._life_s(slices))
         # A rate's figure counts all its window's requests did (a held step's closing requests too), its
         # spread only what they did inside the window, slice by slice against the time covered: the closing
         # tail, all in the last slice, would otherwise read as one outlying slice. The relative margin of the
@@ -223,7 +211,7 @@ class SliceBook:
                     continue
                 total = float(sum(s.counters.get(source, 0) for s in slices))
             amounts = np.array([s.within(self.t0_ns, t1_ns, source) for s in slices], dtype=np.float64)
-            out[name] = _rescaled(ratio_interval(amounts, covered, max_batches=longest), total / window_s)
+            out[name] = _rescaled(ratio_interval(amounts, covered), total / window_s)
         for metric, metric_points in points:
             wanted = [p for p in metric_points if p in _POINTS]
             counts = self._counts(slices, metric)
@@ -237,17 +225,6 @@ class SliceBook:
                 iv = quantile_interval(grid, upper, _POINTS[point], lower=lower)
                 out[figure_name(metric, point)] = _widened(iv, slack)
         return out
-
-    def _life_s(self, slices: list[_Slice]) -> float | None:
-        """The e2e p50 of the window's requests, s (None without one)."""
-        counts = self._counts(slices, measures.E2E_MS)
-        if counts is None:
-            return None
-        pooled = counts[0].sum(axis=0)
-        total = int(pooled.sum())
-        if total == 0:
-            return None
-        return float(counts[1][int(np.searchsorted(np.cumsum(pooled), (total + 1) // 2))]) / 1000.0
 
     @staticmethod
     def _counts(

@@ -182,25 +182,3 @@ def test_a_held_steps_closing_tail_is_not_one_outlying_slice() -> None:
     assert first == again
     assert first.value == (20 * 250 + 500) / 5.0  # the figure: every token of the window's requests
     assert first.rel_half_width is not None and first.rel_half_width < 0.02
-
-
-def test_a_rates_batches_are_no_shorter_than_its_requests_life() -> None:
-    """Requests of 2 s stream their tokens across four 0.5-s slices each, at their own pace: a correlation
-    over the request's life that the lag-1 test does not see in slices whose noise is otherwise independent
-    (here it is: the book cannot tell). Without the requests' e2e in the book, 16 s read as 32 batches; with
-    their e2e p50 of 2 s, the rate's interval is read from batches of at least 2 s, 8 of them."""
-    layout = spec_for("e2e_ms").layout
-    index, _ = layout.index_of(np.full(2, 2_000_000, dtype=np.int64))
-    keys, counts = np.unique(index, return_counts=True)
-    pace = 1.0 + 0.2 * np.random.default_rng(5).standard_normal(64)
-    with_life, without = SliceBook(T0), SliceBook(T0)
-    for tick in range(64):
-        t0 = T0 + tick * 250_000_000
-        tokens = int(250 * pace[tick])
-        e2e = {"e2e_ms": (keys.astype(np.uint16), counts.astype(np.uint32))}
-        with_life.add(IntervalDelta(t0, t0 + 250_000_000, 0, {"ok": 2}, e2e, live_tokens=tokens))
-        without.add(IntervalDelta(t0, t0 + 250_000_000, 0, {"ok": 2}, {}, live_tokens=tokens))
-    end = T0 + 16_000_000_000
-    slow, fast = with_life.margins(end, [])["out_tok_s"], without.margins(end, [])["out_tok_s"]
-    assert slow.value == fast.value
-    assert slow.batches <= 8 and fast.batches == 32
