@@ -41,15 +41,8 @@ def moved(summary: StepSummary, slo: SLO, integer: bool) -> dict[str, object] | 
     room = margin(slo, summary.stats)
     if summary.client_bound and (room is None or room > -WIDE):
         return None
-    evidence: dict[str, object] = {
-        "level": float(summary.level) if integer else float(summary.rate_rps or 0.0),
-        "direction": "down",
-        "held_step": summary.index + 1,
-        "ended_by": summary.ended_by,
-        "margin": None if room is None else round(room, 4),
-        "failures": list(summary.verdict.failures[:2]),
-    }
-    return evidence | past_limit(summary, slo)
+    evidence = seen(summary, room, integer, "down", "held_step")
+    return evidence | {"failures": list(summary.verdict.failures[:2])} | past_limit(summary, slo)
 
 
 def rose(summary: StepSummary, slo: SLO, integer: bool) -> dict[str, object] | None:
@@ -59,15 +52,22 @@ def rose(summary: StepSummary, slo: SLO, integer: bool) -> dict[str, object] | N
     usable = summary.clean and summary.ended_by != "stop"
     if not usable or summary.verdict.on_intervals != "met":
         return None
-    room = margin(slo, summary.stats)
-    evidence: dict[str, object] = {
+    evidence = seen(summary, margin(slo, summary.stats), integer, "up", "probe_step")
+    return evidence | past_limit(summary, slo, within=True)
+
+
+def seen(
+    summary: StepSummary, room: float | None, integer: bool, direction: str, step_key: str
+) -> dict[str, object]:
+    """What every move's evidence says: the level, the direction, the step (``step_key``), how it ended and
+    its margin."""
+    return {
         "level": float(summary.level) if integer else float(summary.rate_rps or 0.0),
-        "direction": "up",
-        "probe_step": summary.index + 1,
+        "direction": direction,
+        step_key: summary.index + 1,
         "ended_by": summary.ended_by,
         "margin": None if room is None else round(room, 4),
     }
-    return evidence | past_limit(summary, slo, within=True)
 
 
 def past_limit(summary: StepSummary, slo: SLO, *, within: bool = False) -> dict[str, object]:

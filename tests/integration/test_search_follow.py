@@ -71,9 +71,9 @@ def events(out: Path, kind: str) -> list[dict[str, Any]]:
     return [x for x in read if x.get("type") == "event" and x.get("kind") == kind]
 
 
-@pytest.mark.slow
-def test_the_followed_knee_moves_when_the_servers_slots_drop(sim: ProcessSimHandle, tmp_path: Path) -> None:
-    out = tmp_path / "run.jsonl"
+def follow_run(sim: ProcessSimHandle, out: Path, step_s: float) -> tuple[Engine, queue.Queue[Snapshot]]:
+    """The console's run, started: level 1, idle after its plan, ``step_s`` a probe's longest and a held
+    step's length; its snapshots queued."""
     config = RunConfig(
         Target(sim.url),
         parse_profile(PROFILE, source="<slots>"),
@@ -82,13 +82,20 @@ def test_the_followed_knee_moves_when_the_servers_slots_drop(sim: ProcessSimHand
         telemetry=False,
         seed=2,
         after_plan="idle",
-        auto_step_s=4.0,  # a probe's longest, and a held step's length
+        auto_step_s=step_s,
         warmup_s=0.3,
     )
     snaps: queue.Queue[Snapshot] = queue.Queue()
     engine = Engine(config, on_snapshot=snaps.put)
-    deadline = time.monotonic() + 60.0
     engine.start()
+    return engine, snaps
+
+
+@pytest.mark.slow
+def test_the_followed_knee_moves_when_the_servers_slots_drop(sim: ProcessSimHandle, tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    deadline = time.monotonic() + 60.0
+    engine, snaps = follow_run(sim, out, 4.0)
     try:
         until(snaps, lambda s: s.state == "running", deadline)
         engine.send(StartSearch(2.0, 4.0))
@@ -128,21 +135,8 @@ def test_the_followed_knee_moves_up_when_the_server_gains_slots(
     meets: the knee moved up, found again over 3:4 (the probe of 3 its first), and 4 is then followed."""
     sim.set_slots(2)
     out = tmp_path / "run.jsonl"
-    config = RunConfig(
-        Target(sim.url),
-        parse_profile(PROFILE, source="<slots>"),
-        level=1,
-        out=str(out),
-        telemetry=False,
-        seed=2,
-        after_plan="idle",
-        auto_step_s=5.0,
-        warmup_s=0.3,
-    )
-    snaps: queue.Queue[Snapshot] = queue.Queue()
-    engine = Engine(config, on_snapshot=snaps.put)
     deadline = time.monotonic() + 90.0
-    engine.start()
+    engine, snaps = follow_run(sim, out, 5.0)
     try:
         until(snaps, lambda s: s.state == "running", deadline)
         engine.send(StartSearch(1.0, 4.0))
