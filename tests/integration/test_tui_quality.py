@@ -1,5 +1,5 @@
 """The console's answer probes (issue 34): against the simulator whose answers change above 2 open
-generations, a 1/6 ramp with --quality shows a "quality" column in the steps table (1.00 at level 1, below 1
+generations, a 1/6/6 ramp with --quality shows a "quality" column in the steps table (1.00 at level 1, below 1
 at 6 streams) and an "answers" line in the step detail (n, agreement with its interval, the median prefix,
 tasks); a run without probes has no such column."""
 
@@ -79,7 +79,7 @@ async def test_the_console_shows_the_answers_changing_above_the_simulators_limit
         config = RunConfig(
             target=Target(url=sim.url),
             profile=parse_profile(PROFILE, source="<quality>"),
-            plan=RampPlan((1, 6), step_s=1.5, warmup_s=0.3),
+            plan=RampPlan((1, 6, 6), step_s=1.5, warmup_s=0.3),
             out=str(tmp_path / "run.jsonl"),
         )
         app = RampApp(refresh_hz=8.0)
@@ -88,29 +88,38 @@ async def test_the_console_shows_the_answers_changing_above_the_simulators_limit
         async with app.run_test(size=(200, 40)) as pilot:
             for _ in range(1200):  # up to ~60 s on a loaded machine
                 snap = app.shown_snapshot
-                if snap is not None and len(snap.steps) == 2:
+                if snap is not None and len(snap.steps) == 3:
                     break
                 assert snap is None or snap.state != "failed", snap.message
                 await pilot.pause(0.05)
             snap = app.shown_snapshot
-            assert snap is not None and len(snap.steps) == 2
+            assert snap is not None and len(snap.steps) == 3
             app.redraw(force=True)
             await pilot.pause()
             q: list[dict[str, Any]] = [dict(s.quality) for s in snap.steps]
             assert q[0]["agree"] == 1.0 and q[0]["n"] >= 3, q
-            assert q[1]["agree"] < 1.0 and q[1]["agree_hi"] < 1.0, q  # 6 streams > 2: the answers changed
+            # A 1.5-s step on a starved CI machine (a CPU vLLM spinning beside it) can end with no probe
+            # answered: the second step at 6 streams is there so that one of the two has answers.
+            shown = 2 if q[1].get("n") else 3
+            assert q[shown - 1]["agree"] < 1.0 and q[shown - 1]["agree_hi"] < 1.0, q  # 6 > 2: answers changed
             table = text_of(app.screen.query_one("#steps-panel", SnapshotPanel))
             assert QUALITY in table
             rows = rows_of(table)
             assert f"1.00 ({q[0]['agree_lo']:.2f}–1.00)" in rows["1"]
-            assert f"{q[1]['agree']:.2f} ({q[1]['agree_lo']:.2f}–{q[1]['agree_hi']:.2f})" in rows["2"]
-            await pilot.press("d")  # the latest step's detail: its answers line
+            probed = q[shown - 1]
+            assert (
+                f"{probed['agree']:.2f} ({probed['agree_lo']:.2f}–{probed['agree_hi']:.2f})"
+                in rows[str(shown)]
+            )
+            await pilot.press("d")  # the latest step's detail (step 3); left: step 2's
+            if shown == 2:
+                await pilot.press("left")
             await pilot.pause()
             detail = app.screen
             assert isinstance(detail, StepDetail)
             text = flat(detail.plain())
-            assert f"answers agreement {q[1]['agree']:.2f} ({q[1]['agree_lo']:.2f}–" in text
-            assert f"· {q[1]['n']} probes · prefix {q[1]['prefix_chars_p50']:g} chars (median)" in text
+            assert f"answers agreement {probed['agree']:.2f} ({probed['agree_lo']:.2f}–" in text
+            assert f"· {probed['n']} probes · prefix {probed['prefix_chars_p50']:g} chars (median)" in text
         engine.stop()
         engine.wait(timeout=10)
     finally:
