@@ -215,7 +215,7 @@ api = "chat"
 model = "auto"
 [[prefix_group]]
 name = "doc"
-prefix_tokens = 1024
+prefix_tokens = 512
 count = 1
 [[bucket]]
 name = "hit"
@@ -263,9 +263,10 @@ def test_one_responses_api_step_against_real_vllm(server: str, tmp_path: Path) -
 
 def test_prefix_cache_hits_show_on_the_server_and_in_ttft(server: str, tmp_path: Path) -> None:
     profile = write_profile(tmp_path / "prefix.toml", PREFIX)
-    # One stream: at most one 1k-token miss in the 4k-token KV cache, so the shared prefix stays cached.
-    # A miss prefills 1k tokens: about 1.1 s on this CPU build, a hit about 0.15 s; 18 s of window count
-    # well over 5 of each.
+    # One stream: at most one 512-token miss in the 4k-token KV cache, so the shared prefix stays cached.
+    # A miss prefills 512 tokens: about 0.5 s on this CPU build (1 s beside three CPU hogs), a hit about
+    # 0.05 s; a 20-s window counts well over 5 of each even on a loaded CI machine (with 1k-token misses,
+    # 2 s there, a window held ~18 requests and sometimes under 5 hits).
     rec = ramp_run(server, tmp_path, profile, "--steps", "1", "--step-seconds", "20", "--warmup", "2")
     (step,) = rec.steps
     # Two greedy tokens of the tiny random model can both be ones that detokenize to no text (its vocabulary
@@ -278,9 +279,19 @@ def test_prefix_cache_hits_show_on_the_server_and_in_ttft(server: str, tmp_path:
     hit, miss = step["by_class"]["cache:hit"]["ttft_ms"], step["by_class"]["cache:miss"]["ttft_ms"]
     assert hit["count"] >= 5 and miss["count"] >= 5
     rate = step["server"]["prefix_cache_hit_rate"]
-    print(f"prefix: TTFT p50 hit {hit['p50']:.1f} ms, miss {miss['p50']:.1f} ms; server hit rate {rate:.2f}")
-    # Half the requests reuse a 1k-token prefix of ~1.06k prompt tokens: about 0.45 of all prompt tokens.
-    assert rate is not None and 0.2 < rate < 0.8
+    # The server's own hit rate is what ramp sent: each hit reuses the 512-token prefix of a prompt of
+    # ~550 tokens, so the window's share of cached prompt tokens is its hits' prefixes over every prompt
+    # token it sent. Which bucket a request draws is random, so the share itself varies from run to run
+    # (with 1k-token prefixes and ~25 requests a window, a clean-clone CI run read 0.15 against a fixed
+    # 0.2-0.8 band). The server's counters span the window to its nearest scrapes, a request
+    # or two either side, and it caches whole blocks of the templated prompt (4 runs here read 0.01-0.07
+    # under what was sent): that is the tolerance. A server that cached nothing would read 0.
+    n = hit["count"] + miss["count"]
+    sent = hit["count"] * 512 / step["input_tokens"]
+    print(
+        f"prefix: TTFT p50 hit {hit['p50']:.1f} ms, miss {miss['p50']:.1f} ms; server hit rate {rate:.2f}, sent {sent:.2f}"
+    )
+    assert rate is not None and abs(rate - sent) <= 0.05 + 2.5 / n, (rate, sent, n)
     assert hit["p50"] < miss["p50"]
 
 
