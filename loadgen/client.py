@@ -220,10 +220,9 @@ class Client:
         times = st.chunk_times
         usage = st.usage
         counted = len(times) + st.ids_extra
-        if usage is not None and usage.completion_tokens is not None:
-            output_tokens, exact = usage.completion_tokens, True
-        else:
-            output_tokens, exact = counted, False
+        completion = usage.completion_tokens if usage is not None else None
+        exact = completion is not None
+        output_tokens = completion if completion is not None else counted
         chunk_tokens = _chunk_tokens(st)
         first_answer = st.first_answer()
         reasoning_tokens, reasoning_exact = _reasoning_tokens(st, chunk_tokens)
@@ -249,6 +248,7 @@ class Client:
             bucket=spec.bucket,
             cache_class=spec.cache_class,
             session_id=spec.session_id,
+            user=spec.user,
             turn=spec.turn,
             input_tokens_target=spec.input_tokens_target,
             max_tokens=spec.max_tokens,

@@ -69,6 +69,9 @@ class RequestSpec:
     # ``tool`` message's ``tool_call_id`` (a session answering tool calls, loadgen.workload.tools).
     message_extras: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
     probe: int = -1  # an answer probe's index in the probe set (loadgen.workload.probes); -1: not a probe
+    # the closed loop's virtual user (stream) that sent it, unique within its worker; -1: open loop. A
+    # closed loop's rates are read per stream too (loadgen.metrics.slices: the streams are its clusters).
+    user: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,7 @@ class RequestResult:
     turn: int = 0
     input_tokens_target: int = 0
     max_tokens: int = 0
+    user: int = -1  # the spec's: the closed loop's stream that sent it
     output_text: str | None = None  # only when the spec asked for it (keep_text)
     request_id: str = ""  # sent as X-Request-Id, so a server's logs and our traces can be joined
     retry_after_s: float | None = None  # a refusal's Retry-After, in seconds (loadgen.target.refusals)

@@ -42,18 +42,14 @@ SparseCounts = tuple[npt.NDArray[np.unsignedinteger[Any]], npt.NDArray[np.unsign
 RawParts = dict[str, list[tuple[IntArray, IntArray | None]]]  # key -> (values, counts; None = 1 each)
 
 MAX_ERRORS_PER_INTERVAL = 5
-MAX_ERROR_TEXT = (
-    2000  # an error's message as the server said it, whole enough to read (the console shows it all)
-)
+MAX_ERROR_TEXT = 2000  # an error's message as the server said it, whole enough to read (the console: all)
 PROBE_TEXT_LIMIT = 4096  # an answer probe's text is kept up to this many characters (loadgen.workload.probes)
 # Past this many buffered values a Recorder folds its buffers into sparse counts, so that a worker that is
 # never asked for a delta (a script, a stalled controller) stays bounded in memory.
 SPILL_AT = 65_536
-# Finished requests whose chunk times wait, as tuples, before their ITL samples are folded into the interval's
-# counts in one vectorized pass (``Recorder.fold_itl``). That pass runs inside a request's task step, so the
-# batch bounds how long it keeps the loop from its sockets: 64 requests of 64 chunks, ~0.2 ms. Folded all
-# at once inside the shipment instead (~700 requests a 250 ms interval at 1,024 streams), ~2.5 ms in front
-# of every socket that became readable meanwhile (``benchmarks/bench_metrics.py``, "ship block").
+# Finished requests whose chunk times wait before their ITL samples are folded in one vectorized pass
+# (``Recorder.fold_itl``), inside a request's task step: 64 requests of 64 chunks keep the loop ~0.2 ms; all
+# at once in the shipment (~700 requests at 1,024 streams) ~2.5 ms (``benchmarks/bench_metrics.py``).
 ITL_BATCH = 64
 # Class-split histograms: (metric, class key). Bucket "default" is the no-bucket case and would only
 # repeat the overall figures.
@@ -84,6 +80,8 @@ class IntervalDelta:
     recent_errors: tuple[str, ...] = ()  # "kind: message", the last few of the interval
     ratelimit: tuple[tuple[str, str], ...] = ()  # the interval's latest x-ratelimit-* headers, if any came
     probes: tuple[tuple[int, str | None], ...] = ()  # answer probes done: (index, text; None: it failed)
+    # a closed loop's streams (this worker's virtual users) -> (output tokens, requests) they finished ok
+    users: Mapping[int, tuple[int, int]] = EMPTY
 
     @property
     def ok(self) -> int:
@@ -151,12 +149,9 @@ def _compact(dense: npt.NDArray[Any], layout: Layout) -> SparseCounts | None:
 def _itl_samples(
     items: Sequence[tuple[tuple[int, ...], tuple[int, ...] | None, int]],
 ) -> tuple[IntArray, IntArray]:
-    """Per-token ITL in µs and its count from each request's chunk times, in one vectorized pass.
-
-    The gap before a chunk of k tokens is spread over its k tokens (value gap/k, count k). Tokens of the
-    first chunk beyond the first token have no gap of their own and are not samples. A chunk with no token
-    hands its gap on to the next chunk that has some.
-    """
+    """Per-token ITL in µs and its count from each request's chunk times, in one vectorized pass. The gap
+    before a chunk of k tokens is spread over its k tokens (value gap/k, count k). Tokens of the first chunk
+    beyond the first have no gap of their own. A chunk with no token hands its gap on to the next."""
     lengths = np.fromiter((len(t) for t, _, _ in items), dtype=np.int64, count=len(items))
     total = int(lengths.sum())
     times = np.fromiter(chain.from_iterable(t for t, _, _ in items), dtype=np.int64, count=total)
@@ -261,6 +256,7 @@ class Recorder:
         self._errors: deque[str] = deque(maxlen=MAX_ERRORS_PER_INTERVAL)
         self._ratelimit: tuple[tuple[str, str], ...] = ()
         self._probes: list[tuple[int, str | None]] = []
+        self._users: dict[int, list[int]] = {}  # a closed loop's stream -> [output tokens, requests] done ok
 
     def _push(self, key: str, value: float) -> None:
         bucket = self._values.get(key)
@@ -318,6 +314,10 @@ class Recorder:
         if outcome is Outcome.OK:
             counters["ok"] = counters.get("ok", 0) + 1
             counters["output_tokens"] = counters.get("output_tokens", 0) + result.output_tokens
+            if result.user >= 0:  # a closed loop's stream: its rate read per stream too (metrics.slices)
+                done = self._users.setdefault(result.user, [0, 0])
+                done[0] += result.output_tokens
+                done[1] += 1
             if self._judged is not None and _good(self._judged, result):
                 counters["good"] = counters.get("good", 0) + 1
                 counters["good_tokens"] = counters.get("good_tokens", 0) + result.output_tokens
@@ -442,9 +442,8 @@ class Recorder:
         backing_off: int = 0,
     ) -> Generator[None, None, IntervalDelta]:
         """``take`` in pieces: the interval ends now (this recorder starts the next one empty, at once), and
-        the returned generator encodes what it held one histogram per ``next``, returning the delta.
-
-        A worker runs the pieces on its loop between socket reads, so that no read waits for a whole
+        the returned generator encodes what it held one histogram per ``next``, returning the delta. A worker
+        runs the pieces on its loop between socket reads, so that no read waits for a whole
         shipment (``loadgen.run.shipping.WindowBook``); results recorded meanwhile belong to the next
         interval. The delta is the one ``take`` would have made now, bit for bit."""
         part = self._detach()
@@ -497,4 +496,5 @@ class Recorder:
             recent_errors=tuple(self._errors),
             ratelimit=self._ratelimit,
             probes=tuple(self._probes),
+            users={user: (done[0], done[1]) for user, done in self._users.items()},
         )

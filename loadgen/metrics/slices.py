@@ -27,7 +27,7 @@ from loadgen.format import fmt_duration, fmt_num_trimmed
 from loadgen.metrics.hdr import spec_for
 from loadgen.metrics.recorder import IntervalDelta
 from loadgen.snapshot import SLOVerdict, WindowStats
-from loadgen.stats import Interval, decide, quantile_interval, ratio_interval
+from loadgen.stats import Interval, clustered, decide, quantile_interval, ratio_interval
 
 __all__ = [
     "MAX_SLICES",
@@ -62,6 +62,9 @@ RATES: tuple[tuple[str, str], ...] = (
     ("goodput_req_s", "good"),
     ("goodput_tok_s", "good_tokens"),
 )
+# The rates read per stream too (a closed loop's streams are its clusters: ``loadgen.stats.clustered``):
+# the rate's source -> which of a stream's totals (output tokens, requests) it adds up.
+PER_STREAM = {"live": 0, "ok": 1}
 _POINTS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 
 
@@ -148,8 +151,14 @@ class SliceBook:
         self.slice_ns = max(1, int(slice_s * 1e9))
         self.max_slices = max_slices
         self.slices: list[_Slice] = []
+        # a closed loop's streams, (worker, user) -> [output tokens, requests] of the window's requests done
+        self.streams: dict[tuple[int, int], list[int]] = {}
 
     def add(self, delta: IntervalDelta) -> None:
+        for user, (tokens, requests) in delta.users.items():
+            done = self.streams.setdefault((delta.worker_id, user), [0, 0])
+            done[0] += tokens
+            done[1] += requests
         at = max(0, delta.t1_ns - 1 - self.t0_ns) // self.slice_ns
         while at >= self.max_slices:
             self._halve()
@@ -212,6 +221,8 @@ class SliceBook:
                 total = float(sum(s.counters.get(source, 0) for s in slices))
             amounts = np.array([s.within(self.t0_ns, t1_ns, source) for s in slices], dtype=np.float64)
             out[name] = _rescaled(ratio_interval(amounts, covered), total / window_s)
+            if source in PER_STREAM and self.streams:  # a closed loop: its streams' spread, where wider
+                out[name] = clustered(out[name], [done[PER_STREAM[source]] for done in self.streams.values()])
         for metric, metric_points in points:
             wanted = [p for p in metric_points if p in _POINTS]
             counts = self._counts(slices, metric)

@@ -178,7 +178,7 @@ class ClosedLoop:
                 if spec is None:
                     session = self.workload.new_session(rng, session_id=self.session_id())
                     continue
-                result = await self.send(spec, time.monotonic_ns())
+                result = await self.send(replace(spec, user=uid), time.monotonic_ns())  # per stream: slices
                 if result.outcome is Outcome.CANCELLED:
                     break
                 session.on_result(result)

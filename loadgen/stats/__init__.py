@@ -11,6 +11,7 @@ from loadgen.stats.intervals import (
     MIN_TAIL,
     Interval,
     batch_sums,
+    clustered,
     quantile_interval,
     ratio_interval,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "Interval",
     "Verdict",
     "batch_sums",
+    "clustered",
     "combine",
     "decide",
     "difference",

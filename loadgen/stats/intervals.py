@@ -33,7 +33,7 @@ few values beyond the percentile (``MIN_TAIL``), or an open upper end. ``docs/me
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,7 @@ __all__ = [
     "MIN_TAIL",
     "Interval",
     "batch_sums",
+    "clustered",
     "quantile_interval",
     "ratio_interval",
 ]
@@ -56,6 +57,7 @@ FloatArray = npt.NDArray[np.float64]
 LEVEL = 0.95
 MAX_BATCHES = 32
 MIN_BATCHES = 8
+MIN_CLUSTERS = 8  # a closed loop's streams needed to read a rate's spread across them (``clustered``)
 MIN_MERGED = 4  # merging for correlation stops here (such an interval is not trusted)
 # values beyond a percentile (on its far side) that its interval needs to be trusted
 MIN_TAIL = 8
@@ -164,6 +166,30 @@ def ratio_interval(
     t = two_sided(level, b - 1)
     why = "" if b >= min_batches else f"{b} batches"
     return Interval(rate, rate - t * se, rate + t * se, b, num.size, b - 1, not why, why, level)
+
+
+def clustered(
+    iv: Interval, amounts: npt.ArrayLike, level: float = LEVEL, min_clusters: int = MIN_CLUSTERS
+) -> Interval:
+    """``iv`` (a rate's interval, ``Σ amounts / seconds``) widened, never narrowed, to the interval the
+    ``amounts`` of independent clusters give: a closed loop's streams, each the total its requests did in the
+    window. The streams share the server (a common shock, which the batch means see) but each runs its own
+    renewal process: how many requests a stream starts in a window varies by about ``sqrt(W σ²/μ³)`` for
+    requests of mean μ and spread σ, a variance spread evenly over the window, which time slices shorter
+    than a request's life hide (neighbouring slices share its requests). The spread of the streams' totals
+    reads it directly: ``se(Σ) = sqrt(n/(n-1) Σ (a_i - ā)²)``, with Student's t on ``n - 1`` degrees of
+    freedom. Fewer than ``min_clusters`` streams, or no interval to widen: ``iv`` as it is."""
+    a = np.asarray(amounts, dtype=np.float64)
+    n = a.size
+    total = float(a.sum())
+    half = iv.half_width
+    if n < min_clusters or half is None or total <= 0 or iv.value == 0:
+        return iv
+    se_rel = math.sqrt(n / (n - 1) * float(np.sum((a - a.mean()) ** 2))) / total
+    wide = two_sided(level, n - 1) * se_rel * abs(iv.value)
+    if wide <= half:
+        return iv
+    return replace(iv, lo=max(0.0, iv.value - wide), hi=iv.value + wide, df=n - 1)
 
 
 def _read(cum: npt.NDArray[np.int64], total: int, prob: float) -> int:
