@@ -306,3 +306,15 @@ def test_the_run_s_share_keeps_its_secrets_and_answers_304_between_snapshots(
         assert httpx.get(url, headers={"If-None-Match": first.headers["etag"]}, timeout=5).status_code == 200
     finally:
         metrics.close()
+
+
+async def test_the_poll_thread_ends_with_the_console() -> None:
+    """A console that ends, however it ends, stops its poll: the thread that polled for it was left behind,
+    polling on (four of them after this module, and every later console in the process ran 5-10x slower)."""
+    peer = Peer(ok(make_snapshot()), httpx.ConnectError("[Errno 111] Connection refused"))
+    source = peer.source()
+    app = Watched(source)
+    async with app.run_test(size=(80, 24)) as at:
+        await until(at, lambda: app.view.badge == LOST, "lost badge")
+    source.wait(timeout=5)  # the thread, joined: bounded
+    assert not [t for t in threading.enumerate() if t.name == "ramp-attach"]  # this module's six too
