@@ -32,6 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pinning import pin_apart  # noqa: E402 - beside this script
+
 from loadgen.analysis.comparison import Comparison, build  # noqa: E402 - after the path, for a checkout
 from loadgen.analysis.runs import Run, load_run  # noqa: E402
 from loadgen.config import RampPlan  # noqa: E402
@@ -55,6 +57,8 @@ def ramp_once(ttft_ms: float, args: argparse.Namespace) -> Run:
         fixed_tpot_ms=10.0,
     )
     sim = spawn_sim_process(config)
+    if args.pin:
+        pin_apart(sim.pid)
     out = os.path.join(tempfile.mkdtemp(prefix="ramp-bench-compare-"), "run.jsonl")
     profile = parse_profile(
         f'name = "noise"\n[[bucket]]\ninput = 64\noutput = {args.output}\n[sampling]\nignore_eos = true\n',
@@ -123,6 +127,7 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=0.2, help="the TTFT's lognormal sigma (0: fixed)")
     parser.add_argument("--output", type=int, default=16, help="output tokens a request (10 ms each)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pin", action="store_true", help="each simulator on CPU 0, ramp on the others")
     args = parser.parse_args()
     t0 = time.monotonic()
     base, shifted = ramp_once(50.0, args), ramp_once(53.0, args)
@@ -134,7 +139,8 @@ def main() -> None:
     print(
         f"{args.steps} steps of {args.seconds:g} s (+{args.warmup:g} s warm-up) at {args.streams} streams per "
         f"server, {args.repeats} step(s) to a run; TTFT 50 vs 53 ms (sigma {args.sigma:g}); "
-        f"client-bound steps {bound[0]} + {bound[1]} of {2 * args.steps}; {time.monotonic() - t0:.0f} s"
+        f"client-bound steps {bound[0]} + {bound[1]} of {2 * args.steps}; {time.monotonic() - t0:.0f} s;"
+        f" {'pinned apart' if args.pin else 'not pinned'}"
     )
     print(
         f"{'figure':<14} {'same: noise (disjoint)':>24} {'same: noise (all pairs)':>24} {'shift: worse':>16}"

@@ -47,6 +47,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pinning import pin_apart  # noqa: E402 - beside this script
+
 from loadgen.config import RampPlan  # noqa: E402 - after the path, for a checkout without install
 from loadgen.metrics import decode_histogram  # noqa: E402
 from loadgen.metrics.hdr import DenseHistogram, hdr_counts, spec_for, summarize  # noqa: E402
@@ -100,6 +102,8 @@ def run(server: str, streams: int, args: argparse.Namespace) -> list[dict[str, A
     else:
         config = build_config("tiny-cpu", seed=args.seed)
     sim = spawn_sim_process(config)
+    if args.pin:
+        pin_apart(sim.pid)
     out = os.path.join(tempfile.mkdtemp(prefix="ramp-bench-coverage-"), "run.jsonl")
     profile = parse_profile(
         f'name = "coverage"\n[[bucket]]\ninput = 64\noutput = {OUTPUT}\n[sampling]\nignore_eos = true\n',
@@ -213,8 +217,12 @@ def main() -> None:
     parser.add_argument("--streams", default="16,64")
     parser.add_argument("--servers", default="random,sim")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pin", action="store_true", help="each simulator on CPU 0, ramp on the others")
     args = parser.parse_args()
-    print(f"{args.steps} steps of {args.seconds:g} s (+{args.warmup:g} s warm-up) per row; 95 % intervals")
+    print(
+        f"{args.steps} steps of {args.seconds:g} s (+{args.warmup:g} s warm-up) per row; 95 % intervals;"
+        f" {'simulator and ramp pinned apart' if args.pin else 'not pinned'}"
+    )
     print(f"{'server':<8} {'streams':>7} {'truth':<7}  " + "  ".join(f"{f:>16}" for f in FIGURES))
     for server in args.servers.split(","):
         for streams in (int(s) for s in args.streams.split(",")):

@@ -1,6 +1,6 @@
 """What ``--precision`` saves and whether its figures hold: steps that end when sure against a long step.
 
-Run: ``python benchmarks/bench_precision.py [--streams 16] [--precision 5] [--repeat 3] [--sigma 0]``. Prints each
+Run: ``python benchmarks/bench_precision.py [--streams 16] [--precision 5] [--repeat 3] [--sigma 0] [--pin]``. Prints each
 precision-ended step (why it ended, its window, out tok/s, TTFT p50 and p95 with their relative half-widths)
 and whether a 60-s step's value lies within its interval; asserts nothing.
 
@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pinning import pin_apart  # noqa: E402 - beside this script
 
 from loadgen.config import SLO, RampPlan  # noqa: E402 - after the path, for a checkout without install
 from loadgen.profile import parse_profile  # noqa: E402
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument(
         "--sigma", type=float, default=None, help="both latencies' lognormal sigma (0: exact)"
     )
+    parser.add_argument("--pin", action="store_true", help="the simulator on CPU 0, ramp on the others")
     args = parser.parse_args()
     sim = spawn_sim_process(
         build_config(
@@ -70,6 +73,7 @@ def main() -> None:
             fixed_tpot_sigma=0.3 if args.sigma is None else args.sigma,
         )
     )
+    pinned = pin_apart(sim.pid) if args.pin else "not pinned"
     folder = tempfile.mkdtemp(prefix="ramp-bench-precision-")
     try:
         plan = RampPlan(
@@ -96,7 +100,7 @@ def main() -> None:
 
     print(
         f"{args.streams} streams, --precision {args.precision:g}, sigma {'0.4/0.3' if args.sigma is None else args.sigma},"
-        f" steps of at most 30 s ({wall:.0f} s wall)"
+        f" steps of at most 30 s ({wall:.0f} s wall; {pinned})"
     )
     for step in precise:
         m = step["margins"]
