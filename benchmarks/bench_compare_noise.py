@@ -1,7 +1,7 @@
 """How often ``ramp compare`` calls a difference: never where there is none, always where there is one.
 
 Run: ``python benchmarks/bench_compare_noise.py [--steps 12] [--seconds 5] [--warmup 1] [--streams 16]
-[--repeats 1] [--sigma 0.2] [--output 16]``. Prints a table; asserts nothing.
+[--repeats 1] [--sigma 0.2] [--output 16] [--pin]``. Prints a table; asserts nothing.
 
 Two servers, the simulator's "fast" engine with its TTFT drawn per request (``fixed_ttft_ms`` 50 and 53: a
 real 6 % shift of every TTFT percentile; lognormal with ``--sigma``, 0 for the exact mock's fixed TTFT; 10 ms

@@ -1,7 +1,8 @@
 """How often the step line's 95 % intervals cover the truth: the margins of error proved by coverage.
 
 Run: ``python benchmarks/bench_coverage.py [--steps 12] [--seconds 5] [--warmup 1] [--streams 16,64]
-[--servers random,sim]``. Prints a table; asserts nothing.
+[--servers random,sim] [--pin]``. Prints a table; asserts nothing. ``--pin``: the simulator on one CPU, ramp
+on the others (``benchmarks/pinning.py``: a simulator sharing the client's cores is late in bursts).
 
 Each configuration is one run of ``--steps`` consecutive steps at one level (each step its own warm-up, so
 the steps are independent but for the server's state carried across a warm-up). Two servers:
